@@ -1,0 +1,51 @@
+"""Errors of the core. `InputDataError` and its family are final (never retried)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dag.plan import FieldError
+
+
+class DagError(Exception):
+    """Base class of every error raised by `dag`."""
+
+
+class PlanInvalid(DagError):
+    """A plan failed validation; `errors` holds every problem with its field path."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = list(errors)
+        super().__init__("; ".join(f"{e.field}: {e.message}" for e in self.errors))
+
+
+class InputDataError(DagError):
+    """The input data is bad: retrying cannot help, so the step fails at once."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: str | None = None):
+        self.line = line
+        self.column = column
+        where = []
+        if line is not None:
+            where.append(f"line {line}")
+        if column is not None:
+            where.append(f"column {column!r}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        self.reason = message
+
+
+class CsvFormatError(InputDataError):
+    """Malformed CSV: unterminated quote, wrong field count, invalid UTF-8."""
+
+
+class RowValueError(InputDataError):
+    """A value failed its column type or a transform (a row error in `stop` mode)."""
+
+
+class Int64OverflowError(InputDataError):
+    """A value or an aggregate sum left the int64 range."""
+
+
+class ConfigValueError(InputDataError):
+    """A step config that is valid on its own but does not fit the data (e.g. a column)."""

@@ -1,0 +1,67 @@
+"""The values that flow through the core: raw records, batches, positions, row errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RowError:
+    """A bad record: where it is, which column, why, and the raw record as read."""
+
+    reason: str
+    line: int | None = None  # physical line of the record's start in the source file
+    record: int | None = None  # 1-based ordinal in the step's input
+    column: str | None = None
+    raw: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The reject-file line (JSON object) for this error."""
+        return {
+            "line": self.line,
+            "record": self.record,
+            "column": self.column,
+            "reason": self.reason,
+            "raw": self.raw,
+        }
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where reading resumes: a byte offset and the physical line number found there."""
+
+    offset: int = 0
+    line: int = 1
+
+    def as_dict(self) -> dict[str, int]:
+        return {"offset": self.offset, "line": self.line}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, int] | None) -> Position:
+        if not data:
+            return cls()
+        return cls(offset=int(data["offset"]), line=int(data["line"]))
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One logical input record: its first physical line and its untyped values."""
+
+    line: int
+    values: dict[str, Any]
+
+
+@dataclass
+class RawBatch:
+    """Up to `batch_size` input records (good ones and row errors) and where the next starts."""
+
+    records: list[RawRecord]
+    row_errors: list[RowError]
+    end: Position
+    header: list[str] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        """Input records consumed by this batch, good and bad."""
+        return len(self.records) + len(self.row_errors)
