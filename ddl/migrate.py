@@ -1,0 +1,139 @@
+"""The migration runner: applies `ddl/migrations/NNNN_*.sql` in order, once each.
+
+It creates the target database if missing, serialises concurrent runners with an advisory
+lock, records version + sha256 of every applied file and refuses to continue when an
+applied file was edited afterwards."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+from psycopg2 import sql
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+SANDBOX_DIR = Path(__file__).with_name("sandbox")
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_LOCK_KEY = 0x45544C4D  # "ETLM": one runner at a time per database
+
+
+class MigrationError(Exception):
+    """A migration cannot be applied (edited after apply, bad file name, SQL error)."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+
+
+def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+    """The migrations in `directory`, ordered by version; versions are unique."""
+    found: list[Migration] = []
+    for path in sorted(directory.glob("*.sql")):
+        m = _NAME.match(path.name)
+        if not m:
+            raise MigrationError(f"{path.name}: migration names look like 0001_name.sql")
+        found.append(Migration(int(m.group(1)), path.name, path.read_text(encoding="utf-8")))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise MigrationError(f"duplicate migration versions in {directory}")
+    return found
+
+
+def create_database_if_missing(url: str) -> bool:
+    """Create the database named in `url` when it does not exist; True if created."""
+    parts = urlsplit(url)
+    dbname = parts.path.lstrip("/")
+    if not dbname:
+        raise MigrationError(f"no database name in {url!r}")
+    admin_url = urlunsplit(parts._replace(path="/postgres"))
+    conn = psycopg2.connect(admin_url)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,))
+            if cur.fetchone():
+                return False
+            try:
+                cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+            except (psycopg2.errors.DuplicateDatabase, psycopg2.errors.UniqueViolation):
+                return False  # another runner created it meanwhile
+            return True
+    finally:
+        conn.close()
+
+
+def apply_migrations(
+    url: str, directory: Path = MIGRATIONS_DIR, table: str = "schema_migrations"
+) -> list[str]:
+    """Apply every pending migration of `directory` to the database at `url`, each in its
+    own transaction; return the names applied. Safe to call twice and concurrently."""
+    migrations = discover(directory)
+    create_database_if_missing(url)
+    conn = psycopg2.connect(url)
+    applied_now: list[str] = []
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+            cur.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} ("
+                    " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                ).format(sql.Identifier(table))
+            )
+            cur.execute(
+                sql.SQL("SELECT version, name, checksum FROM {}").format(sql.Identifier(table))
+            )
+            done = {v: (n, c) for v, n, c in cur.fetchall()}
+        for m in migrations:
+            if m.version in done:
+                name, checksum = done[m.version]
+                if checksum != m.checksum:
+                    raise MigrationError(
+                        f"{m.name}: applied as {name} with checksum {checksum[:12]}, "
+                        f"the file now has {m.checksum[:12]}; applied migrations are never "
+                        "edited - add a new one"
+                    )
+                continue
+            conn.autocommit = False
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(m.sql)
+                    cur.execute(
+                        sql.SQL(
+                            "INSERT INTO {} (version, name, checksum) VALUES (%s, %s, %s)"
+                        ).format(sql.Identifier(table)),
+                        (m.version, m.name, m.checksum),
+                    )
+                conn.commit()
+            except psycopg2.Error as exc:
+                conn.rollback()
+                raise MigrationError(f"{m.name}: {exc}".strip()) from exc
+            finally:
+                conn.autocommit = True
+            applied_now.append(m.name)
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    finally:
+        conn.close()
+    return applied_now
+
+
+def migrate(database_url: str, sandbox_url: str | None = None) -> list[str]:
+    """Apply the state migrations (incl. the broker's) and, to the sandbox database (the
+    same one by default), the sandbox migrations. Returns the names applied."""
+    names = apply_migrations(database_url, MIGRATIONS_DIR)
+    names += apply_migrations(sandbox_url or database_url, SANDBOX_DIR, "sandbox_migrations")
+    return names

@@ -1,0 +1,68 @@
+"""Integration fixtures: a template database built once from `ddl/`, and a fresh copy of it
+for every test (`CREATE DATABASE ... TEMPLATE`). A missing PostgreSQL fails the run."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg2
+import pytest
+from psycopg2 import sql
+
+import ddl
+
+PG = os.environ.get("ETL_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+
+
+def _admin():
+    try:
+        conn = psycopg2.connect(f"{PG}/postgres", connect_timeout=5)
+    except psycopg2.OperationalError as exc:  # fail, never skip: see DEVELOPERS.md
+        pytest.fail(f"PostgreSQL is required for integration tests ({PG}): {exc}")
+    conn.autocommit = True
+    return conn
+
+
+def _drop(cur, name: str) -> None:
+    cur.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def template_db() -> Iterator[str]:
+    """A database with every migration applied, used as the template of per-test databases."""
+    name = f"etl_tpl_{os.getpid()}"
+    conn = _admin()
+    with conn.cursor() as cur:
+        _drop(cur, name)
+    ddl.migrate(f"{PG}/{name}")
+    yield name
+    with conn.cursor() as cur:
+        _drop(cur, name)
+    conn.close()
+
+
+@pytest.fixture
+def db_url(template_db: str) -> Iterator[str]:
+    """The URL of a fresh, fully migrated database of this test's own."""
+    name = f"etl_t_{uuid.uuid4().hex[:12]}"
+    conn = _admin()
+    with conn.cursor() as cur:
+        cur.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template_db)
+            )
+        )
+    yield f"{PG}/{name}"
+    with conn.cursor() as cur:
+        _drop(cur, name)
+    conn.close()
+
+
+@pytest.fixture
+def conn(db_url: str) -> Iterator[psycopg2.extensions.connection]:
+    """A connection to this test's database."""
+    c = psycopg2.connect(db_url)
+    yield c
+    c.close()

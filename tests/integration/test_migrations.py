@@ -1,0 +1,105 @@
+"""The migration runner against a real PostgreSQL: empty database, twice, concurrently,
+and an edited applied file."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+import ddl
+from ddl.migrate import MIGRATIONS_DIR, MigrationError, apply_migrations
+
+from .conftest import PG
+
+
+def _tables(url: str) -> set[str]:
+    with psycopg2.connect(url) as c, c.cursor() as cur:
+        cur.execute(
+            "SELECT table_schema || '.' || table_name FROM information_schema.tables"
+            " WHERE table_schema IN ('public', 'dramatiq')"
+        )
+        return {r[0] for r in cur.fetchall()}
+
+
+def _fresh_url() -> str:
+    return f"{PG}/etl_mig_{uuid.uuid4().hex[:10]}"
+
+
+def _drop(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    c = psycopg2.connect(f"{PG}/postgres")
+    c.autocommit = True
+    with c.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    c.close()
+
+
+def test_empty_database_gets_every_table_and_second_run_is_a_no_op() -> None:
+    url = _fresh_url()
+    try:
+        first = ddl.migrate(url)
+        assert first == ["0001_state.sql", "0002_broker.sql", "0001_sandbox.sql"]
+        expected = {
+            "public.principals", "public.pipelines", "public.revisions", "public.runs",
+            "public.step_runs", "public.attempts", "public.step_batches", "public.schedules",
+            "public.audit", "public.schema_migrations", "dramatiq.queue",
+        }  # fmt: skip
+        assert expected <= _tables(url)
+        assert ddl.migrate(url) == []
+    finally:
+        _drop(url)
+
+
+def test_two_concurrent_runners_apply_each_migration_once() -> None:
+    url = _fresh_url()
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(ddl.migrate(url))
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=run) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert sorted(len(r) for r in results) == [0, 3]
+    finally:
+        _drop(url)
+
+
+def test_an_edited_applied_migration_is_refused(tmp_path: Path) -> None:
+    url = _fresh_url()
+    try:
+        for src in sorted(MIGRATIONS_DIR.glob("*.sql")):
+            (tmp_path / src.name).write_text(src.read_text())
+        apply_migrations(url, tmp_path)
+        edited = tmp_path / "0001_state.sql"
+        edited.write_text(edited.read_text() + "\n-- edited\n")
+        with pytest.raises(MigrationError, match=r"0001_state\.sql.*never edited"):
+            apply_migrations(url, tmp_path)
+    finally:
+        _drop(url)
+
+
+def test_revisions_are_immutable(conn) -> None:
+    with conn.cursor() as cur:
+        pid = uuid.uuid4()
+        cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, 'p', 1)", (str(pid),))
+        cur.execute(
+            "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
+            " VALUES (%s, 1, '{}', 'admin')",
+            (str(pid),),
+        )
+        with pytest.raises(psycopg2.errors.RaiseException, match="immutable"):
+            cur.execute("UPDATE revisions SET plan = '{\"x\": 1}'")
+    conn.rollback()
