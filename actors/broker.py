@@ -1,0 +1,63 @@
+"""The dramatiq-pg broker and the two wake-up messages.
+
+Messages are wake-ups, the database is the truth: senders build messages by hand so they never
+import actor modules, and a step message's id is derived from its attempt so a re-send by the
+sweep re-queues the same message instead of adding a second one."""
+
+from __future__ import annotations
+
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import dramatiq
+from dramatiq.middleware import AgeLimit, Callbacks, Pipelines, ShutdownNotifications, TimeLimit
+from dramatiq_pg import PostgresBroker
+
+COORDINATOR_QUEUE = "coordinator"
+STEPS_QUEUE = "steps"
+ADVANCE_RUN = "advance_run"
+RUN_STEP = "run_step"
+_STEP_NS = uuid.UUID("6d1f4f4e-2f7a-4c55-9b0e-5f0c1d9a7e21")
+
+
+def build_broker(database_url: str, *, max_connections: int = 4) -> PostgresBroker:
+    """A dramatiq-pg broker on `database_url` without the default middleware we replace:
+    no Retries (our attempts live in our tables), no Prometheus (port clashes); a TimeLimit
+    stays as a backstop, actors set their own limits."""
+    parts = urlsplit(database_url)
+    query = "&".join(q for q in (parts.query, f"maxconn={max_connections}", "minconn=0") if q)
+    url = urlunsplit(parts._replace(query=query))
+    middleware = [AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines()]
+    return PostgresBroker(url=url, results=False, middleware=middleware)
+
+
+def step_message_id(attempt_id: int) -> str:
+    """The deterministic message id of an attempt's `run_step` wake-up."""
+    return str(uuid.uuid5(_STEP_NS, str(attempt_id)))
+
+
+def send_advance_run(
+    broker: dramatiq.Broker, run_id: str, trace_id: str, *, delay_ms: int | None = None
+) -> None:
+    """Ask the dag-advancer to look at `run_id` (now, or after `delay_ms`)."""
+    message = dramatiq.Message(
+        queue_name=COORDINATOR_QUEUE,
+        actor_name=ADVANCE_RUN,
+        args=(str(run_id),),
+        kwargs={"trace_id": trace_id},
+        options={},
+    )
+    broker.enqueue(message, delay=delay_ms)
+
+
+def send_run_step(broker: dramatiq.Broker, attempt_id: int, trace_id: str) -> None:
+    """Wake an executor for attempt `attempt_id`; re-sending re-queues the same message."""
+    message = dramatiq.Message(
+        queue_name=STEPS_QUEUE,
+        actor_name=RUN_STEP,
+        args=(int(attempt_id),),
+        kwargs={"trace_id": trace_id},
+        options={},
+        message_id=step_message_id(attempt_id),
+    )
+    broker.enqueue(message)
