@@ -1,1 +1,38 @@
-"""actors"""
+"""The execution engine: broker and wake-ups, the dag-advancer, executors with fenced leases
+and per-batch checkpoints, and the coordinator's sweep."""
+
+from actors.advancer import Advance, advance_pipeline, advance_run, send_wakeups
+from actors.broker import (
+    COORDINATOR_QUEUE,
+    STEPS_QUEUE,
+    build_broker,
+    send_advance_run,
+    send_run_step,
+)
+from actors.errors import ActorError, LeaseLost
+from actors.faults import Faults
+from actors.runner import ExecutorSettings, StepRunner
+from actors.sweep import release_own_leases, sweep_once
+from actors.workers import register_advancer, register_step_runner, start_worker
+
+__all__ = [
+    "COORDINATOR_QUEUE",
+    "STEPS_QUEUE",
+    "ActorError",
+    "Advance",
+    "ExecutorSettings",
+    "Faults",
+    "LeaseLost",
+    "StepRunner",
+    "advance_pipeline",
+    "advance_run",
+    "build_broker",
+    "register_advancer",
+    "register_step_runner",
+    "release_own_leases",
+    "send_advance_run",
+    "send_run_step",
+    "send_wakeups",
+    "start_worker",
+    "sweep_once",
+]

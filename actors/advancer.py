@@ -1,0 +1,143 @@
+"""The dag-advancer: moves a pipeline's runs forward under a lock on the pipeline row.
+
+One call starts the FIFO head when nothing runs, asks `dag` which steps are ready under the
+revision's policy, creates an attempt per ready step (and per due retry), marks the steps
+that will never run, finalises a finished run and promotes the next queued one. It is
+idempotent: a duplicate or late wake-up finds nothing to do. Messages are sent only after
+the transaction commits; if the process dies in between, the sweep re-sends them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from actors.broker import send_advance_run, send_run_step
+from actors.sql import QUERIES
+from dag.plan import Plan, parse_plan
+from dag.readiness import decide
+
+log = logging.getLogger("etl.advancer")
+
+
+@dataclass
+class Advance:
+    """What one advance decided: attempts to wake, and when to look again."""
+
+    attempts: list[tuple[int, str]] = field(default_factory=list)  # (attempt id, trace id)
+    started_runs: list[str] = field(default_factory=list)
+    finished_runs: list[tuple[str, str]] = field(default_factory=list)  # (run id, status)
+    recheck_in_s: float | None = None  # earliest pending retry
+
+
+def advance_run(conn, run_id: str) -> Advance:
+    """Advance the pipeline that `run_id` belongs to; see the module docstring."""
+    with conn.cursor() as cur:
+        cur.execute(QUERIES["get_run_pipeline"], {"run_id": run_id})
+        row = cur.fetchone()
+    conn.rollback()
+    if row is None:
+        return Advance()
+    return advance_pipeline(conn, str(row[0]))
+
+
+def advance_pipeline(conn, pipeline_id: str) -> Advance:
+    """Advance one pipeline in one transaction; returns what was decided (committed)."""
+    result = Advance()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(QUERIES["lock_pipeline"], {"pipeline_id": pipeline_id})
+            if cur.fetchone() is None:
+                conn.rollback()
+                return result
+            # A finished run promotes the next one, which may finish at once (e.g. canceled
+            # steps only), so loop until a run is left running or the queue is empty.
+            for _ in range(100):
+                cur.execute(QUERIES["get_running_run"], {"pipeline_id": pipeline_id})
+                running = cur.fetchone()
+                if running is None:
+                    cur.execute(QUERIES["get_queue_head"], {"pipeline_id": pipeline_id})
+                    head = cur.fetchone()
+                    if head is None:
+                        break
+                    running = head
+                    _start_run(cur, str(head[0]), parse_plan(head[3]))
+                    result.started_runs.append(str(head[0]))
+                run_id, trace_id, cancel_requested, plan_json = running
+                if not _advance_steps(
+                    cur, str(run_id), trace_id, bool(cancel_requested), plan_json, result
+                ):
+                    break
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return result
+
+
+def _start_run(cur, run_id: str, plan: Plan) -> None:
+    cur.execute(QUERIES["start_run"], {"run_id": run_id})
+    for position, step in enumerate(plan.steps):
+        cur.execute(
+            QUERIES["create_step_run"],
+            {"run_id": run_id, "name": step.name, "type": step.type, "position": position},
+        )
+
+
+def _advance_steps(
+    cur, run_id: str, trace_id: str, cancel_requested: bool, plan_json, result: Advance
+) -> bool:
+    """Apply the readiness decision to one running run; True if the run finished."""
+    plan = parse_plan(plan_json)
+    cur.execute(QUERIES["lock_step_runs"], {"run_id": run_id})
+    rows = cur.fetchall()
+    states = {name: status for name, status, _due, _in_s in rows}
+    due_retries = [name for name, status, due, _in_s in rows if status == "retry_wait" and due]
+    waits = [in_s for _n, status, due, in_s in rows if status == "retry_wait" and not due]
+
+    decision = decide(plan, states, cancel_requested=cancel_requested)
+    for status, names in (
+        ("upstream_failed", decision.upstream_failed),
+        ("not_run", decision.not_run),
+        ("canceled", decision.canceled),
+    ):
+        for name in names:
+            cur.execute(
+                QUERIES["set_step_status"], {"run_id": run_id, "name": name, "status": status}
+            )
+            states[name] = status
+    to_start = list(decision.ready)
+    if not cancel_requested:
+        to_start += [n for n in due_retries if states.get(n) == "retry_wait"]
+    elif waits:
+        waits = []
+    for name in to_start:
+        cur.execute(QUERIES["start_step"], {"run_id": run_id, "name": name})
+        cur.execute(QUERIES["create_attempt"], {"run_id": run_id, "name": name})
+        attempt_id, number = cur.fetchone()
+        result.attempts.append((attempt_id, trace_id))
+        log.info(
+            "step started",
+            extra={"run_id": run_id, "step": name, "attempt": number, "trace_id": trace_id},
+        )
+    if waits:
+        soonest = max(0.0, min(float(w) for w in waits))
+        if result.recheck_in_s is None or soonest < result.recheck_in_s:
+            result.recheck_in_s = soonest
+    if decision.finished and not to_start:
+        cur.execute(QUERIES["finish_run"], {"run_id": run_id, "status": decision.run_status})
+        result.finished_runs.append((run_id, decision.run_status or "failed"))
+        log.info(
+            "run finished",
+            extra={"run_id": run_id, "trace_id": trace_id, "status": decision.run_status},
+        )
+        return True
+    return False
+
+
+def send_wakeups(broker, run_id: str, trace_id: str, result: Advance) -> None:
+    """After commit: wake an executor per new attempt, and the advancer again at the
+    earliest pending retry (the sweep covers a lost message either way)."""
+    for attempt_id, attempt_trace in result.attempts:
+        send_run_step(broker, attempt_id, attempt_trace)
+    if result.recheck_in_s is not None:
+        send_advance_run(broker, run_id, trace_id, delay_ms=int(result.recheck_in_s * 1000) + 50)

@@ -1,0 +1,27 @@
+"""Errors of the execution engine."""
+
+from __future__ import annotations
+
+
+class ActorError(Exception):
+    """Base class of every error raised by `actors`."""
+
+
+class LeaseLost(ActorError):
+    """Our lease on a step attempt was taken over: stop without committing anything."""
+
+
+class StepTimeout(ActorError):
+    """The attempt ran past the step timeout (retryable)."""
+
+
+class StepCanceled(ActorError):
+    """The run was canceled: the attempt stops at a batch boundary."""
+
+
+class ExecutorStopping(ActorError):
+    """The executor is shutting down: hand the lease back at a batch boundary."""
+
+
+class InjectedCrash(ActorError):
+    """A fault injected for tests and drills (a transient, retryable failure)."""

@@ -1,0 +1,121 @@
+"""Step-attempt leases: claim, heartbeat, fence. All deadlines are on the database clock.
+
+An executor claims an attempt in one statement, extends the lease from a heartbeat thread on
+its own connection, and starts every commit with `fence`: the attempt row is locked and
+extended only if the lease is still ours, so a stale executor (paused past its lease and
+reaped) commits nothing and stops."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import psycopg2
+
+from actors.errors import LeaseLost
+from actors.sql import QUERIES
+
+log = logging.getLogger("etl.leases")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claimed attempt: which step of which run, and its trace id."""
+
+    attempt_id: int
+    run_id: str
+    step_name: str
+    number: int
+    trace_id: str
+    pipeline_id: str
+
+
+def claim_attempt(conn, attempt_id: int, owner: str, ttl_s: float) -> Claim | None:
+    """Take the lease of `attempt_id` for `owner`; None if it is not ours to run."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                QUERIES["claim_attempt"],
+                {"attempt_id": attempt_id, "owner": owner, "ttl_s": ttl_s},
+            )
+            row = cur.fetchone()
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    if row is None:
+        return None
+    run_id, step_name, number, trace_id, pipeline_id = row
+    return Claim(attempt_id, str(run_id), step_name, number, trace_id, str(pipeline_id))
+
+
+def fence(cur, attempt_id: int, owner: str, ttl_s: float, *, batches: int = 0) -> bool:
+    """Lock and extend our attempt inside the caller's transaction; returns the run's
+    cancel flag. Raises LeaseLost when the lease is no longer ours."""
+    cur.execute(
+        QUERIES["fence_attempt"],
+        {"attempt_id": attempt_id, "owner": owner, "ttl_s": ttl_s, "batches": batches},
+    )
+    row = cur.fetchone()
+    if row is None:
+        raise LeaseLost(f"attempt {attempt_id}: lease no longer held by {owner}")
+    return bool(row[0])
+
+
+class Heartbeat:
+    """Extends a lease every `interval_s` on its own connection until stopped; sets `lost`
+    when the lease was taken over and `cancel` when the run asks to stop."""
+
+    def __init__(self, connect, attempt_id: int, owner: str, *, ttl_s: float, interval_s: float):
+        self._connect = connect
+        self._attempt_id = attempt_id
+        self._owner = owner
+        self._ttl_s = ttl_s
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self.lost = threading.Event()
+        self.cancel = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self._interval_s + 5)
+
+    def _run(self) -> None:
+        conn = None
+        while not self._stop.wait(self._interval_s):
+            try:
+                if conn is None or conn.closed:
+                    conn = self._connect()
+                with conn.cursor() as cur:
+                    cur.execute(
+                        QUERIES["heartbeat_attempt"],
+                        {
+                            "attempt_id": self._attempt_id,
+                            "owner": self._owner,
+                            "ttl_s": self._ttl_s,
+                        },
+                    )
+                    row = cur.fetchone()
+                conn.commit()
+            except psycopg2.Error as exc:
+                # A missed beat is not fatal: the lease has ttl/interval beats of slack, and
+                # every commit is fenced anyway.
+                log.warning("heartbeat failed: %s", exc, extra={"attempt": self._attempt_id})
+                if conn is not None:
+                    conn.close()
+                conn = None
+                continue
+            if row is None:
+                log.warning("lease lost", extra={"attempt": self._attempt_id})
+                self.lost.set()
+                break
+            if row[0]:
+                self.cancel.set()
+        if conn is not None:
+            conn.close()

@@ -1,0 +1,405 @@
+"""The executor's side of a step attempt: claim, run batch by batch, commit fenced.
+
+For every input batch the executor computes the output, writes exports and reject rows (each
+idempotent per batch number and invisible until the step commits), then commits the output
+batch, the checkpoint (input position, counters, running digests, aggregate state) in ONE
+transaction that starts with the lease fence. A crash re-runs only the unfinished batch; a
+stale executor's commit changes nothing."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+from dag.digest import DIGEST_SEED, chain_digest
+from dramatiq.middleware.time_limit import TimeLimitExceeded
+
+import connectors
+from actors.errors import ExecutorStopping, LeaseLost, StepCanceled, StepTimeout
+from actors.faults import Faults
+from actors.leases import Claim, Heartbeat, claim_attempt, fence
+from actors.outputs import columns_from_db, columns_to_db, write_batch
+from actors.sql import QUERIES
+from actors.steps import BATCH_SIZE, StepEnv, build_compute, build_sink, build_source
+from dag.errors import RowValueError
+from dag.plan import parse_plan
+from dag.retry import decide_retry, is_input_data_error
+
+log = logging.getLogger("etl.executor")
+MAX_ROW_ERRORS_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """Everything an executor needs besides its connections."""
+
+    name: str
+    owner: str  # name:boot id - the lease owner identity
+    lease_ttl_s: float
+    heartbeat_s: float
+    step_timeout_s: float
+    data_dir: Path
+    export_dir: Path
+    reject_dir: Path
+    faults: Faults = field(default_factory=Faults)
+
+
+@dataclass
+class Progress:
+    """A step's committed progress, as in `step_runs`."""
+
+    checkpoint: dict | None
+    columns: dict[str, str] | None
+    records_in: int
+    records_out: int
+    rejected: int
+    input_digest: str
+    output_digest: str
+    batches: int
+    row_errors: list[dict]
+
+    def params(self, run_id: str, step: str) -> dict[str, Any]:
+        return {
+            "run_id": run_id,
+            "name": step,
+            "checkpoint": json.dumps(self.checkpoint),
+            "records_in": self.records_in,
+            "records_out": self.records_out,
+            "rejected": self.rejected,
+            "input_digest": self.input_digest,
+            "output_digest": self.output_digest,
+            "batches": self.batches,
+            "columns": columns_to_db(self.columns),
+            "row_errors": json.dumps(self.row_errors),
+        }
+
+
+class StepRunner:
+    """Runs step attempts for one executor process (one at a time)."""
+
+    def __init__(
+        self,
+        settings: ExecutorSettings,
+        *,
+        connect_state: Callable[[], Any],
+        connect_sandbox: Callable[[], Any],
+        wake_run: Callable[[str, str, int | None], None],
+        stopping: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.settings = settings
+        self._connect_state = connect_state
+        self._connect_sandbox = connect_sandbox
+        self._wake_run = wake_run
+        self.stopping = stopping or threading.Event()
+        self._clock = clock
+        self._conn = None
+
+    def _state_conn(self):
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect_state()
+        return self._conn
+
+    def run_attempt(self, attempt_id: int) -> str | None:
+        """Run attempt `attempt_id` if it is ours to run; return its outcome (None if it was
+        not claimable, e.g. a duplicate or late wake-up)."""
+        s = self.settings
+        conn = self._state_conn()
+        try:
+            claim = claim_attempt(conn, attempt_id, s.owner, s.lease_ttl_s)
+        except psycopg2.OperationalError:
+            self._conn = None
+            raise
+        if claim is None:
+            log.info("attempt not claimable", extra={"attempt_id": attempt_id})
+            return None
+        ctx = {
+            "run_id": claim.run_id,
+            "step": claim.step_name,
+            "attempt": claim.number,
+            "trace_id": claim.trace_id,
+        }
+        log.info("attempt claimed", extra=ctx)
+        heartbeat = Heartbeat(
+            self._connect_state, attempt_id, s.owner, ttl_s=s.lease_ttl_s, interval_s=s.heartbeat_s
+        )
+        delay_ms = None
+        with heartbeat:
+            try:
+                self._execute(conn, claim, heartbeat)
+                outcome = "succeeded"
+            except LeaseLost as exc:
+                conn.rollback()
+                log.warning("lease lost, stopping: %s", exc, extra=ctx)
+                return "lease_lost"
+            except ExecutorStopping:
+                conn.rollback()
+                self._end(conn, claim, "release_lease", None)
+                log.info("executor stopping, lease handed back", extra=ctx)
+                return "released"
+            except StepCanceled:
+                conn.rollback()
+                outcome = "canceled"
+                self._end(conn, claim, "canceled", "run canceled")
+            except (Exception, TimeLimitExceeded) as exc:
+                conn.rollback()
+                outcome, delay_ms = self._fail(conn, claim, exc)
+                log.warning("attempt %s: %s", outcome, exc, extra=ctx)
+        log.info("attempt %s", outcome, extra=ctx)
+        try:
+            self._wake_run(claim.run_id, claim.trace_id, delay_ms)
+        except Exception as exc:  # the coordinator's sweep advances the run anyway
+            log.warning("wake-up not sent: %s", exc, extra=ctx)
+        return outcome
+
+    def _execute(self, conn, claim: Claim, heartbeat: Heartbeat) -> None:
+        s = self.settings
+        with conn.cursor() as cur:
+            cur.execute(
+                QUERIES["get_step_context"], {"run_id": claim.run_id, "name": claim.step_name}
+            )
+            row = cur.fetchone()
+            plan = parse_plan(row[0])
+            step = plan.step(claim.step_name)
+            cur.execute(
+                QUERIES["get_upstream_outputs"],
+                {"run_id": claim.run_id, "names": list(step.depends_on)},
+            )
+            upstream = {n: (columns_from_db(c), b) for n, c, b, _ in cur.fetchall()}
+        conn.rollback()
+        progress = Progress(
+            checkpoint=row[2],
+            columns=columns_from_db(row[3]),
+            records_in=row[4],
+            records_out=row[5],
+            rejected=row[6],
+            input_digest=row[7] or DIGEST_SEED,
+            output_digest=row[8] or DIGEST_SEED,
+            batches=row[9],
+            row_errors=list(row[10] or []),
+        )
+        s.faults.at_attempt_start(step.name, claim.number)
+        fresh = progress.checkpoint is None
+        env = StepEnv(
+            run_id=claim.run_id,
+            data_dir=s.data_dir,
+            export_dir=s.export_dir,
+            reject_dir=s.reject_dir,
+            state_conn=conn,
+            sandbox_connect=self._connect_sandbox,
+            upstream=upstream,
+        )
+        source = build_source(step, env, progress.columns)
+        compute = build_compute(step, source)
+        cp = progress.checkpoint or {}
+        if cp.get("state") is not None:
+            compute.restore(cp["state"])
+        sink = build_sink(step, env, source.columns) if step.type == "export" else None
+        rejects = connectors.reject_file(s.reject_dir, claim.run_id, step.name)
+        keep_output = step.type != "export" or bool(plan.dependents(step.name))
+        on_row_error = plan.on_row_error
+        started = self._clock()
+        chunks, reject_chunks, n_batches = (
+            cp.get("chunks", 0),
+            cp.get("reject_chunks", 0),
+            cp.get("n", 0),
+        )
+        try:
+            if sink is not None:
+                sink.start(fresh=fresh)
+            if fresh:
+                rejects.discard()
+                self._reset_output(conn, claim)
+            for batch in source.batches(progress.checkpoint, progress.records_in):
+                self._check(heartbeat, started)
+                if batch.records_in == 0:
+                    continue
+                s.faults.before_batch(step.name)
+                first = progress.records_in + 1
+                out, errors = compute.apply(batch.records, first)
+                errors = [*batch.row_errors, *errors]
+                if sink is not None:
+                    sink_errors = sink.write(chunks, out, first)
+                    if sink_errors:
+                        bad = {e.record for e in sink_errors}
+                        out = [r for i, r in enumerate(out) if first + i not in bad]
+                        errors += sink_errors
+                    chunks += 1
+                if errors and on_row_error == "stop":
+                    e = errors[0]
+                    raise RowValueError(e.reason, line=e.line, column=e.column)
+                if errors:
+                    rejects.write_chunk(reject_chunks, connectors.encode_rejects(errors))
+                    reject_chunks += 1
+                n_batches += 1
+                s.faults.after_export(step.name, n_batches, claim.number)
+                progress.records_in += batch.records_in
+                progress.records_out += len(out)
+                progress.rejected += len(errors)
+                progress.input_digest = chain_digest(progress.input_digest, batch.digest_items)
+                progress.output_digest = chain_digest(progress.output_digest, out)
+                progress.columns = compute.output_columns
+                room = MAX_ROW_ERRORS_SHOWN - len(progress.row_errors)
+                progress.row_errors += [e.as_dict() for e in errors[: max(room, 0)]]
+                progress.checkpoint = {
+                    **batch.position,
+                    "n": n_batches,
+                    "chunks": chunks,
+                    "reject_chunks": reject_chunks,
+                    "state": compute.state(),
+                }
+                with conn.cursor() as cur:
+                    cancel = fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s, batches=1)
+                    if keep_output and out:
+                        write_batch(
+                            cur, claim.run_id, step.name, progress.batches, out, progress.columns
+                        )
+                        progress.batches += 1
+                    cur.execute(
+                        QUERIES["save_checkpoint"], progress.params(claim.run_id, step.name)
+                    )
+                conn.commit()
+                if cancel:
+                    heartbeat.cancel.set()
+            self._check(heartbeat, started)
+            final = compute.finish()
+            progress.columns = compute.output_columns
+            progress.output_digest = chain_digest(progress.output_digest, final)
+            progress.records_out += len(final)
+            if sink is not None:
+                location = sink.publish(chunks)
+                log.info(
+                    "export published to %s",
+                    location,
+                    extra={"run_id": claim.run_id, "step": step.name},
+                )
+            if reject_chunks:
+                rejects.publish(reject_chunks)
+            with conn.cursor() as cur:
+                fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
+                for i in range(0, len(final), BATCH_SIZE):
+                    part = final[i : i + BATCH_SIZE]
+                    write_batch(
+                        cur, claim.run_id, step.name, progress.batches, part, progress.columns
+                    )
+                    progress.batches += 1
+                cur.execute(QUERIES["save_checkpoint"], progress.params(claim.run_id, step.name))
+                self._finish(cur, claim, "succeeded", None, step_status="succeeded")
+            conn.commit()
+        except StepCanceled:
+            if sink is not None:
+                sink.start(fresh=True)  # drop uncommitted export rows of a canceled step
+            raise
+        finally:
+            if sink is not None:
+                sink.close()
+
+    def _reset_output(self, conn, claim: Claim) -> None:
+        """A step starting from scratch drops output an earlier generation left behind."""
+        with conn.cursor() as cur:
+            fence(cur, claim.attempt_id, self.settings.owner, self.settings.lease_ttl_s)
+            cur.execute(
+                QUERIES["delete_step_batches"], {"run_id": claim.run_id, "name": claim.step_name}
+            )
+        conn.commit()
+
+    def _check(self, heartbeat: Heartbeat, started: float) -> None:
+        """Batch-boundary checks: lease, cancel, shutdown, timeout."""
+        if heartbeat.lost.is_set():
+            raise LeaseLost("heartbeat found the lease taken over")
+        if heartbeat.cancel.is_set():
+            raise StepCanceled("run canceled")
+        if self.stopping.is_set():
+            raise ExecutorStopping("executor is stopping")
+        elapsed = self._clock() - started
+        if elapsed > self.settings.step_timeout_s:
+            raise StepTimeout(
+                f"step timed out after {elapsed:.1f} s (limit {self.settings.step_timeout_s:g} s)"
+            )
+
+    def _finish(
+        self, cur, claim: Claim, outcome: str, error: str | None, *, step_status: str | None
+    ) -> None:
+        cur.execute(
+            QUERIES["finish_attempt"],
+            {"attempt_id": claim.attempt_id, "outcome": outcome, "error": error},
+        )
+        if step_status is not None:
+            cur.execute(
+                QUERIES["finish_step"],
+                {
+                    "run_id": claim.run_id,
+                    "name": claim.step_name,
+                    "status": step_status,
+                    "error": error,
+                },
+            )
+
+    def _end(self, conn, claim: Claim, how: str, error: str | None) -> None:
+        """End an attempt that stops without a failure: canceled, or lease handed back."""
+        s = self.settings
+        try:
+            with conn.cursor() as cur:
+                if how == "release_lease":
+                    cur.execute(
+                        QUERIES["release_lease"], {"attempt_id": claim.attempt_id, "owner": s.owner}
+                    )
+                else:
+                    fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
+                    self._finish(cur, claim, how, error, step_status=how)
+            conn.commit()
+        except LeaseLost:
+            conn.rollback()
+
+    def _fail(self, conn, claim: Claim, exc: BaseException) -> tuple[str, int | None]:
+        """Record a failed attempt: retry_wait with the next delay, or the step fails."""
+        s = self.settings
+        if is_input_data_error(exc):
+            outcome = "input_error"
+        elif isinstance(exc, StepTimeout | TimeLimitExceeded):
+            outcome = "timeout"
+        else:
+            outcome = "failed"
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            with conn.cursor() as cur:
+                fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
+                keys = {"run_id": claim.run_id, "name": claim.step_name}
+                cur.execute(QUERIES["count_failed_attempts"], keys)
+                failures = cur.fetchone()[0] + 1
+                cur.execute(QUERIES["get_run_plan"], keys)
+                step = parse_plan(cur.fetchone()[0]).step(claim.step_name)
+                decision = decide_retry(exc, failures, step.max_attempts)
+                self._finish(cur, claim, outcome, error, step_status=None)
+                if decision.retry:
+                    cur.execute(
+                        QUERIES["wait_retry"],
+                        {
+                            "run_id": claim.run_id,
+                            "name": claim.step_name,
+                            "error": error,
+                            "delay_s": decision.delay_s,
+                        },
+                    )
+                else:
+                    cur.execute(
+                        QUERIES["finish_step"],
+                        {
+                            "run_id": claim.run_id,
+                            "name": claim.step_name,
+                            "status": "failed",
+                            "error": error,
+                        },
+                    )
+            conn.commit()
+        except LeaseLost:
+            conn.rollback()
+            return "lease_lost", None
+        return outcome, (int(decision.delay_s * 1000) if decision.retry else None)

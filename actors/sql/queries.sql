@@ -1,0 +1,232 @@
+-- Queries of the execution engine: the dag-advancer, the executors' leases and fenced
+-- checkpoints, and the coordinator's sweep. Every deadline is on the database clock.
+
+-- lock_pipeline --
+-- Serialise every advance of one pipeline's runs (start, finish, promote).
+SELECT id FROM pipelines WHERE id = %(pipeline_id)s FOR UPDATE;
+
+-- get_run_pipeline --
+-- The pipeline of a run, read before taking the pipeline lock.
+SELECT pipeline_id FROM runs WHERE id = %(run_id)s;
+
+-- get_running_run --
+-- The pipeline's running run (at most one), locked, with its revision's plan.
+SELECT r.id, r.trace_id, r.cancel_requested, v.plan
+FROM runs r
+JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
+WHERE r.pipeline_id = %(pipeline_id)s AND r.status = 'running'
+ORDER BY r.queue_seq
+LIMIT 1
+FOR UPDATE OF r;
+
+-- get_queue_head --
+-- The pipeline's oldest queued run (FIFO by trigger order), locked, with its plan.
+SELECT r.id, r.trace_id, r.cancel_requested, v.plan
+FROM runs r
+JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
+WHERE r.pipeline_id = %(pipeline_id)s AND r.status = 'queued'
+ORDER BY r.queue_seq
+LIMIT 1
+FOR UPDATE OF r;
+
+-- start_run --
+-- A queued run becomes running.
+UPDATE runs SET status = 'running', started_at = coalesce(started_at, now())
+WHERE id = %(run_id)s AND status = 'queued';
+
+-- create_step_run --
+-- One row per plan step when a run starts; a resumed run keeps its rows.
+INSERT INTO step_runs (run_id, name, type, position)
+VALUES (%(run_id)s, %(name)s, %(type)s, %(position)s)
+ON CONFLICT (run_id, name) DO NOTHING;
+
+-- lock_step_runs --
+-- Every step of a run with its state, locked for the advancer's decision.
+SELECT name, status, retry_at IS NOT NULL AND retry_at <= now() AS retry_due,
+       extract(epoch FROM (retry_at - now())) AS retry_in_s
+FROM step_runs
+WHERE run_id = %(run_id)s
+ORDER BY position
+FOR UPDATE;
+
+-- set_step_status --
+-- A step becomes upstream_failed, not_run or canceled (terminal, without running).
+UPDATE step_runs SET status = %(status)s, finished_at = now(), retry_at = NULL
+WHERE run_id = %(run_id)s AND name = %(name)s;
+
+-- start_step --
+-- A pending or due retry_wait step becomes running; its attempt is created next.
+UPDATE step_runs
+SET status = 'running', retry_at = NULL, started_at = coalesce(started_at, now()),
+    finished_at = NULL, error = NULL
+WHERE run_id = %(run_id)s AND name = %(name)s;
+
+-- create_attempt --
+-- The next attempt of a step; the lease is claimed by the executor that gets the message.
+INSERT INTO attempts (run_id, step_name, number)
+SELECT %(run_id)s, %(name)s, coalesce(max(number), 0) + 1
+FROM attempts WHERE run_id = %(run_id)s AND step_name = %(name)s
+RETURNING id, number;
+
+-- finish_run --
+-- A run whose steps are all terminal gets its final status.
+UPDATE runs SET status = %(status)s, finished_at = now()
+WHERE id = %(run_id)s AND status = 'running';
+
+-- claim_attempt --
+-- Take the lease of an unclaimed (or own) open attempt of a running step of a running run.
+UPDATE attempts a
+SET lease_owner = %(owner)s, executor = %(owner)s,
+    lease_expires_at = now() + make_interval(secs => %(ttl_s)s),
+    heartbeat_at = now(), started_at = coalesce(a.started_at, now())
+FROM step_runs s, runs r
+WHERE a.id = %(attempt_id)s AND a.outcome IS NULL
+  AND (a.lease_owner IS NULL OR a.lease_owner = %(owner)s)
+  AND s.run_id = a.run_id AND s.name = a.step_name AND s.status = 'running'
+  AND r.id = a.run_id AND r.status = 'running'
+RETURNING a.run_id, a.step_name, a.number, r.trace_id, r.pipeline_id;
+
+-- heartbeat_attempt --
+-- Extend the lease if it is still ours; no row means it was taken over: stop at once.
+UPDATE attempts a
+SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl_s)s)
+FROM runs r
+WHERE a.id = %(attempt_id)s AND a.lease_owner = %(owner)s AND a.outcome IS NULL
+  AND r.id = a.run_id
+RETURNING r.cancel_requested;
+
+-- fence_attempt --
+-- The first statement of every executor commit: lock our attempt row if the lease is ours.
+-- The row lock also keeps the reaper off the attempt until this transaction ends.
+UPDATE attempts a
+SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl_s)s),
+    batches_done = a.batches_done + %(batches)s
+FROM runs r
+WHERE a.id = %(attempt_id)s AND a.lease_owner = %(owner)s AND a.outcome IS NULL
+  AND r.id = a.run_id
+RETURNING r.cancel_requested;
+
+-- get_step_context --
+-- What an attempt needs to run its step: the plan, policy, and the step's progress.
+SELECT v.plan, s.type, s.checkpoint, s.columns, s.records_in, s.records_out, s.rejected,
+       s.input_digest, s.output_digest, s.batches, s.row_errors
+FROM step_runs s
+JOIN runs r ON r.id = s.run_id
+JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
+WHERE s.run_id = %(run_id)s AND s.name = %(name)s;
+
+-- get_upstream_outputs --
+-- The committed outputs (columns, batch count) of the given succeeded steps.
+SELECT name, columns, batches, records_out
+FROM step_runs
+WHERE run_id = %(run_id)s AND name = ANY(%(names)s) AND status = 'succeeded';
+
+-- read_step_batch --
+-- One committed output batch of a step.
+SELECT payload FROM step_batches
+WHERE run_id = %(run_id)s AND step_name = %(name)s AND seq = %(seq)s;
+
+-- write_step_batch --
+-- One output batch, committed together with the checkpoint that covers it.
+INSERT INTO step_batches (run_id, step_name, seq, records, payload)
+VALUES (%(run_id)s, %(name)s, %(seq)s, %(records)s, %(payload)s)
+ON CONFLICT (run_id, step_name, seq)
+DO UPDATE SET records = excluded.records, payload = excluded.payload;
+
+-- delete_step_batches --
+-- A step that starts from scratch drops output left by an earlier generation.
+DELETE FROM step_batches WHERE run_id = %(run_id)s AND step_name = %(name)s;
+
+-- save_checkpoint --
+-- Progress of a step after a committed batch: input position, counters, digests, errors.
+UPDATE step_runs
+SET checkpoint = %(checkpoint)s, records_in = %(records_in)s, records_out = %(records_out)s,
+    rejected = %(rejected)s, input_digest = %(input_digest)s,
+    output_digest = %(output_digest)s, batches = %(batches)s, columns = %(columns)s,
+    row_errors = %(row_errors)s
+WHERE run_id = %(run_id)s AND name = %(name)s;
+
+-- finish_attempt --
+-- Record an attempt's outcome.
+UPDATE attempts
+SET outcome = %(outcome)s, error = %(error)s, finished_at = now()
+WHERE id = %(attempt_id)s AND outcome IS NULL;
+
+-- finish_step --
+-- A step ends succeeded, failed or canceled.
+UPDATE step_runs
+SET status = %(status)s, error = %(error)s, finished_at = now(), retry_at = NULL
+WHERE run_id = %(run_id)s AND name = %(name)s AND status = 'running';
+
+-- wait_retry --
+-- A failed attempt that will be retried: the step waits until retry_at.
+UPDATE step_runs
+SET status = 'retry_wait', error = %(error)s,
+    retry_at = now() + make_interval(secs => %(delay_s)s)
+WHERE run_id = %(run_id)s AND name = %(name)s AND status = 'running';
+
+-- release_own_leases --
+-- A restarted executor expires the leases of its previous incarnation (same name).
+UPDATE attempts
+SET lease_expires_at = now()
+WHERE outcome IS NULL AND lease_owner LIKE %(name_prefix)s AND lease_owner <> %(owner)s;
+
+-- release_lease --
+-- An executor that stops cleanly hands its lease back for an immediate takeover.
+UPDATE attempts SET lease_expires_at = now()
+WHERE id = %(attempt_id)s AND lease_owner = %(owner)s AND outcome IS NULL;
+
+-- reap_expired_leases --
+-- Attempts whose lease ran out end as lease_expired; the step continues in a new attempt.
+UPDATE attempts a
+SET outcome = 'lease_expired', finished_at = now(),
+    error = 'lease of ' || a.lease_owner || ' expired at ' || a.lease_expires_at::text
+FROM (
+    SELECT id FROM attempts
+    WHERE outcome IS NULL AND lease_expires_at < now()
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+) due
+WHERE a.id = due.id
+RETURNING a.run_id, a.step_name;
+
+-- count_lease_expiries --
+-- How often a step's attempts lost their lease (poison-step guard).
+SELECT count(*) FROM attempts
+WHERE run_id = %(run_id)s AND step_name = %(name)s AND outcome = 'lease_expired';
+
+-- get_step_for_takeover --
+-- A reaped step that still runs, with its run's trace id.
+SELECT s.status, r.trace_id, r.pipeline_id
+FROM step_runs s JOIN runs r ON r.id = s.run_id
+WHERE s.run_id = %(run_id)s AND s.name = %(name)s AND r.status = 'running'
+FOR UPDATE OF s;
+
+-- list_unclaimed_attempts --
+-- Open attempts nobody claimed for a while: their wake-up may be lost; send it again.
+SELECT a.id, r.trace_id
+FROM attempts a JOIN runs r ON r.id = a.run_id
+WHERE a.outcome IS NULL AND a.lease_owner IS NULL
+  AND a.created_at < now() - make_interval(secs => %(older_than_s)s)
+  AND r.status = 'running';
+
+-- list_active_pipelines --
+-- Pipelines with a queued or running run: the sweep advances each of them.
+SELECT DISTINCT pipeline_id FROM runs WHERE status IN ('queued', 'running');
+
+-- purge_broker_messages --
+-- Drop finished broker rows (dramatiq-pg purges them only rarely by itself).
+DELETE FROM dramatiq.queue
+WHERE state IN ('done', 'rejected') AND mtime < now() - interval '1 hour';
+
+-- count_failed_attempts --
+-- Attempts of a step that failed (lease expiries do not use up the retry budget).
+SELECT count(*) FROM attempts
+WHERE run_id = %(run_id)s AND step_name = %(name)s
+  AND outcome IN ('failed', 'input_error', 'timeout');
+
+-- get_run_plan --
+-- The plan of the revision a run is bound to.
+SELECT v.plan FROM runs r
+JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
+WHERE r.id = %(run_id)s;

@@ -1,0 +1,277 @@
+"""What each step type reads, computes and writes, batch by batch, from a checkpoint.
+
+A step is a source of input batches (a file, a sandbox table, or the committed outputs of
+its dependencies in `depends_on` order), a per-batch computation (typing, a transform, or a
+pass-through) and, for exports, an external sink written before the batch's checkpoint
+commits. Every position a source yields is JSON (it goes into the checkpoint) and resuming
+from it yields exactly the remaining input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dag.transforms import build_transform
+
+import connectors
+from actors.outputs import read_batches
+from dag.csvparts import read_csv_batches
+from dag.errors import ConfigValueError
+from dag.jsonparts import read_json_batches, read_jsonl_batches
+from dag.plan import Step
+from dag.records import Position, RowError
+from dag.types import infer_columns, type_records
+
+BATCH_SIZE = 500
+MAX_SOURCE_BYTES = 50 * 1024 * 1024
+
+
+@dataclass
+class InputBatch:
+    """One input batch: typed records, the row errors found reading it, its size and the
+    position to resume after it."""
+
+    records: list[dict]
+    row_errors: list[RowError]
+    records_in: int
+    position: dict[str, Any]
+    digest_items: list[Any]  # what the input digest covers for this batch
+
+
+@dataclass
+class StepEnv:
+    """What a step may touch besides its own state: directories and connections."""
+
+    run_id: str
+    data_dir: Path
+    export_dir: Path
+    reject_dir: Path
+    state_conn: Any
+    sandbox_connect: Callable[[], Any]
+    upstream: dict[str, tuple[dict[str, str], int]] = field(default_factory=dict)
+
+
+class FileSource:
+    """Ingest from a file in the data directory, typed as declared or inferred."""
+
+    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str] | None):
+        self.config = step.config
+        self.env = env
+        self.columns = columns
+
+    def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
+        cfg = self.config
+        start = Position.from_dict((checkpoint or {}).get("position"))
+        fmt = cfg.get("format", "csv")
+        with connectors.open_source(
+            self.env.data_dir, cfg["path"], max_bytes=MAX_SOURCE_BYTES
+        ) as stream:
+            if fmt == "csv":
+                raw_batches = read_csv_batches(
+                    stream, delimiter=cfg.get("delimiter", ","), batch_size=BATCH_SIZE, start=start
+                )
+            elif fmt == "json":
+                raw_batches = read_json_batches(stream, batch_size=BATCH_SIZE, start=start)
+            else:
+                raw_batches = read_jsonl_batches(stream, batch_size=BATCH_SIZE, start=start)
+            ordinal = records_before + 1
+            for raw in raw_batches:
+                if self.columns is None:
+                    self.columns = infer_columns(raw.header, raw.records, cfg.get("columns") or {})
+                typed, type_errors = type_records(raw.records, self.columns, first_ordinal=ordinal)
+                errors = sorted(
+                    [*raw.row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
+                )
+                items = [r.values for r in raw.records] + [{"raw": e.raw} for e in raw.row_errors]
+                ordinal += raw.size
+                yield InputBatch(typed, errors, raw.size, {"position": raw.end.as_dict()}, items)
+
+
+class TableSource:
+    """Ingest from a sandbox table in primary-key order (keyset pagination)."""
+
+    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str] | None):
+        self.config = step.config
+        self.env = env
+        self.columns = columns
+
+    def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
+        conn = self.env.sandbox_connect()
+        try:
+            source = connectors.resolve_source_table(conn, self.config["table"])
+            self.columns = self.columns or dict(source.columns)
+            after = (checkpoint or {}).get("after_key")
+            for records, last_key in connectors.read_table_batches(
+                conn, source, after_key=after, batch_size=BATCH_SIZE
+            ):
+                yield InputBatch(records, [], len(records), {"after_key": last_key}, records)
+        finally:
+            conn.close()
+
+
+class UpstreamSource:
+    """The committed outputs of the step's dependencies, in `depends_on` order."""
+
+    def __init__(self, step: Step, env: StepEnv):
+        self.step = step
+        self.env = env
+        self.columns: dict[str, str] = {}
+        for dep in step.depends_on:
+            dep_columns, _ = env.upstream[dep]
+            for name, typ in dep_columns.items():
+                if self.columns.setdefault(name, typ) != typ:
+                    raise ConfigValueError(
+                        f"column {name!r} is {self.columns[name]} in one dependency and "
+                        f"{typ} in {dep!r}",
+                        column=name,
+                    )
+
+    def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
+        dep_index = (checkpoint or {}).get("dep", 0)
+        seq = (checkpoint or {}).get("seq", 0)
+        names = list(self.columns)
+        for i in range(dep_index, len(self.step.depends_on)):
+            dep = self.step.depends_on[i]
+            dep_columns, count = self.env.upstream[dep]
+            start = seq if i == dep_index else 0
+            for s, records in read_batches(
+                self.env.state_conn, self.env.run_id, dep, dep_columns, start_seq=start, count=count
+            ):
+                if list(dep_columns) != names:
+                    records = [{n: r.get(n) for n in names} for r in records]
+                after = {"dep": i, "seq": s + 1}
+                if s + 1 == count:
+                    after = {"dep": i + 1, "seq": 0}
+                yield InputBatch(records, [], len(records), after, records)
+
+
+class Passthrough:
+    """An export's computation: records go out unchanged."""
+
+    def __init__(self, columns: dict[str, str]):
+        self.output_columns = dict(columns)
+
+    def apply(self, records: list[dict], first_ordinal: int) -> tuple[list[dict], list[RowError]]:
+        return records, []
+
+    def state(self) -> None:
+        return None
+
+    def restore(self, state: Any) -> None:
+        pass
+
+    def finish(self) -> list[dict]:
+        return []
+
+
+class Typed:
+    """An ingest's computation: typing happened in the source; records pass through."""
+
+    def __init__(self, source):
+        self.source = source
+
+    @property
+    def output_columns(self) -> dict[str, str]:
+        return dict(self.source.columns or {})
+
+    def apply(self, records: list[dict], first_ordinal: int) -> tuple[list[dict], list[RowError]]:
+        return records, []
+
+    def state(self) -> None:
+        return None
+
+    def restore(self, state: Any) -> None:
+        pass
+
+    def finish(self) -> list[dict]:
+        return []
+
+
+class FileSink:
+    """An export to `ETL_EXPORT_DIR/<run_id>/<path>`, published when the step commits."""
+
+    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str]):
+        self.format = step.config.get("format", "jsonl")
+        self.columns = columns
+        self.file = connectors.export_file(
+            env.export_dir, env.run_id, step.name, step.config["path"]
+        )
+
+    def close(self) -> None:
+        pass
+
+    def start(self, *, fresh: bool) -> None:
+        if fresh:  # leftovers of an attempt that committed nothing
+            self.file.discard()
+
+    def write(self, chunk: int, records: list[dict], first_ordinal: int) -> list[RowError]:
+        if self.format == "csv":
+            data = connectors.encode_csv(records, self.columns, header=chunk == 0)
+        else:
+            data = connectors.encode_jsonl(records)
+        self.file.write_chunk(chunk, data)
+        return []
+
+    def publish(self, chunks: int) -> str:
+        self.file.publish(chunks)
+        return str(self.file.final_path)
+
+
+class TableSink:
+    """An export to `sandbox.NAME`, staged per run/step and published when the step commits."""
+
+    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str]):
+        self.conn = env.sandbox_connect()
+        self.export = connectors.TableExport(
+            self.conn,
+            step.config["table"],
+            env.run_id,
+            step.name,
+            columns,
+            step.config.get("key"),
+        )
+        self.table = step.config["table"]
+
+    def start(self, *, fresh: bool) -> None:
+        if fresh:  # leftovers of an attempt that committed nothing
+            self.export.discard()
+        self.export.prepare()
+
+    def write(self, chunk: int, records: list[dict], first_ordinal: int) -> list[RowError]:
+        return self.export.write_batch(chunk, records, first_ordinal)
+
+    def publish(self, chunks: int) -> str:
+        self.export.publish()
+        return f"sandbox.{self.table}"
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def build_source(step: Step, env: StepEnv, columns: dict[str, str] | None):
+    """The input of `step`."""
+    if step.type == "ingest":
+        if step.config.get("source") == "table":
+            return TableSource(step, env, columns)
+        return FileSource(step, env, columns)
+    return UpstreamSource(step, env)
+
+
+def build_compute(step: Step, source):
+    """The per-batch computation of `step` over its source's columns."""
+    if step.type == "ingest":
+        return Typed(source)
+    if step.type == "export":
+        return Passthrough(source.columns)
+    return build_transform(step.config, source.columns)
+
+
+def build_sink(step: Step, env: StepEnv, columns: dict[str, str]):
+    """The external output of an export step; None for other steps."""
+    if step.type != "export":
+        return None
+    if step.config.get("target") == "table":
+        return TableSink(step, env, columns)
+    return FileSink(step, env, columns)

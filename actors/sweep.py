@@ -1,0 +1,135 @@
+"""The coordinator's sweep: the database is the truth, messages are only wake-ups.
+
+Every few seconds it reaps attempts whose lease ran out (the step continues from its
+checkpoint in a new attempt, on any executor), re-sends wake-ups of attempts nobody claimed
+(lost between a commit and a send, or stranded on a dead executor), and advances every
+pipeline with queued or running runs (due retries, lost advancer messages, promotion)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import psycopg2
+
+from actors.advancer import advance_pipeline
+from actors.broker import send_run_step
+from actors.sql import QUERIES
+
+log = logging.getLogger("etl.sweep")
+MAX_LEASE_EXPIRIES = 5  # a step that kills its executor again and again is failed
+
+
+@dataclass
+class SweepReport:
+    reaped: list[tuple[str, str]] = field(default_factory=list)
+    resent: list[int] = field(default_factory=list)
+    advanced: int = 0
+
+
+def reap_expired_leases(conn, broker) -> list[tuple[str, str]]:
+    """End attempts whose lease expired and start the next attempt of each such step."""
+    wake: list[tuple[int, str]] = []
+    reaped: list[tuple[str, str]] = []
+    try:
+        with conn.cursor() as cur:
+            cur.execute(QUERIES["reap_expired_leases"])
+            for run_id, step in cur.fetchall():
+                reaped.append((str(run_id), step))
+                keys = {"run_id": run_id, "name": step}
+                cur.execute(QUERIES["get_step_for_takeover"], keys)
+                row = cur.fetchone()
+                if row is None or row[0] != "running":
+                    continue
+                trace_id = row[1]
+                cur.execute(QUERIES["count_lease_expiries"], keys)
+                if cur.fetchone()[0] >= MAX_LEASE_EXPIRIES:
+                    cur.execute(
+                        QUERIES["finish_step"],
+                        {**keys, "status": "failed", "error": "lease expired too often"},
+                    )
+                    continue
+                cur.execute(QUERIES["create_attempt"], keys)
+                attempt_id, number = cur.fetchone()
+                wake.append((attempt_id, trace_id))
+                log.warning(
+                    "lease expired, step continues from its checkpoint",
+                    extra={
+                        "run_id": str(run_id),
+                        "step": step,
+                        "attempt": number,
+                        "trace_id": trace_id,
+                    },
+                )
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    for attempt_id, trace_id in wake:
+        send_run_step(broker, attempt_id, trace_id)
+    return reaped
+
+
+def resend_unclaimed(conn, broker, *, older_than_s: float) -> list[int]:
+    """Re-send the wake-up of open attempts nobody claimed for `older_than_s` seconds."""
+    with conn.cursor() as cur:
+        cur.execute(QUERIES["list_unclaimed_attempts"], {"older_than_s": older_than_s})
+        rows = cur.fetchall()
+    conn.rollback()
+    for attempt_id, trace_id in rows:
+        send_run_step(broker, attempt_id, trace_id)
+    return [r[0] for r in rows]
+
+
+def advance_active(conn, broker) -> int:
+    """Advance every pipeline that has a queued or running run."""
+    with conn.cursor() as cur:
+        cur.execute(QUERIES["list_active_pipelines"])
+        pipelines = [str(r[0]) for r in cur.fetchall()]
+    conn.rollback()
+    for pipeline_id in pipelines:
+        result = advance_pipeline(conn, pipeline_id)
+        for run_id in result.started_runs:
+            log.info("run started", extra={"run_id": run_id})
+        # Due retries are this sweep's job too, so only the new attempts need a wake-up.
+        for attempt_id, trace_id in result.attempts:
+            send_run_step(broker, attempt_id, trace_id)
+    return len(pipelines)
+
+
+def purge_broker(conn) -> int:
+    """Delete finished broker messages older than an hour."""
+    with conn.cursor() as cur:
+        cur.execute(QUERIES["purge_broker_messages"])
+        n = cur.rowcount
+    conn.commit()
+    return n
+
+
+def sweep_once(conn, broker, *, unclaimed_after_s: float) -> SweepReport:
+    """One pass of the sweep; safe to run concurrently with everything else."""
+    report = SweepReport()
+    try:
+        report.reaped = reap_expired_leases(conn, broker)
+        report.resent = resend_unclaimed(conn, broker, older_than_s=unclaimed_after_s)
+        report.advanced = advance_active(conn, broker)
+    except psycopg2.errors.DeadlockDetected as exc:  # the next pass picks it up
+        conn.rollback()
+        log.warning("sweep deadlock, retried next pass: %s", exc)
+    return report
+
+
+def release_own_leases(conn, broker, *, name: str, owner: str) -> int:
+    """At executor start: expire the leases a previous incarnation with the same name still
+    holds and reap them at once, instead of waiting out their TTL. Returns how many."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute(QUERIES["release_own_leases"], {"name_prefix": f"{name}:%", "owner": owner})
+            n = cur.rowcount
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    if n:
+        reap_expired_leases(conn, broker)
+    return n

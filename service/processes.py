@@ -1,0 +1,159 @@
+"""The long-running processes: `etl coordinator` and `etl executor`. Each only loads its
+configuration, wires the parts together and manages start and stop."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+
+import psycopg2
+
+from actors import (
+    COORDINATOR_QUEUE,
+    STEPS_QUEUE,
+    ExecutorSettings,
+    Faults,
+    StepRunner,
+    build_broker,
+    register_advancer,
+    register_step_runner,
+    release_own_leases,
+    send_advance_run,
+    start_worker,
+    sweep_once,
+)
+from service.config import Config
+from service.logs import configure_logging
+
+log = logging.getLogger("etl.process")
+
+
+def _connector(url: str, app: str) -> Callable[[], psycopg2.extensions.connection]:
+    return lambda: psycopg2.connect(url, application_name=app)
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(signum, _frame) -> None:
+        log.info("signal %s received, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def run_executor(cfg: Config, name: str) -> int:
+    """One executor: a dramatiq worker for the `steps` queue running one step at a time."""
+    configure_logging(name, cfg.log_level)
+    owner = f"{name}:{uuid.uuid4().hex[:8]}"
+    stop = _stop_on_signals()
+    broker = build_broker(cfg.database_url, max_connections=3)
+    settings = ExecutorSettings(
+        name=name,
+        owner=owner,
+        lease_ttl_s=cfg.lease_ttl_s,
+        heartbeat_s=cfg.heartbeat_s,
+        step_timeout_s=cfg.step_timeout_s,
+        data_dir=cfg.data_dir,
+        export_dir=cfg.export_dir,
+        reject_dir=cfg.reject_dir,
+        faults=Faults.parse(cfg.fault),
+    )
+    runner = StepRunner(
+        settings,
+        connect_state=_connector(cfg.database_url, f"etl-{name}"),
+        connect_sandbox=_connector(cfg.sandbox_url, f"etl-{name}-sandbox"),
+        wake_run=lambda run_id, trace_id, delay_ms: send_advance_run(
+            broker, run_id, trace_id, delay_ms=delay_ms
+        ),
+        stopping=stop,
+    )
+    register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
+    conn = psycopg2.connect(cfg.database_url, application_name=f"etl-{name}-boot")
+    try:
+        taken = release_own_leases(conn, broker, name=name, owner=owner)
+    finally:
+        conn.close()
+    log.info("executor %s started (pid %s), took over %d leases", owner, os.getpid(), taken)
+    worker = start_worker(broker, [STEPS_QUEUE], threads=1)
+    stop.wait()
+    # A running step sees `stop` at its next batch boundary and hands its lease back.
+    worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
+    broker.close()
+    log.info("executor %s stopped", owner)
+    return 0
+
+
+def _api_command(cfg: Config) -> list[str]:
+    return [
+        sys.executable, "-m", "gunicorn",
+        "--workers", str(cfg.api_workers),
+        "--bind", cfg.api_bind,
+        "--graceful-timeout", "10",
+        "--access-logfile", "-",
+        "service.app:get_app()",
+    ]  # fmt: skip
+
+
+def run_coordinator(cfg: Config, *, scheduler_factory: Callable | None = None) -> int:
+    """The API (gunicorn), the dag-advancer worker, the scheduler and the sweep. If a part
+    dies the command exits non-zero, so a supervisor restarts it."""
+    configure_logging("coordinator", cfg.log_level)
+    stop = _stop_on_signals()
+    api = subprocess.Popen(_api_command(cfg))
+    broker = build_broker(cfg.database_url, max_connections=4)
+    register_advancer(broker, _connector(cfg.database_url, "etl-advancer"))
+    worker = start_worker(broker, [COORDINATOR_QUEUE], threads=2)
+    scheduler = scheduler_factory(cfg, broker) if scheduler_factory else None
+    if scheduler is not None:
+        scheduler.start()
+    failed = threading.Event()
+
+    def sweep_loop() -> None:
+        conn = None
+        while not stop.wait(cfg.sweep_s):
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg2.connect(cfg.database_url, application_name="etl-sweep")
+                sweep_once(conn, broker, unclaimed_after_s=max(5.0, 2 * cfg.sweep_s))
+            except psycopg2.OperationalError as exc:
+                log.warning("sweep: database unavailable: %s", exc)
+                conn = None
+            except Exception:
+                log.exception("sweep failed")
+                failed.set()
+                stop.set()
+
+    sweeper = threading.Thread(target=sweep_loop, name="sweep", daemon=True)
+    sweeper.start()
+    log.info("coordinator started (pid %s), API on %s", os.getpid(), cfg.api_bind)
+    code = 0
+    while not stop.wait(0.5):
+        if api.poll() is not None:
+            log.error("API server exited with %s", api.returncode)
+            code = 1
+            break
+    if failed.is_set():
+        code = 1
+    stop.set()
+    if scheduler is not None:
+        scheduler.shutdown()
+    if api.poll() is None:
+        api.terminate()
+        try:
+            api.wait(15)
+        except subprocess.TimeoutExpired:
+            api.kill()
+    worker.stop(timeout=5000)
+    sweeper.join(timeout=cfg.sweep_s + 5)
+    broker.close()
+    log.info("coordinator stopped")
+    return code
