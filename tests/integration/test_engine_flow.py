@@ -1,0 +1,294 @@
+"""The execution engine end to end on real processes: coordinator (gunicorn, advancer, sweep)
+and two executors over the dramatiq-pg broker, on a test's own database."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from .stack import Stack
+
+
+@pytest.fixture
+def stack(db_url: str, tmp_path: Path, request):
+    env = getattr(request, "param", None) or {}
+    s = Stack(db_url, tmp_path, env=env)
+    yield s
+    s.stop()
+
+
+def _people_csv(n: int) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["id", "name", "amount", "day", "status"])
+    for i in range(1, n + 1):
+        name = f"  Person\n  {i}  " if i % 7 == 0 else f"Person {i}, the {i % 3}th"
+        w.writerow([i, name, i * 10, f"2024-01-{(i % 28) + 1:02d}", "A" if i % 2 else "I"])
+    return out.getvalue()
+
+
+def _expected(n: int) -> list[dict]:
+    """The 4-step pipeline's result computed independently of the engine."""
+    rows = list(csv.DictReader(io.StringIO(_people_csv(n))))
+    out = []
+    for r in rows:
+        if r["status"] != "A":
+            continue
+        name = " ".join(r["name"].split())
+        out.append(
+            {
+                "id": int(r["id"]),
+                "name": name,
+                "amount": int(r["amount"]),
+                "day": r["day"],
+                "status": "A",
+                "label": "active",
+            }
+        )
+    return out
+
+
+FOUR_STEPS = {
+    "on_failure": "stop_dependents",
+    "on_row_error": "stop",
+    "steps": [
+        {"name": "read", "type": "ingest",
+         "config": {"source": "file", "path": "people.csv", "format": "csv",
+                    "columns": {"id": "int", "amount": "int", "day": "date"}}},
+        {"name": "clean", "type": "transform", "depends_on": ["read"],
+         "config": {"op": "normalize_whitespace", "columns": ["name"]}},
+        {"name": "active", "type": "transform", "depends_on": ["clean"],
+         "config": {"op": "filter_eq", "column": "status", "value": "A"}},
+        {"name": "label", "type": "transform", "depends_on": ["active"],
+         "config": {"op": "map", "column": "status", "mapping": {"A": "active"},
+                    "into": "label"}},
+        {"name": "out", "type": "export", "depends_on": ["label"],
+         "config": {"target": "file", "path": "people.jsonl", "format": "jsonl"}},
+    ],
+}  # fmt: skip
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_pipeline_end_to_end_matches_independent_computation(stack: Stack) -> None:
+    n = 1234
+    (stack.data / "people.csv").write_text(_people_csv(n))
+    stack.start()
+    pid = stack.create("people", FOUR_STEPS)
+    code, run = stack.trigger(pid, "e2e-1")
+    assert code == 201, run
+    run = stack.wait_run(run["id"])
+    assert run["status"] == "succeeded", json.dumps(run, indent=1)
+    steps = {s["name"]: s for s in run["steps"]}
+    expected = _expected(n)
+    assert steps["read"]["records_in"] == n and steps["read"]["records_out"] == n
+    assert steps["read"]["columns"] == {
+        "id": "int", "name": "string", "amount": "int", "day": "date", "status": "string",
+    }  # fmt: skip
+    assert steps["active"]["records_out"] == len(expected)
+    assert steps["out"]["records_out"] == len(expected)
+    assert all(s["attempts"][0]["executor"].startswith("executor-") for s in run["steps"])
+    assert _jsonl(stack.exports / run["id"] / "people.jsonl") == expected
+    # same step, same input -> same digests: a second run reproduces them
+    code, run2 = stack.trigger(pid, "e2e-2")
+    run2 = stack.wait_run(run2["id"])
+    for s2 in run2["steps"]:
+        assert s2["input_digest"] == steps[s2["name"]]["input_digest"]
+        assert s2["output_digest"] == steps[s2["name"]]["output_digest"]
+
+
+@pytest.mark.parametrize(
+    "stack", [{"ETL_FAULT": "fail_attempts:step=clean:times=2"}], indirect=True
+)
+def test_transient_failure_twice_then_success_takes_three_attempts(stack: Stack) -> None:
+    (stack.data / "people.csv").write_text(_people_csv(10))
+    stack.start()
+    pid = stack.create("people", FOUR_STEPS)
+    run = stack.wait_run(stack.trigger(pid)[1]["id"])
+    assert run["status"] == "succeeded", run
+    clean = next(s for s in run["steps"] if s["name"] == "clean")
+    attempts = clean["attempts"]
+    assert [a["outcome"] for a in attempts] == ["failed", "failed", "succeeded"]
+    starts = [datetime.fromisoformat(a["started_at"]) for a in attempts]
+    ends = [datetime.fromisoformat(a["finished_at"]) for a in attempts]
+    assert (starts[1] - ends[0]).total_seconds() >= 1.0
+    assert (starts[2] - ends[1]).total_seconds() >= 2.0
+
+
+def test_input_data_error_fails_after_one_attempt_with_line_and_column(stack: Stack) -> None:
+    text = _people_csv(5).replace("\n3,", "\n3x,", 1)
+    (stack.data / "people.csv").write_text(text)
+    stack.start()
+    pid = stack.create("people", FOUR_STEPS)
+    run = stack.wait_run(stack.trigger(pid)[1]["id"])
+    assert run["status"] == "failed"
+    steps = {s["name"]: s for s in run["steps"]}
+    read = steps["read"]
+    assert [a["outcome"] for a in read["attempts"]] == ["input_error"]
+    assert "line 4" in read["error"] and "'id'" in read["error"], read["error"]
+    assert {steps[n]["status"] for n in ("clean", "active", "label", "out")} == {"upstream_failed"}
+
+
+@pytest.mark.parametrize(
+    "stack",
+    [{"ETL_STEP_TIMEOUT_S": "1", "ETL_FAULT": "slow_batches:step=read:ms=1500"}],
+    indirect=True,
+)
+def test_step_timeout_is_retried_then_fails(stack: Stack) -> None:
+    (stack.data / "people.csv").write_text(_people_csv(1200))
+    stack.start()
+    plan = json.loads(json.dumps(FOUR_STEPS))
+    plan["steps"][0]["retry"] = {"max_attempts": 2}
+    pid = stack.create("people", plan)
+    run = stack.wait_run(stack.trigger(pid)[1]["id"])
+    read = next(s for s in run["steps"] if s["name"] == "read")
+    assert run["status"] == "failed"
+    assert [a["outcome"] for a in read["attempts"]] == ["timeout", "timeout"]
+    assert "timed out" in read["error"]
+
+
+def _branches(policy: str) -> dict:
+    return {
+        "on_failure": policy,
+        "steps": [
+            {"name": "read", "type": "ingest",
+             "config": {"source": "file", "path": "people.csv", "columns": {"id": "int"}}},
+            {"name": "bad", "type": "transform", "depends_on": ["read"],
+             "config": {"op": "aggregate", "column": "name"}},
+            {"name": "bad_out", "type": "export", "depends_on": ["bad"],
+             "config": {"target": "file", "path": "bad.jsonl"}},
+            {"name": "good", "type": "transform", "depends_on": ["read"],
+             "config": {"op": "trim", "columns": ["name"]}},
+            {"name": "good_slow", "type": "transform", "depends_on": ["good"],
+             "config": {"op": "trim", "columns": ["name"]}},
+            {"name": "good_out", "type": "export", "depends_on": ["good_slow"],
+             "config": {"target": "file", "path": "good.jsonl"}},
+        ],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "stack", [{"ETL_FAULT": "slow_batches:step=good:ms=400"}], indirect=True
+)
+def test_policies_on_a_failing_branch_and_resume_reruns_only_it(stack: Stack) -> None:
+    (stack.data / "people.csv").write_text(_people_csv(20))
+    stack.start()
+    # continue_independent: the good branch runs to the end.
+    pid = stack.create("ci", _branches("continue_independent"))
+    run = stack.wait_run(stack.trigger(pid)[1]["id"])
+    st = {s["name"]: s["status"] for s in run["steps"]}
+    assert run["status"] == "failed"
+    assert st == {"read": "succeeded", "bad": "failed", "bad_out": "upstream_failed",
+                  "good": "succeeded", "good_slow": "succeeded", "good_out": "succeeded"}  # fmt: skip
+    # stop_dependents: nothing new starts after the failure; running steps finish.
+    pid2 = stack.create("sd", _branches("stop_dependents"))
+    run2 = stack.wait_run(stack.trigger(pid2)[1]["id"])
+    st2 = {s["name"]: s["status"] for s in run2["steps"]}
+    assert st2["bad"] == "failed" and st2["bad_out"] == "upstream_failed"
+    assert st2["good"] == "succeeded"  # it was running when `bad` failed
+    assert st2["good_slow"] == "not_run" and st2["good_out"] == "not_run"
+    # resume re-runs failed, upstream_failed and not_run steps; succeeded ones keep theirs.
+    before = {s["name"]: s["attempts"] for s in run2["steps"]}
+    code, body = stack.req("POST", f"/runs/{run2['id']}/resume")
+    assert code == 202, body
+    run3 = stack.wait_run(run2["id"], until=("failed", "succeeded"))
+    after = {s["name"]: s for s in run3["steps"]}
+    assert after["read"]["attempts"] == before["read"]
+    assert after["good"]["attempts"] == before["good"]
+    assert after["good_slow"]["status"] == "succeeded"
+    assert after["good_out"]["status"] == "succeeded"
+    assert after["bad"]["status"] == "failed" and len(after["bad"]["attempts"]) == 2
+
+
+def test_cancel_queued_and_running_and_fifo_order(stack: Stack) -> None:
+    (stack.data / "people.csv").write_text(_people_csv(3000))
+    stack.env["ETL_FAULT"] = "slow_batches:step=read:ms=300"
+    stack.start()
+    pid = stack.create("people", FOUR_STEPS)
+    ids = [stack.trigger(pid, f"k{i}")[1]["id"] for i in range(4)]
+    assert [stack.run(i)["status"] for i in ids[1:]] == ["queued"] * 3
+    code, body = stack.req("POST", f"/runs/{ids[2]}/cancel")
+    assert code == 202 and body["status"] == "canceled"
+    stack.wait_for(lambda: stack.run(ids[0])["status"] == "running", what="first run running")
+    stack.wait_for(
+        lambda: any(s["records_in"] for s in stack.run(ids[0])["steps"]), what="first batch"
+    )
+    code, body = stack.req("POST", f"/runs/{ids[0]}/cancel")
+    assert code == 202
+    first = stack.wait_run(ids[0])
+    assert first["status"] == "canceled"
+    read = next(s for s in first["steps"] if s["name"] == "read")
+    assert read["status"] == "canceled" and read["attempts"][-1]["outcome"] == "canceled"
+    assert not (stack.exports / ids[0] / "people.jsonl").exists()
+    second = stack.wait_run(ids[1], timeout=180)
+    fourth = stack.wait_run(ids[3], timeout=180)
+    assert second["status"] == fourth["status"] == "succeeded"
+    assert second["started_at"] >= first["finished_at"]
+    assert fourth["started_at"] >= second["finished_at"]
+    assert stack.run(ids[2])["status"] == "canceled"
+
+
+def test_file_source_refusals_are_input_errors(stack: Stack, tmp_path: Path) -> None:
+    outside = tmp_path / "secret.csv"
+    outside.write_text("id\n1\n")
+    (stack.data / "link.csv").symlink_to(outside)
+    with open(stack.data / "big.csv", "wb") as f:
+        f.truncate(50 * 1024 * 1024 + 1)
+    stack.start()
+    cases = {"link.csv": "outside", "big.csv": "50", "missing.csv": "missing.csv"}
+    runs = {}
+    for i, path in enumerate(cases):
+        plan = {"steps": [{"name": "read", "type": "ingest",
+                           "config": {"source": "file", "path": path}}]}  # fmt: skip
+        runs[path] = stack.trigger(stack.create(f"p{i}", plan))[1]["id"]
+    code, body = stack.req(
+        "POST", "/pipelines",
+        {"name": "dots", "plan": {"steps": [{"name": "read", "type": "ingest",
+                                  "config": {"source": "file", "path": "../x.csv"}}]}},
+    )  # fmt: skip
+    assert code == 400 and "plan.steps[0].config.path" in json.dumps(body)
+    for path, run_id in runs.items():
+        run = stack.wait_run(run_id)
+        read = run["steps"][0]
+        assert run["status"] == "failed"
+        assert [a["outcome"] for a in read["attempts"]] == ["input_error"], read
+        assert cases[path] in read["error"], read["error"]
+
+
+def test_malformed_csv_in_reject_and_stop_modes(stack: Stack) -> None:
+    text = 'id,name,amount\n1,a,10\n2,"b\nb",x20\n3,c\n4,"d""",40\n5,e,50\n'
+    (stack.data / "bad.csv").write_text(text)
+    stack.start()
+
+    def plan(mode: str) -> dict:
+        return {"on_row_error": mode, "steps": [
+            {"name": "read", "type": "ingest",
+             "config": {"source": "file", "path": "bad.csv", "columns": {"amount": "int"}}},
+            {"name": "out", "type": "export", "depends_on": ["read"],
+             "config": {"target": "file", "path": "out.jsonl"}}]}  # fmt: skip
+
+    run = stack.wait_run(stack.trigger(stack.create("reject", plan("reject")))[1]["id"])
+    assert run["status"] == "succeeded"
+    read = run["steps"][0]
+    assert (read["records_in"], read["records_out"], read["rejected"]) == (5, 3, 2)
+    rejects = _jsonl(stack.rejects / run["id"] / "read.jsonl")
+    assert [(r["line"], r["column"]) for r in rejects] == [(3, "amount"), (5, None)]
+    assert all(r["reason"] and r["raw"] for r in rejects)
+    out = _jsonl(stack.exports / run["id"] / "out.jsonl")
+    assert [r["name"] for r in out] == ["a", 'd"', "e"]
+
+    run = stack.wait_run(stack.trigger(stack.create("stop", plan("stop")))[1]["id"])
+    read = run["steps"][0]
+    assert run["status"] == "failed"
+    assert [a["outcome"] for a in read["attempts"]] == ["input_error"]
+    assert "line 3" in read["error"] and "amount" in read["error"]
+    time.sleep(0)  # nothing else to wait for: the failed step published nothing
+    assert not (stack.exports / run["id"] / "out.jsonl").exists()
