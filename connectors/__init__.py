@@ -1,1 +1,55 @@
-"""connectors"""
+"""Data in and out: file sources behind the path guard, sandbox tables (ingest and staged
+export), and attempt-safe export and reject files."""
+
+from connectors.errors import (
+    ChunkMissing,
+    ConnectorError,
+    ExportPathRefused,
+    SourceMissing,
+    SourceRefused,
+    SourceTooLarge,
+    TableConflict,
+    TableRefused,
+)
+from connectors.fileexport import (
+    ChunkedFile,
+    encode_csv,
+    encode_jsonl,
+    encode_rejects,
+    export_file,
+    reject_file,
+)
+from connectors.files import DEFAULT_MAX_BYTES, open_source
+from connectors.tables import (
+    SourceTable,
+    TableExport,
+    check_table_name,
+    map_column_type,
+    read_table_batches,
+    resolve_source_table,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "ChunkMissing",
+    "ChunkedFile",
+    "ConnectorError",
+    "ExportPathRefused",
+    "SourceMissing",
+    "SourceRefused",
+    "SourceTable",
+    "SourceTooLarge",
+    "TableConflict",
+    "TableExport",
+    "TableRefused",
+    "check_table_name",
+    "encode_csv",
+    "encode_jsonl",
+    "encode_rejects",
+    "export_file",
+    "map_column_type",
+    "open_source",
+    "read_table_batches",
+    "reject_file",
+    "resolve_source_table",
+]

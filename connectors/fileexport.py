@@ -1,0 +1,201 @@
+"""Attempt-safe file output: export files and reject files appear only when the step commits.
+
+A step writes one chunk per batch into a stage directory (`<seq:08d>.chunk`, atomically, so
+re-writing a batch after a crash replaces its chunk instead of adding a copy). When the step
+commits, `publish(n)` concatenates exactly the committed chunks `0..n-1` into a temporary
+file beside the final path and renames it into place: a reader sees no file or the whole file.
+
+Layout (the stage lives beside the outputs, in a dot directory, so the rename never crosses
+file systems):
+    export_dir/<run_id>/<rel path>              export_dir/<run_id>/.stage/<step>/
+    reject_dir/<run_id>/<step>.jsonl            reject_dir/<run_id>/.stage/<step>/"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from connectors.errors import ChunkMissing, ExportPathRefused
+from dag.records import RowError
+
+STAGE_DIR_NAME = ".stage"
+_CHUNK_SUFFIX = ".chunk"
+
+
+class ChunkedFile:
+    """One output file built from per-batch chunks staged in `stage_dir`."""
+
+    def __init__(self, final_path: Path, stage_dir: Path):
+        self.final_path = Path(final_path)
+        self.stage_dir = Path(stage_dir)
+
+    def chunk_path(self, seq: int) -> Path:
+        """Where chunk `seq` is staged."""
+        return self.stage_dir / f"{seq:08d}{_CHUNK_SUFFIX}"
+
+    def write_chunk(self, seq: int, data: bytes) -> None:
+        """Stage `data` as chunk `seq`, durably and atomically; writing a seq again replaces it."""
+        if seq < 0:
+            raise ValueError(f"chunk seq must be >= 0, got {seq}")
+        self.stage_dir.mkdir(parents=True, exist_ok=True)
+        # A unique temporary name: a stale executor writing the same seq never mixes bytes.
+        _write_atomic(self.chunk_path(seq), [data])
+
+    def publish(self, n_chunks: int) -> None:
+        """Make the final file the concatenation of chunks `0..n_chunks-1` and drop the stage.
+
+        Chunks numbered `n_chunks` and above (a batch written but never committed) are
+        ignored. Idempotent: with the stage gone and the final file present, publish already
+        happened (before a crash) and this does nothing. `ChunkMissing` if a chunk is absent."""
+        if n_chunks < 0:
+            raise ValueError(f"n_chunks must be >= 0, got {n_chunks}")
+        if not self.stage_dir.exists():
+            if self.final_path.exists():
+                return
+            if n_chunks:
+                raise ChunkMissing(f"no staged chunks for {self.final_path} ({n_chunks} expected)")
+        chunks = [self.chunk_path(seq) for seq in range(n_chunks)]
+        missing = [p.name for p in chunks if not p.is_file()]
+        if missing:
+            raise ChunkMissing(
+                f"cannot publish {self.final_path}: chunk(s) {', '.join(missing[:5])} missing"
+            )
+        self.final_path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_leftover_tmp(self.final_path)
+        _write_atomic(self.final_path, chunks)
+        self.discard()
+
+    def discard(self) -> None:
+        """Remove the stage directory and every staged chunk; the final file is left alone."""
+        try:
+            shutil.rmtree(self.stage_dir)
+        except FileNotFoundError:
+            pass
+
+
+def export_file(export_dir: Path, run_id: object, step_name: str, rel_path: str) -> ChunkedFile:
+    """The chunked file of an export step: `export_dir/<run_id>/<rel_path>`.
+
+    `ExportPathRefused` for an empty/absolute `rel_path`, a `..` segment, or one that would
+    land in the stage directory; also for a step name or run id that is not a plain name."""
+    run_dir = Path(export_dir) / _run_dir_name(run_id)
+    parts = _rel_parts(rel_path)
+    return ChunkedFile(run_dir.joinpath(*parts), _stage_dir(run_dir, step_name))
+
+
+def reject_file(reject_dir: Path, run_id: object, step_name: str) -> ChunkedFile:
+    """The chunked reject file of a step: `reject_dir/<run_id>/<step_name>.jsonl`."""
+    run_dir = Path(reject_dir) / _run_dir_name(run_id)
+    stage_dir = _stage_dir(run_dir, step_name)
+    return ChunkedFile(run_dir / f"{step_name}.jsonl", stage_dir)
+
+
+def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
+    """One JSON object per line (UTF-8, not ASCII-escaped), keys in record order."""
+    return "".join(
+        json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records
+    ).encode("utf-8")
+
+
+def encode_csv(
+    records: Iterable[Mapping[str, Any]], columns: Iterable[str], *, header: bool
+) -> bytes:
+    """CSV lines of `columns` (a header line first when `header`: only in chunk 0).
+
+    Null (and a missing column) is an empty field, which ingest reads back as null."""
+    names = list(columns)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    if header:
+        writer.writerow(names)
+    for r in records:
+        writer.writerow(["" if r.get(n) is None else r.get(n) for n in names])
+    return buf.getvalue().encode("utf-8")
+
+
+def encode_rejects(row_errors: Iterable[RowError]) -> bytes:
+    """The reject-file lines of `row_errors`: `RowError.as_dict()` as JSON, one per line."""
+    # `raw` is whatever the reader saw; `default=str` keeps an odd value from failing a step.
+    return "".join(
+        json.dumps(e.as_dict(), ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        for e in row_errors
+    ).encode("utf-8")
+
+
+def _run_dir_name(run_id: object) -> str:
+    try:
+        return str(uuid.UUID(str(run_id)))
+    except ValueError:
+        raise ExportPathRefused(f"run id {run_id!r} is not a UUID") from None
+
+
+def _stage_dir(run_dir: Path, step_name: str) -> Path:
+    if (
+        not isinstance(step_name, str)
+        or step_name in ("", ".", "..")
+        or any(c in step_name for c in "/\\\x00")
+    ):
+        raise ExportPathRefused(f"step name {step_name!r} cannot name a file")
+    return run_dir / STAGE_DIR_NAME / step_name
+
+
+def _rel_parts(rel_path: str) -> tuple[str, ...]:
+    if not isinstance(rel_path, str) or not rel_path.strip() or "\x00" in rel_path:
+        raise ExportPathRefused(f"export path {rel_path!r} is empty or holds a NUL byte")
+    if rel_path.startswith(("/", "\\")) or os.path.isabs(rel_path):
+        raise ExportPathRefused(f"export path {rel_path!r} is absolute; use a relative path")
+    posix = rel_path.replace("\\", "/")
+    if ".." in posix.split("/"):
+        raise ExportPathRefused(f"export path {rel_path!r} holds a '..' segment")
+    parts = PurePosixPath(posix).parts
+    if not parts or posix.endswith("/"):
+        raise ExportPathRefused(f"export path {rel_path!r} names a directory, not a file")
+    if parts[0] == STAGE_DIR_NAME:
+        raise ExportPathRefused(f"export path {rel_path!r} is reserved for staging")
+    return parts
+
+
+def _write_atomic(path: Path, sources: list[bytes] | list[Path]) -> None:
+    """Write the concatenation of `sources` (bytes or files) to `path` via a unique temporary
+    file in the same directory: fsync, rename over `path`, fsync the directory."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "xb") as out:
+            for src in sources:
+                if isinstance(src, Path):
+                    with open(src, "rb") as f:
+                        shutil.copyfileobj(f, out, 1024 * 1024)
+                else:
+                    out.write(src)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # The rename is durable only once the directory entry is on disk: the checkpoint that
+    # follows must never point at a chunk a power cut could take back.
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_leftover_tmp(final_path: Path) -> None:
+    """Remove temporary files of an earlier publish of `final_path` cut short by a crash."""
+    prefix = f".{final_path.name}."
+    for entry in os.scandir(final_path.parent):
+        if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+            Path(entry.path).unlink(missing_ok=True)

@@ -1,0 +1,100 @@
+"""File sources: the path guard in front of the allowed data directory.
+
+Ingest may read only regular files inside `ETL_DATA_DIR`, named by a relative path, at most
+`max_bytes` long. Symlinks are followed, but only while they stay inside the directory."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from connectors.errors import SourceMissing, SourceRefused, SourceTooLarge
+
+DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+_PROC_FD = Path("/proc/self/fd")
+
+
+def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> BinaryIO:
+    """Open `rel_path` under `data_dir` for binary reading (seekable, at offset 0).
+
+    Raises `SourceRefused` for an empty or absolute path, a `..` segment, a path whose real
+    path (symlinks followed) is outside `data_dir`, or anything but a regular file;
+    `SourceMissing` when no such file exists; `SourceTooLarge` above `max_bytes`."""
+    check_rel_path(rel_path)
+    root = os.path.realpath(data_dir)
+    if not os.path.isdir(root):
+        raise SourceMissing(f"data directory of source {rel_path!r} does not exist")
+    real = os.path.realpath(os.path.join(root, rel_path))
+    if not _is_inside(root, real):
+        raise SourceRefused(f"source path {rel_path!r} leaves the data directory")
+    try:
+        before = os.stat(real)
+    except FileNotFoundError:
+        raise SourceMissing(f"source file {rel_path!r} does not exist") from None
+    # Refuse before opening: opening a FIFO or a device may block or have side effects.
+    _check_regular(rel_path, before.st_mode)
+    # O_NOFOLLOW: `real` has no symlinks left, so a link appearing now is a swap; O_NONBLOCK:
+    # a file swapped for a FIFO meanwhile must not block the open.
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(real, flags)
+    except FileNotFoundError:
+        raise SourceMissing(f"source file {rel_path!r} does not exist") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SourceRefused(f"source path {rel_path!r} changed while opening") from None
+        raise
+    try:
+        # The checks that count are on the open descriptor: no path swap can change them.
+        st = os.fstat(fd)
+        _check_regular(rel_path, st.st_mode)
+        opened = _opened_path(fd)
+        if opened is not None and not _is_inside(root, opened):
+            raise SourceRefused(f"source path {rel_path!r} leaves the data directory")
+        if st.st_size > max_bytes:
+            raise SourceTooLarge(
+                f"source file {rel_path!r} is {st.st_size} bytes, more than {max_bytes}"
+            )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_rel_path(rel_path: str) -> PurePosixPath:
+    """The relative path `rel_path` as a `PurePosixPath`; `SourceRefused` when it is empty,
+    absolute, holds a `..` segment or a NUL byte."""
+    if not isinstance(rel_path, str) or not rel_path.strip():
+        raise SourceRefused(f"source path {rel_path!r} is empty")
+    if "\x00" in rel_path:
+        raise SourceRefused(f"source path {rel_path!r} holds a NUL byte")
+    # Backslashes count as separators too, so a Windows-style `..\x` is refused everywhere.
+    if rel_path.startswith(("/", "\\")) or os.path.isabs(rel_path):
+        raise SourceRefused(f"source path {rel_path!r} is absolute; use a relative path")
+    if ".." in rel_path.replace("\\", "/").split("/"):
+        raise SourceRefused(f"source path {rel_path!r} holds a '..' segment")
+    return PurePosixPath(rel_path)
+
+
+def _check_regular(rel_path: str, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise SourceRefused(f"source path {rel_path!r} is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        raise SourceRefused(f"source path {rel_path!r} is not a regular file")
+
+
+def _is_inside(root: str, path: str) -> bool:
+    """True when `path` is strictly below `root` (both absolute, symlink-free)."""
+    return path != root and os.path.commonpath([root, path]) == root
+
+
+def _opened_path(fd: int) -> str | None:
+    """The kernel's path of an open descriptor (Linux), or None where unavailable."""
+    try:
+        return os.readlink(_PROC_FD / str(fd))
+    except OSError:
+        return None

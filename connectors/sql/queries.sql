@@ -1,0 +1,101 @@
+-- Queries of the sandbox connectors: catalog look-ups for table ingest and the staged,
+-- exactly-once table export. Blocks with `{name}` fields are templates: `tables.py` fills
+-- them with `psycopg2.sql.Identifier`/`Composed` parts only, never with formatted strings.
+
+-- get_relation --
+-- A relation of a schema by exact name: its oid and kind ('r' table, 'p' partitioned, ...).
+SELECT c.oid, c.relkind
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND c.relname = %(name)s;
+
+-- list_columns --
+-- The live columns of a relation in order: name, base type name (domains unwrapped),
+-- formatted type, NOT NULL, has a default.
+SELECT a.attname,
+       bt.typname,
+       format_type(a.atttypid, a.atttypmod),
+       a.attnotnull,
+       a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''
+FROM pg_attribute a
+JOIN pg_type t ON t.oid = a.atttypid
+JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum;
+
+-- list_primary_key --
+-- The primary-key columns of a relation, in key order (none: no primary key).
+SELECT a.attname
+FROM pg_index i
+CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+WHERE i.indrelid = %(oid)s AND i.indisprimary
+ORDER BY k.ord;
+
+-- lock_export_table --
+-- Serialise prepares of one export table across executors (create / add column races).
+SELECT pg_advisory_xact_lock(%(lock_key)s);
+
+-- read_first_batch --
+-- The first `limit` rows of a source table in primary-key order.
+SELECT {select_list} FROM {table} ORDER BY {key} LIMIT %(limit)s;
+
+-- read_next_batch --
+-- The next `limit` rows after a key (keyset pagination: a row comparison on the primary key).
+SELECT {select_list} FROM {table} WHERE ({key}) > ({after}) ORDER BY {key} LIMIT %(limit)s;
+
+-- create_export_table --
+-- The export table: the step's columns plus the run/step/record key.
+CREATE TABLE IF NOT EXISTS {table} (
+    {column_defs},
+    run_id uuid NOT NULL,
+    step_id text NOT NULL,
+    record_key text NOT NULL,
+    PRIMARY KEY (run_id, step_id, record_key)
+);
+
+-- add_export_column --
+-- A step column the existing export table lacks (nullable: older rows have no value).
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {type};
+
+-- create_staging_table --
+-- The step's private staging table: invisible to readers of the export table.
+CREATE TABLE IF NOT EXISTS {staging} (
+    {column_defs},
+    record_key text PRIMARY KEY,
+    {batch_seq} integer NOT NULL
+);
+
+-- create_batch_table --
+-- A temporary table for one batch's COPY, gone at the end of the transaction.
+CREATE TEMPORARY TABLE {batch} ({column_defs}, record_key text NOT NULL) ON COMMIT DROP;
+
+-- copy_batch --
+-- Load one batch (CSV from memory) into the temporary table.
+COPY {batch} ({columns}) FROM STDIN WITH (FORMAT csv);
+
+-- upsert_staging --
+-- Move the batch into staging. A key already staged by the same batch (re-run after a
+-- crash) is updated; one staged by another batch is left alone and not returned (the
+-- caller reports it as a duplicate key). The columns include record_key here.
+INSERT INTO {staging} AS s ({columns}, {batch_seq})
+SELECT {columns}, %(batch_seq)s FROM {batch}
+ON CONFLICT (record_key) DO UPDATE SET {assignments}
+WHERE s.{batch_seq} = EXCLUDED.{batch_seq}
+RETURNING s.record_key;
+
+-- lock_staging --
+-- Take the staging table for publish; fails with undefined_table once it was published.
+LOCK TABLE {staging} IN EXCLUSIVE MODE;
+
+-- publish_staging --
+-- Upsert the staged rows of the committed batches into the export table.
+INSERT INTO {table} ({columns}, run_id, step_id, record_key)
+SELECT {columns}, %(run_id)s::uuid, %(step_id)s, record_key
+FROM {staging}
+WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer
+ON CONFLICT (run_id, step_id, record_key) DO UPDATE SET {assignments};
+
+-- drop_staging --
+-- Drop the step's staging table (after publish, or to discard an uncommitted step).
+DROP TABLE IF EXISTS {staging};

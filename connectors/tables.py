@@ -1,0 +1,503 @@
+"""The PostgreSQL sandbox: table ingest (catalog look-up, keyset pagination) and table export
+(staged per run/step, published into `sandbox.NAME` when the step commits).
+
+Every identifier goes through `psycopg2.sql.Identifier`; names users give are first checked
+against a plain-name rule and then looked up in the catalog by exact name.
+
+Export, invisible until commit and exactly once under crashes:
+- each batch is COPYed into a temporary table and upserted into the step's private staging
+  table `etl_stage.s_<hash of run and step>` (primary key `record_key`, plus the batch seq),
+  in one sandbox transaction. Re-writing a batch after a crash updates the same rows;
+- a key staged by a *different* batch is a duplicate key: reported as a row error, never
+  overwritten (the upsert's `WHERE batch_seq = EXCLUDED.batch_seq` guards it, race-free);
+- `publish()` moves the staged rows into `sandbox.NAME` (upsert on
+  `(run_id, step_id, record_key)`) and drops the staging table in ONE transaction, so readers
+  of `sandbox.NAME` see none of the step's rows, then all of them. With the staging table
+  gone, publish already happened and is a no-op.
+
+Ingest type mapping (catalog base type -> column type): smallint/integer/bigint -> `int`;
+date -> `date` (ISO string); every other type (text, varchar, char, uuid, numeric, real,
+double precision, boolean, json, timestamps, arrays, ...) -> `string`, read as its PostgreSQL
+text form (`::text`), which loses nothing and never refuses a table."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import psycopg2.errors
+from psycopg2 import sql
+from psycopg2.extensions import connection as Connection
+
+from connectors.errors import TableConflict, TableRefused
+from dag.errors import ConfigValueError
+from dag.records import RowError
+from ddl import load_queries
+
+QUERIES = load_queries(Path(__file__).with_name("sql") / "queries.sql")
+
+SANDBOX_SCHEMA = "sandbox"
+STAGE_SCHEMA = "etl_stage"
+DEFAULT_BATCH_SIZE = 500
+EXPORT_KEY_COLUMNS = ("run_id", "step_id", "record_key")
+# The staging table's batch column; a name no step column may take.
+BATCH_SEQ_COLUMN = "_etl_batch_seq"
+RESERVED_COLUMNS = (*EXPORT_KEY_COLUMNS, BATCH_SEQ_COLUMN)
+
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are truncated
+_INT_TYPES = frozenset({"int2", "int4", "int8"})
+_INT64 = (-(2**63), 2**63 - 1)
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+# Export column types: step type -> (DDL type, catalog base type names accepted as equal).
+_EXPORT_TYPES: dict[str, tuple[sql.SQL, frozenset[str]]] = {
+    "int": (sql.SQL("bigint"), frozenset({"int8"})),
+    "string": (sql.SQL("text"), frozenset({"text", "varchar"})),
+    "date": (sql.SQL("date"), frozenset({"date"})),
+}
+_RELKINDS = {
+    "v": "a view",
+    "m": "a materialized view",
+    "f": "a foreign table",
+    "S": "a sequence",
+    "i": "an index",
+    "I": "an index",
+    "c": "a composite type",
+}
+_BATCH_TABLE = sql.Identifier("pg_temp", "etl_export_batch")
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """A sandbox table ingest may read: its columns (name -> int|string|date, in table
+    order), its primary key (column names in key order) and the catalog types."""
+
+    name: str
+    columns: dict[str, str]
+    key: list[str]
+    pg_types: dict[str, str]
+
+
+def check_table_name(name: object) -> str:
+    """`name` if it is a plain table name (letters, digits, `_`; no schema, no quotes, at most
+    63 bytes), else `TableRefused`."""
+    if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name):
+        raise TableRefused(
+            f"table name {name!r} is refused: use a plain name of letters, digits and '_' "
+            f"of a table in schema {SANDBOX_SCHEMA!r}"
+        )
+    if len(name.encode("utf-8")) > _MAX_IDENTIFIER_BYTES:
+        raise TableRefused(f"table name {name!r} is longer than 63 bytes")
+    return name
+
+
+def map_column_type(base_type: str) -> str:
+    """The column type (`int`, `date`, `string`) of a catalog base type name (`typname`)."""
+    if base_type in _INT_TYPES:
+        return "int"
+    if base_type == "date":
+        return "date"
+    return "string"
+
+
+def resolve_source_table(conn: Connection, name: object) -> SourceTable:
+    """Look `name` up as an ordinary (or partitioned) table of schema `sandbox` by exact name.
+
+    `TableRefused` when the name is not a plain name, names nothing, names a view or other
+    relation, or the table has no primary key (keyset pagination needs one)."""
+    check_table_name(name)
+    with conn, conn.cursor() as cur:
+        relation = _get_relation(cur, SANDBOX_SCHEMA, name)
+        if relation is None:
+            raise TableRefused(f"no table {name!r} in schema {SANDBOX_SCHEMA!r}")
+        oid, relkind = relation
+        if relkind not in ("r", "p"):
+            what = _RELKINDS.get(relkind, "not a table")
+            raise TableRefused(f"{SANDBOX_SCHEMA}.{name} is {what}, not a table")
+        cur.execute(QUERIES["list_columns"], {"oid": oid})
+        catalog = cur.fetchall()
+        cur.execute(QUERIES["list_primary_key"], {"oid": oid})
+        key = [row[0] for row in cur.fetchall()]
+    if not key:
+        raise TableRefused(
+            f"{SANDBOX_SCHEMA}.{name} has no primary key: reading it in resumable batches needs one"
+        )
+    return SourceTable(
+        name=name,
+        columns={col: map_column_type(base) for col, base, _, _, _ in catalog},
+        key=key,
+        pg_types={col: formatted for col, _, formatted, _, _ in catalog},
+    )
+
+
+def read_table_batches(
+    conn: Connection,
+    source: SourceTable,
+    *,
+    after_key: list[Any] | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> Iterator[tuple[list[dict[str, Any]], list[Any]]]:
+    """Yield `(records, last_key)` batches of `source` in primary-key order, starting after
+    `after_key` (a `last_key` from an earlier batch) or at the beginning.
+
+    Records are typed records (int, ISO date string, text form, None); `last_key` holds the
+    key values of the batch's last record and is JSON-able, for the checkpoint. Each batch is
+    one short transaction on `conn` (a sandbox connection no one else uses meanwhile)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if after_key is not None and len(after_key) != len(source.key):
+        raise ValueError(f"after_key {after_key!r} does not match key {source.key!r}")
+    table = sql.Identifier(SANDBOX_SCHEMA, source.name)
+    select_list = sql.SQL(", ").join(
+        sql.SQL("{}::text AS {}").format(sql.Identifier(c), sql.Identifier(c))
+        if t == "string"
+        else sql.Identifier(c)
+        for c, t in source.columns.items()
+    )
+    key = sql.SQL(", ").join(sql.Identifier(k) for k in source.key)
+    placeholders = [f"k{i}" for i in range(len(source.key))]
+    first = sql.SQL(QUERIES["read_first_batch"]).format(
+        select_list=select_list, table=table, key=key
+    )
+    following = sql.SQL(QUERIES["read_next_batch"]).format(
+        select_list=select_list,
+        table=table,
+        key=key,
+        after=sql.SQL(", ").join(sql.Placeholder(p) for p in placeholders),
+    )
+    names = list(source.columns)
+    types = [source.columns[c] for c in names]
+    last_key = list(after_key) if after_key is not None else None
+    while True:
+        with conn, conn.cursor() as cur:
+            if last_key is None:
+                cur.execute(first, {"limit": batch_size})
+            else:
+                params = dict(zip(placeholders, last_key, strict=True))
+                cur.execute(following, {"limit": batch_size, **params})
+            rows = cur.fetchall()
+        if not rows:
+            return
+        records = [_typed_record(names, types, row) for row in rows]
+        last_key = [records[-1][k] for k in source.key]
+        yield records, list(last_key)
+        if len(rows) < batch_size:
+            return
+
+
+class TableExport:
+    """The export of one step of one run into `sandbox.<table>`, staged until `publish()`.
+
+    `conn` is a sandbox connection (not autocommit) used by this export alone; every method
+    is one sandbox transaction. Call `prepare()` at the start of every attempt; a step that
+    starts over calls `discard()` first."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        table: str,
+        run_id: object,
+        step_name: str,
+        columns: Mapping[str, str],
+        key_column: str | None = None,
+    ):
+        if conn.autocommit:
+            raise ValueError("TableExport needs a connection with autocommit off")
+        self._conn = conn
+        self.table = check_table_name(table)
+        self.run_id = str(uuid.UUID(str(run_id)))
+        self.step_name = step_name
+        self.columns = _check_export_columns(columns)
+        if key_column is not None and key_column not in self.columns:
+            raise ConfigValueError(
+                f"export key column {key_column!r} is not a column of the step's input",
+                column=key_column,
+            )
+        self.key_column = key_column
+        digest = hashlib.sha256(f"{self.run_id}\x00{step_name}".encode()).hexdigest()
+        self.staging_name = f"s_{digest[:40]}"
+        self._staging = sql.Identifier(STAGE_SCHEMA, self.staging_name)
+        self._target = sql.Identifier(SANDBOX_SCHEMA, self.table)
+        names = [sql.Identifier(c) for c in self.columns]
+        self._column_defs = sql.SQL(", ").join(
+            sql.SQL("{} {}").format(sql.Identifier(c), _EXPORT_TYPES[t][0])
+            for c, t in self.columns.items()
+        )
+        self._user_columns = sql.SQL(", ").join(names)
+        self._staged_columns = sql.SQL(", ").join([*names, sql.Identifier("record_key")])
+        self._assignments = sql.SQL(", ").join(
+            sql.SQL("{} = EXCLUDED.{}").format(n, n) for n in names
+        )
+
+    def prepare(self) -> None:
+        """Create `sandbox.<table>` if missing (else check it fits: a missing column is
+        added, a type conflict is `TableConflict`) and the staging table if missing."""
+        with self._conn, self._conn.cursor() as cur:
+            cur.execute(QUERIES["lock_export_table"], {"lock_key": _lock_key(self.table)})
+            relation = _get_relation(cur, SANDBOX_SCHEMA, self.table)
+            if relation is None:
+                cur.execute(
+                    sql.SQL(QUERIES["create_export_table"]).format(
+                        table=self._target, column_defs=self._column_defs
+                    )
+                )
+            else:
+                self._fit_export_table(cur, *relation)
+            cur.execute(
+                sql.SQL(QUERIES["create_staging_table"]).format(
+                    staging=self._staging,
+                    column_defs=self._column_defs,
+                    batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
+                )
+            )
+
+    def write_batch(
+        self, seq: int, records: list[Mapping[str, Any]], first_ordinal: int
+    ) -> list[RowError]:
+        """Stage batch `seq` (records with ordinals `first_ordinal`, `first_ordinal + 1`, ...)
+        in one sandbox transaction and return its row errors, in record order: a null key, a
+        key repeated within the batch or already staged by another batch (not written), a
+        value that does not fit its column. Writing the same batch again replaces it."""
+        errors: list[RowError] = []
+        staged: dict[str, tuple[int, Mapping[str, Any]]] = {}
+        lines: list[str] = []
+        for i, record in enumerate(records):
+            ordinal = first_ordinal + i
+            fields, problem = self._encode_fields(record)
+            if problem is not None:
+                errors.append(RowError(problem[1], record=ordinal, column=problem[0], raw=record))
+                continue
+            record_key = self._record_key(record, ordinal)
+            if record_key is None:
+                reason = f"key column {self.key_column!r} is null"
+                errors.append(RowError(reason, record=ordinal, column=self.key_column, raw=record))
+                continue
+            if record_key in staged:
+                errors.append(self._duplicate(record_key, ordinal, record, staged[record_key][0]))
+                continue
+            staged[record_key] = (ordinal, record)
+            lines.append(f"{fields},{_csv_text(record_key)}\n")
+        if staged:
+            written = self._stage(seq, io.StringIO("".join(lines)))
+            for record_key, (ordinal, record) in staged.items():
+                if record_key not in written:
+                    errors.append(self._duplicate(record_key, ordinal, record, None))
+        errors.sort(key=lambda e: e.record or 0)
+        return errors
+
+    def publish(self, n_batches: int | None = None) -> int:
+        """Upsert the staged rows (of batches `< n_batches`, or all) into `sandbox.<table>`
+        and drop the staging table, in one transaction; return the rows published. A no-op
+        returning 0 when the staging table is gone: publish already happened."""
+        conn = self._conn
+        try:
+            with conn.cursor() as cur:
+                try:
+                    cur.execute(sql.SQL(QUERIES["lock_staging"]).format(staging=self._staging))
+                except psycopg2.errors.UndefinedTable:
+                    conn.rollback()
+                    return 0
+                cur.execute(
+                    sql.SQL(QUERIES["publish_staging"]).format(
+                        table=self._target,
+                        columns=self._user_columns,
+                        staging=self._staging,
+                        batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
+                        assignments=self._assignments,
+                    ),
+                    {"run_id": self.run_id, "step_id": self.step_name, "n_batches": n_batches},
+                )
+                published = cur.rowcount
+                cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=self._staging))
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        return published
+
+    def discard(self) -> None:
+        """Drop the staging table (an uncommitted or abandoned step); `sandbox.<table>` is
+        left alone."""
+        with self._conn, self._conn.cursor() as cur:
+            cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=self._staging))
+
+    def _stage(self, seq: int, buf: io.StringIO) -> set[str]:
+        """COPY the encoded batch into a temporary table and upsert it into staging; the
+        record keys written (those another batch staged are not)."""
+        buf.seek(0)
+        with self._conn, self._conn.cursor() as cur:
+            cur.execute(
+                sql.SQL(QUERIES["create_batch_table"]).format(
+                    batch=_BATCH_TABLE, column_defs=self._column_defs
+                )
+            )
+            copy = sql.SQL(QUERIES["copy_batch"]).format(
+                batch=_BATCH_TABLE, columns=self._staged_columns
+            )
+            cur.copy_expert(copy.as_string(cur), buf)
+            cur.execute(
+                sql.SQL(QUERIES["upsert_staging"]).format(
+                    staging=self._staging,
+                    columns=self._staged_columns,
+                    batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
+                    batch=_BATCH_TABLE,
+                    assignments=self._assignments,
+                ),
+                {"batch_seq": seq},
+            )
+            return {row[0] for row in cur.fetchall()}
+
+    def _record_key(self, record: Mapping[str, Any], ordinal: int) -> str | None:
+        if self.key_column is None:
+            return str(ordinal)
+        value = record.get(self.key_column)
+        return None if value is None else str(value)
+
+    def _duplicate(
+        self, record_key: str, ordinal: int, record: Mapping[str, Any], first: int | None
+    ) -> RowError:
+        where = f"record {first}" if first is not None else "an earlier batch"
+        return RowError(
+            f"duplicate key {record_key!r} in column {self.key_column!r}: already exported by "
+            f"{where} of this step",
+            record=ordinal,
+            column=self.key_column,
+            raw=record,
+        )
+
+    def _encode_fields(
+        self, record: Mapping[str, Any]
+    ) -> tuple[str, None] | tuple[None, tuple[str, str]]:
+        """The record's values as one CSV line (no key, no newline), or `(None, (column,
+        reason))` for a value that does not fit its column."""
+        fields = []
+        for column, kind in self.columns.items():
+            value = record.get(column)
+            if value is None:
+                fields.append("")
+                continue
+            problem = _check_value(kind, value)
+            if problem is not None:
+                return None, (column, problem)
+            fields.append(str(value) if kind == "int" else _csv_text(value))
+        return ",".join(fields), None
+
+    def _fit_export_table(self, cur: Any, oid: int, relkind: str) -> None:
+        """Check an existing `sandbox.<table>` can take this step's rows; add missing columns."""
+        name = f"{SANDBOX_SCHEMA}.{self.table}"
+        if relkind not in ("r", "p"):
+            raise TableConflict(f"{name} is {_RELKINDS.get(relkind, 'not a table')}")
+        cur.execute(QUERIES["list_columns"], {"oid": oid})
+        existing = {col: (base, fmt, notnull, hasdef) for col, base, fmt, notnull, hasdef in cur}
+        cur.execute(QUERIES["list_primary_key"], {"oid": oid})
+        key = [row[0] for row in cur.fetchall()]
+        if sorted(key) != sorted(EXPORT_KEY_COLUMNS):
+            raise TableConflict(
+                f"{name} exists but its primary key is not (run_id, step_id, record_key)"
+            )
+        for col, base in (("run_id", "uuid"), ("step_id", "text"), ("record_key", "text")):
+            if existing[col][0] != base:
+                found = existing[col][1]
+                raise TableConflict(f"{name}.{col} is {found}, expected {base}", column=col)
+        for col, kind in self.columns.items():
+            if col not in existing:
+                cur.execute(
+                    sql.SQL(QUERIES["add_export_column"]).format(
+                        table=self._target,
+                        column=sql.Identifier(col),
+                        type=_EXPORT_TYPES[kind][0],
+                    )
+                )
+            elif not _fits(kind, existing[col][0], existing[col][1]):
+                raise TableConflict(
+                    f"{name}.{col} is {existing[col][1]} but the step's column is {kind}",
+                    column=col,
+                )
+        for col, (_, fmt, notnull, hasdef) in existing.items():
+            if col not in self.columns and col not in EXPORT_KEY_COLUMNS and notnull and not hasdef:
+                raise TableConflict(
+                    f"{name}.{col} ({fmt}) is NOT NULL without a default and the step has no "
+                    "such column",
+                    column=col,
+                )
+
+
+def _get_relation(cur: Any, schema: str, name: str) -> tuple[int, str] | None:
+    cur.execute(QUERIES["get_relation"], {"schema": schema, "name": name})
+    return cur.fetchone()
+
+
+def _fits(kind: str, base_type: str, formatted: str) -> bool:
+    """Whether an existing column (catalog base type, formatted type) takes `kind` values
+    without loss or failure: a length limit (`varchar(n)`) could fail a publish."""
+    return base_type in _EXPORT_TYPES[kind][1] and "(" not in formatted
+
+
+def _typed_record(names: list[str], types: list[str], row: tuple[Any, ...]) -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for name, kind, value in zip(names, types, row, strict=True):
+        if value is not None and kind == "date":
+            value = value.isoformat()
+        record[name] = value
+    return record
+
+
+def _check_export_columns(columns: Mapping[str, str]) -> dict[str, str]:
+    if not columns:
+        raise ConfigValueError("a table export needs at least one column")
+    checked: dict[str, str] = {}
+    for name, kind in columns.items():
+        if kind not in _EXPORT_TYPES:
+            raise ConfigValueError(f"column type {kind!r} cannot be exported", column=name)
+        if not name or "\x00" in name or len(name.encode("utf-8")) > _MAX_IDENTIFIER_BYTES:
+            raise TableConflict(
+                f"column name {name!r} cannot be a PostgreSQL column (empty, NUL or over 63 bytes)",
+                column=name,
+            )
+        if name in RESERVED_COLUMNS:
+            raise TableConflict(
+                f"column {name!r} clashes with the export table's own column", column=name
+            )
+        checked[name] = kind
+    return checked
+
+
+def _check_value(kind: str, value: Any) -> str | None:
+    """Why `value` cannot be stored in a column of type `kind`, or None."""
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"value {value!r} is not an int"
+        if not _INT64[0] <= value <= _INT64[1]:
+            return f"value {value} is outside int64"
+        return None
+    if not isinstance(value, str):
+        return f"value {value!r} is not a {kind}"
+    if "\x00" in value:
+        return "a NUL character cannot be stored in PostgreSQL text"
+    if kind == "date":
+        try:
+            if not _ISO_DATE.fullmatch(value):
+                raise ValueError(value)
+            dt.date.fromisoformat(value)
+        except ValueError:
+            return f"value {value!r} is not an ISO date (YYYY-MM-DD)"
+    return None
+
+
+def _csv_text(value: str) -> str:
+    # Always quoted: an unquoted empty field is NULL in COPY's CSV format, a quoted one is ''.
+    return '"' + value.replace('"', '""') + '"'
+
+
+def _lock_key(table: str) -> int:
+    """A signed 64-bit advisory lock key for one export table."""
+    digest = hashlib.sha256(f"etl-export:{table}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
