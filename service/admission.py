@@ -1,0 +1,222 @@
+"""Admission: how runs enter the queue (trigger, schedule fire, resume) and leave it early
+(cancel). Shared by the API and the scheduler; nothing here knows about HTTP.
+
+Every function works on the caller's cursor, inside the caller's transaction, and writes its
+audit row there. Admissions serialise on one transaction-scoped advisory lock, which makes
+the limits exact across gunicorn workers and processes: per pipeline at most
+`PIPELINE_ACTIVE_LIMIT` runs queued or running (1 running + 3 queued), in total at most
+`GLOBAL_ACTIVE_LIMIT`. Lock order: the admission lock before any run row lock.
+
+After COMMIT the caller wakes the dag-advancer when `needs_wake` says so; a lost wake-up is
+re-sent by the coordinator's sweep, so a failed send is not an error."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
+from service.errors import Conflict, NotFound
+
+ADMISSION_LOCK_KEY = 0x45544C41  # "ETLA": one admission at a time, database-wide
+PIPELINE_ACTIVE_LIMIT = 4  # 1 running + 3 queued
+GLOBAL_ACTIVE_LIMIT = 20
+QUEUE_FULL = "queue_full"
+BUSY = "busy"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The outcome of `admit_run` or `resume_run` and the run row (as `get_run` reads it).
+
+    outcome: `created` (a new queued run), `existing` (the trigger key's run, untouched),
+    `skipped` (a new run recorded as skipped with `reason`), `requeued` (a resumed run),
+    `refused` (a resume the limits turned down; the run stays failed; `reason` says why)."""
+
+    outcome: str
+    run: dict
+    reason: str | None = None
+
+    @property
+    def needs_wake(self) -> bool:
+        """True when the dag-advancer should look at the run after COMMIT."""
+        return self.outcome in ("created", "requeued")
+
+
+@dataclass(frozen=True)
+class Cancellation:
+    """The outcome of `cancel_run`: `canceled` (a queued run, at once) or `cancel_requested`
+    (a running run; the executors stop at the next batch boundary)."""
+
+    outcome: str
+    run: dict
+
+    @property
+    def needs_wake(self) -> bool:
+        """The advancer finalises or promotes; always worth a look."""
+        return True
+
+
+def get_run(cur: Cursor, run_id: str) -> dict | None:
+    """A run row with its queue position, or None."""
+    return fetch_one(cur, "get_run", {"run_id": run_id})
+
+
+def lock_admission(cur: Cursor) -> None:
+    """Take the admission lock until the end of the transaction."""
+    execute(cur, "lock_admission", {"key": ADMISSION_LOCK_KEY})
+
+
+def refusal_reason(cur: Cursor, pipeline_id: str) -> str | None:
+    """Why a new active run of `pipeline_id` may not join the queue now, or None.
+    Exact only under the admission lock."""
+    counts = fetch_one(cur, "count_active_runs", {"pipeline_id": pipeline_id}) or {}
+    if counts.get("pipeline_active", 0) >= PIPELINE_ACTIVE_LIMIT:
+        return QUEUE_FULL
+    if counts.get("total_active", 0) >= GLOBAL_ACTIVE_LIMIT:
+        return BUSY
+    return None
+
+
+def admit_run(
+    cur: Cursor,
+    pipeline_id: str,
+    trigger_key: str,
+    principal: str,
+    *,
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    request_id: str | None = None,
+) -> Admission:
+    """Admit a trigger of `pipeline_id` with `trigger_key` (1..200 chars) for `principal`.
+
+    A key seen before for the pipeline returns its run whatever the status and creates
+    nothing. Otherwise a new run bound to the pipeline's current revision is inserted as
+    `queued`, or as `skipped` with reason `queue_full` / `busy` when a limit is reached.
+    Raises `NotFound` for an unknown pipeline."""
+    lock_admission(cur)
+    pipeline = fetch_one(cur, "get_pipeline", {"pipeline_id": pipeline_id})
+    if pipeline is None:
+        raise NotFound(f"pipeline {pipeline_id} not found")
+    key = {"pipeline_id": pipeline_id, "trigger_key": trigger_key}
+    existing = fetch_one(cur, "find_run_by_trigger_key", key)
+    if existing is not None:
+        run = get_run(cur, existing["id"])
+        assert run is not None
+        _audit_run(cur, principal, "run.trigger", run, "existing", request_id)
+        return Admission("existing", run, run["reason"])
+    reason = refusal_reason(cur, pipeline_id)
+    run_id = str(new_id())
+    execute(
+        cur,
+        "insert_run",
+        {
+            **key,
+            "id": run_id,
+            "revision": pipeline["revision"],
+            "status": "skipped" if reason else "queued",
+            "reason": reason,
+            "trace_id": new_id().hex,
+            "created_by": principal,
+        },
+    )
+    run = get_run(cur, run_id)
+    assert run is not None
+    outcome = "skipped" if reason else "created"
+    _audit_run(cur, principal, "run.trigger", run, outcome, request_id)
+    return Admission(outcome, run, reason)
+
+
+def cancel_run(
+    cur: Cursor, run_id: str, principal: str, *, request_id: str | None = None
+) -> Cancellation:
+    """Cancel a queued run at once (its unfinished step rows too) or ask a running one to
+    stop. Raises `NotFound`, or `Conflict` when the run has already finished."""
+    row = fetch_one(cur, "lock_run", {"run_id": run_id})
+    if row is None:
+        raise NotFound(f"run {run_id} not found")
+    if row["status"] == "queued":
+        execute(cur, "cancel_queued_run", {"run_id": run_id})
+        execute(cur, "cancel_step_runs", {"run_id": run_id})
+        outcome = "canceled"
+    elif row["status"] == "running":
+        execute(cur, "request_run_cancel", {"run_id": run_id})
+        outcome = "cancel_requested"
+    else:
+        raise Conflict(f"run {run_id} is {row['status']}; only queued or running runs cancel")
+    run = get_run(cur, run_id)
+    assert run is not None
+    _audit_run(cur, principal, "run.cancel", run, outcome, request_id)
+    return Cancellation(outcome, run)
+
+
+def resume_run(
+    cur: Cursor, run_id: str, principal: str, *, request_id: str | None = None
+) -> Admission:
+    """Put a failed run back at the end of its pipeline's queue, under the same limits as a
+    trigger. Steps that did not succeed start over (counters, checkpoint, digests, output
+    batches cleared); succeeded steps keep their committed output; attempts stay as history.
+    Raises `NotFound`, or `Conflict` unless the run is `failed`. A limit gives `refused`."""
+    lock_admission(cur)
+    row = fetch_one(cur, "lock_run", {"run_id": run_id})
+    if row is None:
+        raise NotFound(f"run {run_id} not found")
+    if row["status"] != "failed":
+        raise Conflict(f"run {run_id} is {row['status']}; only a failed run can be resumed")
+    reason = refusal_reason(cur, row["pipeline_id"])
+    if reason is None:
+        execute(cur, "requeue_run", {"run_id": run_id})
+        reset = [r["name"] for r in fetch_all(cur, "reset_step_runs", {"run_id": run_id})]
+        execute(cur, "delete_step_batches", {"run_id": run_id, "step_names": reset})
+    run = get_run(cur, run_id)
+    assert run is not None
+    outcome = "refused" if reason else "requeued"
+    _audit_run(cur, principal, "run.resume", run, outcome, request_id, reason=reason)
+    return Admission(outcome, run, reason)
+
+
+def next_fire_at(
+    *, every_minutes: int | None, daily_at: str | None, anchor_at: datetime, now: datetime
+) -> datetime:
+    """The first fire strictly after `now` (aware, UTC): `anchor_at + k * every_minutes`
+    for the smallest k >= 1, or the next `daily_at` ("HH:MM") in UTC."""
+    if every_minutes is not None:
+        period = timedelta(minutes=every_minutes)
+        k = max(1, math.floor((now - anchor_at) / period) + 1)
+        return anchor_at + k * period
+    if daily_at is None:
+        raise ValueError("a schedule needs every_minutes or daily_at")
+    hour, minute = (int(part) for part in daily_at.split(":"))
+    fire = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    return fire if fire > now else fire + timedelta(days=1)
+
+
+def _audit_run(
+    cur: Cursor,
+    principal: str,
+    action: str,
+    run: dict,
+    outcome: str,
+    request_id: str | None,
+    *,
+    reason: str | None = None,
+) -> None:
+    details = {
+        "outcome": outcome,
+        "pipeline_id": str(run["pipeline_id"]),
+        "trigger_key": run["trigger_key"],
+        "status": run["status"],
+        "reason": reason or run["reason"],
+        "request_id": request_id,
+    }
+    insert_audit(
+        cur,
+        principal=principal,
+        action=action,
+        entity_type="run",
+        entity_id=run["id"],
+        details=details,
+        trace_id=run["trace_id"],
+    )

@@ -1,0 +1,142 @@
+"""The falcon application. `create_app(deps)` only registers middleware, routes and error
+handlers; `get_app()` loads the configuration and builds the dependencies (gunicorn serves
+`'service.app:get_app()'`, once per worker, after the fork)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import falcon
+
+from actors.broker import build_broker, send_advance_run
+from service import resources as r
+from service.auth import AuthMiddleware
+from service.config import Config
+from service.db import Database
+from service.errors import ServiceError
+from service.openapi import API, build_spec
+
+log = logging.getLogger(__name__)
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    411: "length_required",
+    412: "precondition_failed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "too_many_requests",
+}
+
+
+def now_utc() -> datetime:
+    """The production clock: an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Deps:
+    """What the resources need. `wake_run(run_id, trace_id)` asks the dag-advancer to look
+    at a run; `now` and `new_id` are injected so tests control time and ids."""
+
+    db: Database
+    wake_run: Callable[[str, str], None]
+    now: Callable[[], datetime] = now_utc
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4
+
+
+class RequestIdMiddleware:
+    """Every response carries `X-Request-Id`: the caller's (when sane) or a new one."""
+
+    def __init__(self, new_id: Callable[[], uuid.UUID]):
+        self.new_id = new_id
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        incoming = req.get_header("X-Request-Id")
+        ok = incoming is not None and _REQUEST_ID.fullmatch(incoming)
+        req.context.request_id = incoming if ok else self.new_id().hex
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
+        request_id = getattr(req.context, "request_id", None) or self.new_id().hex
+        resp.set_header("X-Request-Id", request_id)
+
+
+def handle_service_error(
+    req: falcon.Request, resp: falcon.Response, ex: ServiceError, params: dict
+) -> None:
+    """Our errors: their status, headers and the JSON error shape."""
+    resp.status = ex.status
+    resp.media = ex.as_body()
+    for name, value in ex.headers.items():
+        resp.set_header(name, value)
+
+
+def handle_http_error(
+    req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: dict
+) -> None:
+    """Falcon's own errors (unknown route, 405, bad header) in our error shape."""
+    status = ex.status_code
+    resp.status = status
+    message = ex.description or ex.title or "error"
+    code = _HTTP_CODES.get(status, "http_error")
+    resp.media = {"error": {"code": code, "message": message, "details": []}}
+    for name, value in (ex.headers or {}).items():
+        resp.set_header(name, value)
+
+
+def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict):
+    """A bug: log it with the request id, answer 500 in our shape without internals."""
+    log.exception("unhandled error (request %s)", getattr(req.context, "request_id", "-"))
+    resp.status = 500
+    resp.media = {"error": {"code": "internal_error", "message": "internal error", "details": []}}
+
+
+def create_app(deps: Deps) -> falcon.App:
+    """The WSGI app on `deps`: middleware, routes (CONTRACT.md, under /api/v1), handlers."""
+    app = falcon.App(middleware=[RequestIdMiddleware(deps.new_id), AuthMiddleware(deps.db)])
+    app.req_options.strip_url_path_trailing_slash = True
+    pipeline = f"{API}/pipelines/{{pipeline_id:uuid}}"
+    app.add_route("/health", r.HealthResource(deps))
+    app.add_route(f"{API}/openapi.json", r.OpenApiResource(build_spec()))
+    app.add_route(f"{API}/pipelines", r.PipelinesResource(deps))
+    app.add_route(pipeline, r.PipelineResource(deps))
+    app.add_route(f"{pipeline}/revisions", r.RevisionsResource(deps))
+    app.add_route(f"{pipeline}/revisions/{{number:int(min=1)}}", r.RevisionResource(deps))
+    app.add_route(f"{pipeline}/runs", r.PipelineRunsResource(deps))
+    app.add_route(f"{pipeline}/schedules", r.SchedulesResource(deps))
+    app.add_route(f"{pipeline}/schedules/{{schedule_id:uuid}}", r.ScheduleResource(deps))
+    app.add_route(f"{API}/runs/{{run_id:uuid}}", r.RunResource(deps))
+    app.add_route(f"{API}/runs/{{run_id:uuid}}/cancel", r.RunCancelResource(deps))
+    app.add_route(f"{API}/runs/{{run_id:uuid}}/resume", r.RunResumeResource(deps))
+    app.add_route(f"{API}/audit", r.AuditResource(deps))
+    app.add_error_handler(Exception, handle_unexpected)
+    app.add_error_handler(falcon.HTTPError, handle_http_error)
+    app.add_error_handler(ServiceError, handle_service_error)
+    return app
+
+
+def get_app() -> falcon.App:
+    """The production app: configuration from the environment, a database pool, and a
+    dramatiq-pg broker for the dag-advancer wake-ups."""
+    cfg = Config.from_env()
+    logging.basicConfig(level=cfg.log_level, format=LOG_FORMAT)
+    broker = build_broker(cfg.database_url, max_connections=2)
+
+    def wake_run(run_id: str, trace_id: str) -> None:
+        send_advance_run(broker, run_id, trace_id)
+
+    return create_app(Deps(db=Database(cfg.database_url), wake_run=wake_run))

@@ -1,0 +1,198 @@
+"""The `etl` console script. An entrypoint only loads configuration, wires dependencies and
+starts or stops things; the work lives in the modules it calls.
+
+Subcommands are registered in `SUBCOMMANDS` (name -> `Subcommand`); another module adds its
+own by inserting an entry before `main` builds the parser."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ddl
+from dag.plan import parse_plan, topological_order, validate_plan
+from service.auth import ADMIN, ROLES, generate_token, hash_token
+from service.config import Config
+from service.db import Database, execute, fetch_one
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One `etl` subcommand: help text, a function adding its arguments, and its handler
+    (returns the exit status)."""
+
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+# --- migrate / seed / token ------------------------------------------------------------------
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    """Apply every pending migration (state, broker, sandbox); idempotent."""
+    cfg = Config.from_env()
+    names = ddl.migrate(cfg.database_url, cfg.sandbox_url)
+    print(f"applied: {', '.join(names)}" if names else "up to date")
+    return 0
+
+
+def run_seed(args: argparse.Namespace) -> int:
+    """Create the `pipeline_admin` principal. With ETL_ADMIN_TOKEN that token is used (and
+    re-seeding with the same token changes nothing); without it a token is generated and
+    printed once, and an existing admin is left alone."""
+    cfg = Config.from_env()
+    db = Database(cfg.database_url, max_connections=1, application_name="etl-cli")
+    try:
+        with db.transaction() as cur:
+            existing = fetch_one(cur, "find_principal_by_name", {"name": ADMIN})
+            if cfg.admin_token is None and existing is not None:
+                print(f"{ADMIN} exists; token unchanged (set ETL_ADMIN_TOKEN to replace it)")
+                return 0
+            token = cfg.admin_token or generate_token()
+            hashed = hash_token(token)
+            if existing is None:
+                params = {"id": str(uuid.uuid4()), "name": ADMIN, "role": ADMIN}
+                if fetch_one(cur, "insert_principal", {**params, "token_hash": hashed}) is None:
+                    print("error: that token already belongs to another principal", file=sys.stderr)
+                    return 1
+            elif existing["token_hash"] == hashed and existing["role"] == ADMIN:
+                print(f"{ADMIN} already seeded with this token")
+                return 0
+            else:
+                params = {"name": ADMIN, "role": ADMIN, "token_hash": hashed}
+                execute(cur, "update_principal_token", params)
+    finally:
+        db.close()
+    if cfg.admin_token is None:
+        print(f"{ADMIN} token (shown once): {token}")
+    else:
+        print(f"{ADMIN} seeded from ETL_ADMIN_TOKEN")
+    return 0
+
+
+def configure_token(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="token_command", required=True)
+    create = sub.add_parser("create", help="create a principal and print its new token")
+    create.add_argument("--role", required=True, choices=ROLES)
+    create.add_argument("--name", required=True)
+
+
+def run_token(args: argparse.Namespace) -> int:
+    """`etl token create`: a new principal with a generated token, printed once."""
+    cfg = Config.from_env()
+    token = generate_token()
+    params = {"id": str(uuid.uuid4()), "name": args.name, "role": args.role}
+    db = Database(cfg.database_url, max_connections=1, application_name="etl-cli")
+    try:
+        with db.transaction() as cur:
+            row = fetch_one(cur, "insert_principal", {**params, "token_hash": hash_token(token)})
+    finally:
+        db.close()
+    if row is None:
+        print(f"error: a principal named {args.name!r} exists", file=sys.stderr)
+        return 1
+    print(token)
+    return 0
+
+
+# --- validate --------------------------------------------------------------------------------
+
+
+def configure_validate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="PLAN.json", type=Path)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """Validate a plan offline: a `{"name", "plan"}` document or a bare plan object. Exit 0
+    with `ok: N steps: a -> b -> c` (execution order), or 1 with one `field: message` line
+    per problem."""
+    try:
+        doc: Any = json.loads(args.path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        print(f"{args.path}: {exc}", file=sys.stderr)
+        return 1
+    problems: list[tuple[str, str]] = []
+    plan = doc
+    if isinstance(doc, dict) and "plan" in doc and "steps" not in doc:
+        plan = doc["plan"]
+        name = doc.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append(("name", "must be a non-empty string"))
+        problems += [(k, "unknown field") for k in doc if k not in ("name", "plan")]
+    problems += [(e.field, e.message) for e in validate_plan(plan)]
+    if problems:
+        for field, message in problems:
+            print(f"{field}: {message}")
+        return 1
+    order = topological_order(parse_plan(plan))
+    print(f"ok: {len(order)} steps: {' -> '.join(order)}")
+    return 0
+
+
+# --- api -------------------------------------------------------------------------------------
+
+
+def gunicorn_argv(cfg: Config) -> list[str]:
+    """The gunicorn command serving the API on `cfg.api_bind` with `cfg.api_workers`."""
+    local = Path(sys.executable).with_name("gunicorn")
+    exe = [str(local)] if local.exists() else [shutil.which("gunicorn") or "gunicorn"]
+    return [
+        *exe,
+        "--workers",
+        str(cfg.api_workers),
+        "--bind",
+        cfg.api_bind,
+        "--no-control-socket",  # gunicorn 27 would share ~/.gunicorn/gunicorn.ctl otherwise
+        "--graceful-timeout",
+        "10",
+        "--log-level",
+        cfg.log_level.lower(),
+        "service.app:get_app()",
+    ]
+
+
+def run_api(args: argparse.Namespace) -> int:
+    """Replace this process with gunicorn serving the API (signals reach it directly)."""
+    argv = gunicorn_argv(Config.from_env())
+    sys.stdout.flush()
+    os.execv(argv[0], argv)
+    return 1  # not reached
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "migrate": Subcommand("apply ddl/ migrations (idempotent)", _no_arguments, run_migrate),
+    "seed": Subcommand("create the pipeline_admin token", _no_arguments, run_seed),
+    "token": Subcommand("manage principals and tokens", configure_token, run_token),
+    "validate": Subcommand("validate a plan offline", configure_validate, run_validate),
+    "api": Subcommand("serve the REST API with gunicorn", _no_arguments, run_api),
+    # Interim: the API part only; the engine replaces it with API + advancer + scheduler.
+    "coordinator": Subcommand("run the coordinator (API)", _no_arguments, run_api),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `etl` parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(prog="etl", description="local ETL pipeline platform")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in SUBCOMMANDS.items():
+        command.configure(sub.add_parser(name, help=command.help))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `etl` with `argv` (default: the process arguments); returns the exit status."""
+    args = build_parser().parse_args(argv)
+    return SUBCOMMANDS[args.command].run(args)

@@ -1,0 +1,128 @@
+"""The coordinator's database access: a small connection pool, one-transaction blocks, and
+the named queries of `service/sql/queries.sql` (loaded once, called by name)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import psycopg2.extras
+import psycopg2.pool
+
+from ddl import load_queries
+from service.errors import DatabaseUnavailable
+
+log = logging.getLogger(__name__)
+
+QUERIES: dict[str, str] = load_queries(Path(__file__).with_name("sql") / "queries.sql")
+
+Cursor = psycopg2.extras.RealDictCursor
+
+
+def execute(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -> Cursor:
+    """Run the named query `name` with `params` on `cur`; returns `cur` for fetching."""
+    cur.execute(QUERIES[name], params or {})
+    return cur
+
+
+def fetch_one(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -> dict | None:
+    """The first row of the named query, or None."""
+    row = execute(cur, name, params).fetchone()
+    return dict(row) if row is not None else None
+
+
+def fetch_all(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -> list[dict]:
+    """Every row of the named query."""
+    return [dict(r) for r in execute(cur, name, params).fetchall()]
+
+
+def insert_audit(
+    cur: Cursor,
+    *,
+    principal: str,
+    action: str,
+    entity_type: str,
+    entity_id: str,
+    details: Mapping[str, Any] | None = None,
+    trace_id: str | None = None,
+) -> None:
+    """Record who did what to which entity, in the caller's transaction."""
+    execute(
+        cur,
+        "insert_audit",
+        {
+            "principal": principal,
+            "action": action,
+            "entity_type": entity_type,
+            "entity_id": str(entity_id),
+            "details": psycopg2.extras.Json(dict(details or {})),
+            "trace_id": trace_id,
+        },
+    )
+
+
+class Database:
+    """A lazily opened, thread-safe pool of connections to `url`.
+
+    Opened on first use so that a gunicorn worker builds its own pool after the fork.
+    Sessions run in UTC so timestamps come back as UTC-aware datetimes."""
+
+    def __init__(self, url: str, *, max_connections: int = 4, application_name: str = "etl-api"):
+        self.url = url
+        self.max_connections = max_connections
+        self.application_name = application_name
+        self._pool: psycopg2.pool.ThreadedConnectionPool | None = None
+        self._lock = threading.Lock()
+
+    def _get_pool(self) -> psycopg2.pool.ThreadedConnectionPool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = psycopg2.pool.ThreadedConnectionPool(
+                    0,
+                    self.max_connections,
+                    self.url,
+                    options="-c timezone=UTC",
+                    connect_timeout=5,
+                    application_name=self.application_name,
+                )
+            return self._pool
+
+    @contextmanager
+    def transaction(self) -> Iterator[Cursor]:
+        """A cursor in one transaction: committed when the block ends, rolled back when it
+        raises. A broken connection is discarded, not returned to the pool. Connection
+        failures raise `DatabaseUnavailable`."""
+        pool = self._get_pool()
+        try:
+            conn = pool.getconn()
+        except (psycopg2.OperationalError, psycopg2.pool.PoolError) as exc:
+            raise DatabaseUnavailable(f"database unavailable: {exc}".strip()) from exc
+        broken = False
+        try:
+            with conn.cursor(cursor_factory=Cursor) as cur:
+                yield cur
+            conn.commit()
+        except BaseException as exc:
+            broken = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
+            if not conn.closed:
+                try:
+                    conn.rollback()
+                except psycopg2.Error:
+                    broken = True
+            if isinstance(exc, psycopg2.OperationalError):
+                raise DatabaseUnavailable(f"database unavailable: {exc}".strip()) from exc
+            raise
+        finally:
+            pool.putconn(conn, close=broken or bool(conn.closed))
+
+    def close(self) -> None:
+        """Close every pooled connection (tests, shutdown)."""
+        with self._lock:
+            if self._pool is not None:
+                self._pool.closeall()
+                self._pool = None

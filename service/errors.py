@@ -1,0 +1,119 @@
+"""Errors of the coordinator side. Each carries the HTTP status and machine-readable code the
+API answers with (`{"error": {"code", "message", "details": [{"field", "message"}]}}`);
+callers outside HTTP (CLI, scheduler) use the same classes and ignore the status."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+
+class ServiceError(Exception):
+    """Base class of every error raised by `service`."""
+
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        details: Iterable[Mapping[str, str]] = (),
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ):
+        super().__init__(message)
+        self.message = message
+        self.details = [{"field": d["field"], "message": d["message"]} for d in details]
+        if code is not None:
+            self.code = code
+        self.headers = dict(headers or {})
+
+    def as_body(self) -> dict:
+        """The JSON error body."""
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+class ValidationFailed(ServiceError):
+    """The request body or a parameter failed validation; `details` name the fields."""
+
+    status = 400
+    code = "validation_error"
+
+
+class InvalidPlan(ValidationFailed):
+    """The plan failed `dag` validation; `details` carry `plan.`-prefixed field paths."""
+
+    code = "invalid_plan"
+
+
+class MalformedJson(ServiceError):
+    """The request body is not valid JSON (or not UTF-8)."""
+
+    status = 400
+    code = "malformed_json"
+
+
+class Unauthorized(ServiceError):
+    """No bearer token, or one that matches no principal."""
+
+    status = 401
+    code = "unauthorized"
+
+    def __init__(self, message: str = "a valid bearer token is required"):
+        super().__init__(message, headers={"WWW-Authenticate": 'Bearer realm="etl"'})
+
+
+class Forbidden(ServiceError):
+    """The principal's role may not make this call."""
+
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(ServiceError):
+    """The addressed pipeline, revision, run or schedule does not exist."""
+
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    """The call clashes with the current state (duplicate name, run already finished)."""
+
+    status = 409
+    code = "conflict"
+
+
+class PreconditionFailed(ServiceError):
+    """`If-Match` named a revision that is not the current one."""
+
+    status = 412
+    code = "precondition_failed"
+
+
+class PayloadTooLarge(ServiceError):
+    """The request body is larger than the API accepts."""
+
+    status = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(ServiceError):
+    """A request body that is not `application/json`."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
+class QueueRefused(ServiceError):
+    """Admission limits refused a resume (`code` is the reason: queue_full or busy)."""
+
+    status = 429
+    code = "queue_full"
+
+
+class DatabaseUnavailable(ServiceError):
+    """PostgreSQL cannot be reached or dropped the connection."""
+
+    status = 503
+    code = "database_unavailable"

@@ -1,0 +1,399 @@
+"""Falcon resources of the REST API (CONTRACT.md). Each declares the roles allowed per HTTP
+method (enforced by `service.auth.AuthMiddleware`), reads its body through `read_json`
+(415, 413, 400 in that order), does its work in one transaction, and dumps with
+`service.schemas`. Run answers carry the run's trace id as `X-Trace-Id`."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import falcon
+import psycopg2.extras
+from marshmallow import Schema
+
+from service import schemas
+from service.admission import Admission, admit_run, cancel_run, next_fire_at, resume_run
+from service.auth import ADMIN_ONLY, OPERATE, READ
+from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
+from service.errors import Conflict, NotFound, PayloadTooLarge, PreconditionFailed, ValidationFailed
+
+if TYPE_CHECKING:
+    from service.app import Deps
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+
+PIPELINE = schemas.PipelineSchema()
+REVISION = schemas.RevisionSchema()
+RUN = schemas.RunSchema()
+SCHEDULE = schemas.ScheduleSchema()
+AUDIT = schemas.AuditSchema()
+
+
+def read_json(req: falcon.Request, schema: Schema, *, optional: bool = False) -> dict[str, Any]:
+    """The request body loaded through `schema` (see `schemas.load_body`). Bodies over
+    `MAX_BODY_BYTES` -> 413, judged by Content-Length first and by a capped read too."""
+    if (req.content_length or 0) > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"the body exceeds {MAX_BODY_BYTES} bytes")
+    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"the body exceeds {MAX_BODY_BYTES} bytes")
+    return schemas.load_body(raw, req.content_type, schema, optional=optional)
+
+
+def query_limit(req: falcon.Request) -> int:
+    """The `?limit=` parameter (1..MAX_LIMIT, default DEFAULT_LIMIT)."""
+    raw = req.get_param("limit")
+    if raw is None:
+        return DEFAULT_LIMIT
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise ValidationFailed(
+            "invalid query parameter",
+            details=[{"field": "limit", "message": f"must be an integer 1..{MAX_LIMIT}"}],
+        )
+    return int(raw)
+
+
+def get_pipeline(cur: Cursor, pipeline_id: str) -> dict:
+    """The pipeline with its current plan; `NotFound` if unknown."""
+    row = fetch_one(cur, "get_pipeline", {"pipeline_id": pipeline_id})
+    if row is None:
+        raise NotFound(f"pipeline {pipeline_id} not found")
+    return row
+
+
+def fetch_run_views(cur: Cursor, runs: list[dict]) -> list[dict]:
+    """Runs with their steps (from `step_runs`, or the revision's plan while none exist)
+    and attempts, ready for `RunSchema`."""
+    ids = [r["id"] for r in runs]
+    steps: dict[str, list[dict]] = {}
+    for s in fetch_all(cur, "list_step_runs", {"run_ids": ids}):
+        steps.setdefault(s["run_id"], []).append(s)
+    attempts: dict[str, list[dict]] = {}
+    for a in fetch_all(cur, "list_attempts", {"run_ids": ids}):
+        attempts.setdefault(a["run_id"], []).append(a)
+    bare = [r for r in runs if r["id"] not in steps]
+    plans: dict[tuple[str, int], dict] = {}
+    if bare:
+        params = {
+            "pipeline_ids": [r["pipeline_id"] for r in bare],
+            "numbers": [r["revision"] for r in bare],
+        }
+        for p in fetch_all(cur, "get_revision_plans", params):
+            plans[(p["pipeline_id"], p["number"])] = p["plan"]
+    return [
+        schemas.run_view(
+            r,
+            steps.get(r["id"], []),
+            attempts.get(r["id"], []),
+            plans.get((r["pipeline_id"], r["revision"])),
+        )
+        for r in runs
+    ]
+
+
+def answer_run(resp: falcon.Response, status: int, view: dict, extra: dict | None = None) -> None:
+    """Answer with one run (plus `extra` top-level fields) and its `X-Trace-Id`."""
+    resp.status = status
+    resp.media = {**RUN.dump(view), **(extra or {})}
+    resp.set_header("X-Trace-Id", view["trace_id"])
+
+
+class _Resource:
+    def __init__(self, deps: Deps):
+        self.deps = deps
+
+    def audit(self, cur: Cursor, req: falcon.Request, action: str, entity: str, **kw: Any) -> None:
+        """An audit row for `action` on `entity` ("type:id") by the caller; the trace id of
+        a non-run change is the request id."""
+        entity_type, _, entity_id = entity.partition(":")
+        who = req.context.principal.name
+        insert_audit(
+            cur,
+            principal=who,
+            action=action,
+            entity_type=entity_type,
+            entity_id=entity_id,
+            details=kw,
+            trace_id=req.context.request_id,
+        )
+
+    def wake(self, run: dict) -> None:
+        """Wake the dag-advancer for `run`; the sweep re-sends a lost wake-up, so a
+        failure here is only logged."""
+        try:
+            self.deps.wake_run(str(run["id"]), run["trace_id"])
+        except Exception:
+            log.exception("could not wake run %s; the sweep will", run["id"])
+
+
+class HealthResource(_Resource):
+    public = True
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        try:
+            with self.deps.db.transaction() as cur:
+                execute(cur, "check_database")
+        except Exception as exc:
+            log.warning("health check: database unavailable: %s", exc)
+            resp.status = 503
+            resp.media = {"status": "error", "database": "unavailable"}
+            return
+        resp.media = {"status": "ok", "database": "ok"}
+
+
+class PipelinesResource(_Resource):
+    roles = {"GET": READ, "POST": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        with self.deps.db.transaction() as cur:
+            resp.media = PIPELINE.dump(fetch_all(cur, "list_pipelines"), many=True)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, schemas.PipelineCreateSchema())
+        schemas.check_plan(body["plan"])
+        pipeline_id, who = str(self.deps.new_id()), req.context.principal.name
+        with self.deps.db.transaction() as cur:
+            if fetch_one(cur, "insert_pipeline", {"id": pipeline_id, "name": body["name"]}) is None:
+                raise Conflict(
+                    f"a pipeline named {body['name']!r} exists",
+                    code="duplicate_name",
+                    details=[{"field": "name", "message": "is already taken"}],
+                )
+            plan = psycopg2.extras.Json(body["plan"])
+            revision = {"pipeline_id": pipeline_id, "number": 1, "plan": plan, "created_by": who}
+            execute(cur, "insert_revision", revision)
+            self.audit(cur, req, "pipeline.create", f"pipeline:{pipeline_id}", revision=1)
+            row = get_pipeline(cur, pipeline_id)
+        resp.status = 201
+        resp.location = f"{req.path}/{pipeline_id}"
+        resp.etag = f'"{row["revision"]}"'
+        resp.media = PIPELINE.dump(row)
+
+
+class PipelineResource(_Resource):
+    roles = {"GET": READ, "PATCH": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            row = get_pipeline(cur, str(pipeline_id))
+        resp.etag = f'"{row["revision"]}"'
+        resp.media = PIPELINE.dump(row)
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        pipeline_id, who = str(pipeline_id), req.context.principal.name
+        body = read_json(req, schemas.PipelinePatchSchema())
+        with self.deps.db.transaction() as cur:
+            current = fetch_one(cur, "lock_pipeline", {"pipeline_id": pipeline_id})
+            if current is None:
+                raise NotFound(f"pipeline {pipeline_id} not found")
+            expected = req.get_header("If-Match")
+            if expected is not None and not _matches(expected, current["revision"]):
+                raise PreconditionFailed(
+                    f"If-Match {expected} does not match the current revision {current['revision']}"
+                )
+            schemas.check_plan(body["plan"])
+            number = current["revision"] + 1
+            plan = psycopg2.extras.Json(body["plan"])
+            execute(
+                cur,
+                "insert_revision",
+                {"pipeline_id": pipeline_id, "number": number, "plan": plan, "created_by": who},
+            )
+            params = {"pipeline_id": pipeline_id, "revision": number}
+            execute(cur, "update_pipeline_revision", params)
+            self.audit(cur, req, "pipeline.update", f"pipeline:{pipeline_id}", revision=number)
+            row = get_pipeline(cur, pipeline_id)
+        resp.etag = f'"{number}"'
+        resp.media = PIPELINE.dump(row)
+
+
+def _matches(if_match: str, revision: int) -> bool:
+    """True when an `If-Match` header names `revision` (`3`, `"3"`, `W/"3"`, or `*`)."""
+    for tag in if_match.split(","):
+        tag = tag.strip().removeprefix("W/").strip('"')
+        if tag == "*" or tag == str(revision):
+            return True
+    return False
+
+
+class RevisionsResource(_Resource):
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            get_pipeline(cur, str(pipeline_id))
+            rows = fetch_all(cur, "list_revisions", {"pipeline_id": str(pipeline_id)})
+        resp.media = REVISION.dump(rows, many=True)
+
+
+class RevisionResource(_Resource):
+    roles = {"GET": READ}
+
+    def on_get(
+        self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, number: int
+    ) -> None:
+        params = {"pipeline_id": str(pipeline_id), "number": number}
+        with self.deps.db.transaction() as cur:
+            row = fetch_one(cur, "get_revision", params)
+        if row is None:
+            raise NotFound(f"revision {number} of pipeline {pipeline_id} not found")
+        resp.media = REVISION.dump(row)
+
+
+class PipelineRunsResource(_Resource):
+    roles = {"GET": READ, "POST": OPERATE}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        params = {"pipeline_id": str(pipeline_id), "limit": query_limit(req)}
+        with self.deps.db.transaction() as cur:
+            get_pipeline(cur, str(pipeline_id))
+            views = fetch_run_views(cur, fetch_all(cur, "list_pipeline_runs", params))
+        resp.media = RUN.dump(views, many=True)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        body = read_json(req, schemas.RunTriggerSchema(), optional=True)
+        key = body.get("trigger_key") or f"manual:{self.deps.new_id()}"
+        with self.deps.db.transaction() as cur:
+            admission = admit_run(
+                cur,
+                str(pipeline_id),
+                key,
+                req.context.principal.name,
+                new_id=self.deps.new_id,
+                request_id=req.context.request_id,
+            )
+            (view,) = fetch_run_views(cur, [admission.run])
+        if admission.needs_wake:
+            self.wake(admission.run)
+        status = {"created": 201, "existing": 200, "skipped": 429}[admission.outcome]
+        extra = {"error": _refusal(admission)} if admission.outcome == "skipped" else None
+        answer_run(resp, status, view, extra)
+
+
+def _refusal(admission: Admission) -> dict:
+    message = {
+        "queue_full": "the pipeline already has 1 running and 3 queued runs",
+        "busy": "20 runs are queued or running in total",
+    }.get(admission.reason or "", "refused")
+    return {"code": admission.reason, "message": message, "details": []}
+
+
+class RunResource(_Resource):
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            run = fetch_one(cur, "get_run", {"run_id": str(run_id)})
+            if run is None:
+                raise NotFound(f"run {run_id} not found")
+            (view,) = fetch_run_views(cur, [run])
+        answer_run(resp, 200, view)
+
+
+class RunCancelResource(_Resource):
+    roles = {"POST": OPERATE}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
+        read_json(req, schemas.EmptyBodySchema(), optional=True)
+        with self.deps.db.transaction() as cur:
+            change = cancel_run(
+                cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
+            )
+            (view,) = fetch_run_views(cur, [change.run])
+        if change.needs_wake:
+            self.wake(change.run)
+        answer_run(resp, 202, view)
+
+
+class RunResumeResource(_Resource):
+    roles = {"POST": OPERATE}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
+        read_json(req, schemas.EmptyBodySchema(), optional=True)
+        with self.deps.db.transaction() as cur:
+            admission = resume_run(
+                cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
+            )
+            (view,) = fetch_run_views(cur, [admission.run])
+        if admission.needs_wake:
+            self.wake(admission.run)
+        if admission.outcome == "requeued":
+            answer_run(resp, 202, view)
+        else:  # the run stays failed; the refusal is the error
+            extra = {"error": _refusal(admission), "reason": admission.reason}
+            answer_run(resp, 429, view, extra)
+
+
+class SchedulesResource(_Resource):
+    roles = {"GET": READ, "POST": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            get_pipeline(cur, str(pipeline_id))
+            rows = fetch_all(cur, "list_schedules", {"pipeline_id": str(pipeline_id)})
+        resp.media = SCHEDULE.dump(rows, many=True)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        body = read_json(req, schemas.ScheduleCreateSchema())
+        every, daily = body.get("every_minutes"), body.get("daily_at")
+        now = self.deps.now()
+        params = {
+            "id": str(self.deps.new_id()),
+            "pipeline_id": str(pipeline_id),
+            "every_minutes": every,
+            "daily_at": daily,
+            "anchor_at": now,
+            "next_fire_at": next_fire_at(
+                every_minutes=every, daily_at=daily, anchor_at=now, now=now
+            ),
+            "created_by": req.context.principal.name,
+        }
+        with self.deps.db.transaction() as cur:
+            get_pipeline(cur, str(pipeline_id))
+            row = fetch_one(cur, "insert_schedule", params)
+            assert row is not None
+            what = {k: params[k] for k in ("pipeline_id", "every_minutes", "daily_at")}
+            self.audit(cur, req, "schedule.create", f"schedule:{row['id']}", **what)
+        resp.status = 201
+        resp.location = f"{req.path}/{row['id']}"
+        resp.media = SCHEDULE.dump(row)
+
+
+class ScheduleResource(_Resource):
+    roles = {"DELETE": ADMIN_ONLY}
+
+    def on_delete(
+        self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, schedule_id: Any
+    ) -> None:
+        params = {"pipeline_id": str(pipeline_id), "schedule_id": str(schedule_id)}
+        with self.deps.db.transaction() as cur:
+            row = fetch_one(cur, "delete_schedule", params)
+            if row is None:
+                raise NotFound(f"schedule {schedule_id} of pipeline {pipeline_id} not found")
+            entity = f"schedule:{schedule_id}"
+            self.audit(cur, req, "schedule.delete", entity, pipeline_id=params["pipeline_id"])
+        resp.status = 204
+
+
+class AuditResource(_Resource):
+    roles = {"GET": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        params = {"limit": query_limit(req), "entity_id": req.get_param("entity_id")}
+        with self.deps.db.transaction() as cur:
+            resp.media = AUDIT.dump(fetch_all(cur, "list_audit", params), many=True)
+
+
+class OpenApiResource:
+    public = True
+
+    def __init__(self, spec: dict):
+        self.spec = spec
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = self.spec

@@ -1,0 +1,205 @@
+-- Named queries of the coordinator side (API, CLI, admission). Loaded once by service/db.py.
+-- Parameters are psycopg2 named placeholders; timestamps come from the database clock
+-- unless a column is computed from the injected clock (schedules).
+
+-- check_database --
+-- Liveness probe for GET /health.
+SELECT 1 AS ok;
+
+-- find_principal_by_token_hash --
+-- The principal owning a token (looked up by its sha256 hex; the token is never stored).
+SELECT id, name, role, token_hash FROM principals WHERE token_hash = %(token_hash)s;
+
+-- find_principal_by_name --
+-- A principal by its unique name (seed idempotency).
+SELECT id, name, role, token_hash FROM principals WHERE name = %(name)s;
+
+-- insert_principal --
+-- A new principal; returns nothing when the name or token hash is taken.
+INSERT INTO principals (id, name, role, token_hash)
+VALUES (%(id)s, %(name)s, %(role)s, %(token_hash)s)
+ON CONFLICT DO NOTHING
+RETURNING id, name, role;
+
+-- update_principal_token --
+-- Give an existing principal a new token hash and role (seed with a changed ETL_ADMIN_TOKEN).
+UPDATE principals SET token_hash = %(token_hash)s, role = %(role)s
+WHERE name = %(name)s
+RETURNING id, name, role;
+
+-- insert_audit --
+-- One audit row, written in the transaction of the change it describes.
+INSERT INTO audit (principal, action, entity_type, entity_id, details, trace_id)
+VALUES (%(principal)s, %(action)s, %(entity_type)s, %(entity_id)s, %(details)s, %(trace_id)s);
+
+-- list_audit --
+-- Newest audit rows first, optionally for one entity.
+SELECT id, principal, action, entity_type, entity_id, details, trace_id, created_at
+FROM audit
+WHERE %(entity_id)s::text IS NULL OR entity_id = %(entity_id)s
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- insert_pipeline --
+-- A new pipeline at revision 1; returns nothing when the name is taken.
+INSERT INTO pipelines (id, name, revision) VALUES (%(id)s, %(name)s, 1)
+ON CONFLICT (name) DO NOTHING
+RETURNING id;
+
+-- insert_revision --
+-- An immutable plan snapshot (the table forbids updates).
+INSERT INTO revisions (pipeline_id, number, plan, created_by)
+VALUES (%(pipeline_id)s, %(number)s, %(plan)s, %(created_by)s);
+
+-- get_pipeline --
+-- A pipeline with its current revision's plan.
+SELECT p.id, p.name, p.revision, v.plan, p.created_at, p.updated_at
+FROM pipelines p JOIN revisions v ON v.pipeline_id = p.id AND v.number = p.revision
+WHERE p.id = %(pipeline_id)s;
+
+-- lock_pipeline --
+-- Lock a pipeline row so concurrent PATCHes number their revisions one after the other.
+SELECT id, name, revision FROM pipelines WHERE id = %(pipeline_id)s FOR UPDATE;
+
+-- update_pipeline_revision --
+-- Point a pipeline at its new current revision.
+UPDATE pipelines SET revision = %(revision)s, updated_at = now() WHERE id = %(pipeline_id)s;
+
+-- list_pipelines --
+-- Every pipeline with its current plan, by name.
+SELECT p.id, p.name, p.revision, v.plan, p.created_at, p.updated_at
+FROM pipelines p JOIN revisions v ON v.pipeline_id = p.id AND v.number = p.revision
+ORDER BY p.name;
+
+-- list_revisions --
+-- A pipeline's revisions, oldest first.
+SELECT pipeline_id, number, plan, created_by, created_at
+FROM revisions WHERE pipeline_id = %(pipeline_id)s ORDER BY number;
+
+-- get_revision --
+-- One revision of a pipeline.
+SELECT pipeline_id, number, plan, created_by, created_at
+FROM revisions WHERE pipeline_id = %(pipeline_id)s AND number = %(number)s;
+
+-- get_revision_plans --
+-- The plans of several (pipeline, revision) pairs, for runs that have no step rows yet.
+SELECT pipeline_id, number, plan FROM revisions
+WHERE (pipeline_id, number) IN (
+    SELECT unnest(%(pipeline_ids)s::uuid[]), unnest(%(numbers)s::integer[]));
+
+-- lock_admission --
+-- Serialise every admission (API triggers, resumes, scheduler fires) across processes.
+SELECT pg_advisory_xact_lock(%(key)s);
+
+-- find_run_by_trigger_key --
+-- The run a trigger key already created for a pipeline, whatever its status.
+SELECT id FROM runs WHERE pipeline_id = %(pipeline_id)s AND trigger_key = %(trigger_key)s;
+
+-- count_active_runs --
+-- Runs holding a slot (queued or running): for one pipeline and in total.
+SELECT count(*) FILTER (WHERE pipeline_id = %(pipeline_id)s) AS pipeline_active,
+       count(*) AS total_active
+FROM runs WHERE status IN ('queued', 'running');
+
+-- insert_run --
+-- A new run (queued, or skipped with a reason) bound to a revision.
+INSERT INTO runs (id, pipeline_id, revision, status, reason, trigger_key, trace_id, created_by)
+VALUES (%(id)s, %(pipeline_id)s, %(revision)s, %(status)s, %(reason)s, %(trigger_key)s,
+        %(trace_id)s, %(created_by)s)
+RETURNING id;
+
+-- get_run --
+-- One run, with its 1-based position among its pipeline's queued runs when queued.
+SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.trace_id,
+       r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at,
+       CASE WHEN r.status = 'queued' THEN (
+           SELECT count(*) FROM runs q
+           WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
+             AND q.queue_seq <= r.queue_seq) END AS queue_position
+FROM runs r WHERE r.id = %(run_id)s;
+
+-- list_pipeline_runs --
+-- A pipeline's newest runs first, each with its queue position when queued.
+SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.trace_id,
+       r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at,
+       CASE WHEN r.status = 'queued' THEN (
+           SELECT count(*) FROM runs q
+           WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
+             AND q.queue_seq <= r.queue_seq) END AS queue_position
+FROM runs r WHERE r.pipeline_id = %(pipeline_id)s
+ORDER BY r.queue_seq DESC
+LIMIT %(limit)s;
+
+-- lock_run --
+-- Lock a run row for a state change (cancel, resume) against the dag-advancer.
+SELECT id, pipeline_id, status, trace_id, cancel_requested FROM runs
+WHERE id = %(run_id)s FOR UPDATE;
+
+-- list_step_runs --
+-- The step rows of some runs, in plan order.
+SELECT run_id, name, type, position, status, records_in, records_out, rejected, columns,
+       input_digest, output_digest, checkpoint, batches, row_errors, error, retry_at,
+       started_at, finished_at
+FROM step_runs WHERE run_id = ANY(%(run_ids)s::uuid[])
+ORDER BY run_id, position;
+
+-- list_attempts --
+-- The attempts of some runs' steps, in number order.
+SELECT run_id, step_name, number, executor, started_at, finished_at, outcome, error
+FROM attempts WHERE run_id = ANY(%(run_ids)s::uuid[])
+ORDER BY run_id, step_name, number;
+
+-- cancel_queued_run --
+-- A queued run ends at once as canceled.
+UPDATE runs SET status = 'canceled', finished_at = now()
+WHERE id = %(run_id)s AND status = 'queued';
+
+-- cancel_step_runs --
+-- The unfinished steps of a canceled queued run end as canceled; finished ones keep status.
+UPDATE step_runs SET status = 'canceled', finished_at = now(), retry_at = NULL
+WHERE run_id = %(run_id)s AND status IN ('pending', 'running', 'retry_wait');
+
+-- request_run_cancel --
+-- Ask the executors to stop a running run at the next batch boundary.
+UPDATE runs SET cancel_requested = true WHERE id = %(run_id)s AND status = 'running';
+
+-- requeue_run --
+-- A failed run re-enters its pipeline's queue at the back.
+UPDATE runs SET status = 'queued', queue_seq = nextval('run_queue_seq'), started_at = NULL,
+                finished_at = NULL, cancel_requested = false
+WHERE id = %(run_id)s AND status = 'failed';
+
+-- reset_step_runs --
+-- Steps that did not succeed in a failed run start over; succeeded steps keep their output.
+UPDATE step_runs
+SET status = 'pending', records_in = 0, records_out = 0, rejected = 0, columns = NULL,
+    input_digest = NULL, output_digest = NULL, checkpoint = NULL, batches = 0,
+    row_errors = '[]', error = NULL, retry_at = NULL, started_at = NULL, finished_at = NULL
+WHERE run_id = %(run_id)s AND status IN ('failed', 'upstream_failed', 'not_run', 'canceled')
+RETURNING name;
+
+-- delete_step_batches --
+-- Drop the committed output batches of steps that start over.
+DELETE FROM step_batches WHERE run_id = %(run_id)s AND step_name = ANY(%(step_names)s);
+
+-- insert_schedule --
+-- A new schedule with its first fire time (computed by the caller in UTC).
+INSERT INTO schedules (id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at,
+                       created_by, created_at)
+VALUES (%(id)s, %(pipeline_id)s, %(every_minutes)s, %(daily_at)s, %(anchor_at)s,
+        %(next_fire_at)s, %(created_by)s, %(anchor_at)s)
+RETURNING id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
+          created_at;
+
+-- list_schedules --
+-- A pipeline's live (not deleted) schedules, oldest first.
+SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
+       created_at
+FROM schedules WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
+ORDER BY created_at, id;
+
+-- delete_schedule --
+-- Soft-delete a live schedule so it stops firing; returns nothing if unknown or deleted.
+UPDATE schedules SET deleted_at = now()
+WHERE id = %(schedule_id)s AND pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
+RETURNING id, every_minutes, daily_at;
