@@ -1,0 +1,214 @@
+"""CSV partitioning: logical records from a binary stream, in resumable batches.
+
+Contract of `read_csv_batches`:
+
+- The stream is a seekable, buffered binary file. Lines end with LF or CRLF (a lone CR is
+  not a line terminator; outside quotes it makes the record malformed). The first non-empty
+  record is the header; a UTF-8 BOM before it is skipped. An empty or duplicate column
+  name, a malformed header or a file without a header raise `CsvFormatError`.
+- A quoted field may hold the delimiter, doubled quotes, LF and CRLF; such a record is one
+  logical record whatever number of physical lines it spans. Every record carries the
+  physical (1-based) line number of its first line.
+- Empty lines between records are skipped: they are not records and count towards nothing.
+  (So in a one-column file an empty value must be written `""`.)
+- Values: an empty unquoted field is `None` (null); a quoted empty field `""` is the empty
+  string `""` (`dag.types` keeps it for string columns and reads it as null for int/date).
+- A batch holds at most `batch_size` input records, good and malformed together, and ends
+  with `end`: the byte offset and line number where the next record starts. Passing that
+  `end` back as `start` re-reads the header from offset 0 and yields exactly the records
+  after it, so batch boundaries only ever fall between records. A `start` at or before the
+  end of the header means "from the first record". At least one batch (possibly empty) is
+  always yielded, so the caller always learns the header.
+- Malformed records never raise; each becomes a `RowError` in `batch.row_errors` (line of
+  the record's start, column `None`, `raw` = the record text without its final line
+  terminator) and reading goes on with the next physical line:
+  wrong number of fields; invalid UTF-8 (`raw` decoded with `errors="replace"`); a quote
+  that is not followed by a delimiter or the end of the line (`"ab"c`); and a quote left
+  open at the end of the file, which makes the rest of the file that one bad record.
+- Fields longer than the `csv` module's field limit (128 KiB) are malformed records.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from dag.errors import CsvFormatError
+from dag.records import Position, RawBatch, RawRecord, RowError
+
+__all__ = ["read_csv_batches"]
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class _LineFeed:
+    """Physical lines for `csv.reader`, remembering what the current record consumed.
+
+    `csv.reader` pulls exactly the lines one record needs and never reads ahead, so after
+    each row `offset`/`line` are the position of the next record and `pulled` holds the
+    text of the row just read.
+    """
+
+    def __init__(self, stream: BinaryIO, offset: int, line: int) -> None:
+        self.offset = offset
+        self.line = line  # number of the next physical line to be read
+        self.pulled: list[str] = []
+        self.bad_utf8 = False
+        self.exhausted = False
+        self._stream = stream
+
+    def start_record(self) -> int:
+        """Forget the previous record; return the line where the next one starts."""
+        self.pulled = []
+        self.bad_utf8 = False
+        return self.line
+
+    def lines(self) -> Iterator[str]:
+        for raw in self._stream:
+            self.offset += len(raw)
+            if raw.endswith(b"\n"):  # only the file's last line may lack one
+                self.line += 1
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                # A multi-byte sequence never contains b"\n", so decoding line by line is
+                # exact; keep going so the following records still parse.
+                text = raw.decode("utf-8", "replace")
+                self.bad_utf8 = True
+            self.pulled.append(text)
+            yield text
+        self.exhausted = True
+
+    def record_text(self) -> str:
+        text = "".join(self.pulled)
+        if text.endswith("\r\n"):
+            return text[:-2]
+        if text.endswith("\n"):
+            return text[:-1]
+        return text
+
+
+def _quoted_flags(text: str, delimiter: str) -> list[bool]:
+    """Which fields of a well-formed record were quoted (only used when one is empty)."""
+    flags: list[bool] = []
+    i, n = 0, len(text)
+    while True:
+        if i < n and text[i] == '"':
+            flags.append(True)
+            i += 1
+            while True:
+                j = text.index('"', i)
+                if j + 1 < n and text[j + 1] == '"':
+                    i = j + 2
+                    continue
+                i = j + 1
+                break
+        else:
+            flags.append(False)
+        # Skip to the end of the field: the next delimiter or the end of the record.
+        while i < n and text[i] != delimiter and text[i] not in "\r\n":
+            i += 1
+        if i >= n or text[i] != delimiter:
+            return flags
+        i += 1
+
+
+def _values(fields: list[str], feed: _LineFeed, delimiter: str) -> list[str | None]:
+    """csv.reader gives '' for both `,,` and `,"",`: tell them apart (null vs '')."""
+    if "" not in fields:
+        return fields  # type: ignore[return-value]
+    text = "".join(feed.pulled)
+    if '""' not in text:
+        return [None if f == "" else f for f in fields]
+    flags = _quoted_flags(text, delimiter)
+    return [None if f == "" and not q else f for f, q in zip(fields, flags, strict=True)]
+
+
+def _parse_header(stream: BinaryIO, delimiter: str) -> tuple[list[str], Position]:
+    """Read the header from offset 0; return it and the position right after it."""
+    stream.seek(0)
+    offset = 0
+    if stream.read(3) == _BOM:
+        offset = 3
+    stream.seek(offset)
+    feed = _LineFeed(stream, offset, 1)
+    reader = csv.reader(feed.lines(), delimiter=delimiter, strict=True)
+    while True:
+        line = feed.start_record()
+        try:
+            fields = next(reader)
+        except StopIteration:
+            raise CsvFormatError("no header record: the file is empty", line=1) from None
+        except csv.Error as exc:
+            raise CsvFormatError(f"malformed header: {exc}", line=line) from None
+        if fields:
+            break
+    if feed.bad_utf8:
+        raise CsvFormatError("invalid UTF-8 in the header", line=line)
+    seen: set[str] = set()
+    for index, name in enumerate(fields, start=1):
+        if name == "":
+            raise CsvFormatError(f"header column {index} has an empty name", line=line)
+        if name in seen:
+            raise CsvFormatError(f"duplicate header column {name!r}", line=line)
+        seen.add(name)
+    return fields, Position(feed.offset, feed.line)
+
+
+def read_csv_batches(
+    stream: BinaryIO,
+    *,
+    delimiter: str = ",",
+    batch_size: int = 500,
+    start: Position | None = None,
+) -> Iterator[RawBatch]:
+    """Yield batches of at most `batch_size` records (see the module docstring)."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    if len(delimiter) != 1 or delimiter in '"\r\n':
+        raise ValueError(f"unusable CSV delimiter {delimiter!r}")
+    header, after_header = _parse_header(stream, delimiter)
+    begin = after_header if start is None or start.offset <= after_header.offset else start
+    stream.seek(begin.offset)
+    feed = _LineFeed(stream, begin.offset, begin.line)
+    reader = csv.reader(feed.lines(), delimiter=delimiter, strict=True)
+    width = len(header)
+
+    records: list[RawRecord] = []
+    errors: list[RowError] = []
+    yielded = False
+    while True:
+        line = feed.start_record()
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            if feed.exhausted:
+                reason = "unterminated quoted field: it runs to the end of the file"
+            else:
+                reason = f"malformed CSV record: {exc}"
+            errors.append(RowError(reason, line=line, raw=feed.record_text()))
+        else:
+            if not fields:
+                continue  # an empty line
+            if feed.bad_utf8:
+                errors.append(RowError("invalid UTF-8", line=line, raw=feed.record_text()))
+            elif len(fields) != width:
+                errors.append(
+                    RowError(
+                        f"wrong number of fields: expected {width}, found {len(fields)}",
+                        line=line,
+                        raw=feed.record_text(),
+                    )
+                )
+            else:
+                values = _values(fields, feed, delimiter)
+                records.append(RawRecord(line, dict(zip(header, values, strict=True))))
+        if len(records) + len(errors) >= batch_size:
+            yield RawBatch(records, errors, Position(feed.offset, feed.line), list(header))
+            yielded = True
+            records, errors = [], []
+    if records or errors or not yielded:
+        yield RawBatch(records, errors, Position(feed.offset, feed.line), list(header))

@@ -1,0 +1,315 @@
+"""The fixed set of record transforms, applied one batch at a time.
+
+`build_transform(config, input_columns)` checks the config against the input columns
+(a column that is not there, a filter literal that does not fit the column type, an
+aggregate over a non-int column raise `ConfigValueError`) and returns a `Transform`:
+
+- `output_columns`: the ordered column types of its output;
+- `apply(records, first_ordinal) -> (records, row_errors)`: one batch in, never mutating
+  it; `records[i]` has ordinal `first_ordinal + i` in the step's input;
+- `state()` / `restore(state)`: a JSON-able state for the checkpoint (`None` for every
+  transform but `aggregate`);
+- `finish()`: records only known at the end of the input (`aggregate`; else none).
+
+Ops (see CONTRACT.md for the config shapes):
+
+- `trim`, `normalize_whitespace`: white space is what `str.isspace()` says (Unicode, so
+  NBSP, EM SPACE, tabs and newlines too). `trim` strips it at both ends;
+  `normalize_whitespace` also collapses every inner run to one ASCII space. Non-string
+  columns hold no white space and are left as they are; null stays null.
+- `map`: looks `str(value)` up in `mapping` (keys are strings; an int 7 matches "7"). An
+  unmapped value, null included, becomes `default` if one is given, else passes
+  unchanged. The output goes to `into` (appended as a new column, or replacing that
+  column's values and type) or back into `column`. Its type is `int` if every mapping
+  value and the default are ints (or null) and, when unmapped values pass through, the
+  source column is `int`; else `string`, with ints written as decimal text.
+- `filter_eq`: keeps records whose value equals the literal converted to the column type
+  (`"1"` matches 1 in an int column; a JSON literal becomes its JSON text for a string
+  column); the literal null keeps the null values.
+- `parse_date`: a string (or date) column becomes `date`; a value that is not an ISO
+  `YYYY-MM-DD` calendar date is a row error and its record is dropped; `""` is null.
+- `aggregate`: count of records, and sum / min / max of the non-null values of an int
+  column, per `group_by` key (groups in first-seen order) or over everything. Sums are
+  exact while streaming; a sum outside int64 raises `Int64OverflowError` at `finish()`,
+  so the outcome depends neither on the batch split nor on the record order. An empty
+  input gives `{count: 0, sum: 0, min: null, max: null}` without `group_by` and no
+  records with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dag.errors import ConfigValueError, Int64OverflowError
+from dag.records import RowError
+from dag.types import INT64_MAX, INT64_MIN, convert_value
+
+__all__ = ["Transform", "build_transform"]
+
+Record = dict[str, Any]
+_AGGREGATES = ("count", "sum", "min", "max")
+
+
+class Transform:
+    """A built transform; stateless unless it overrides `state`/`restore`/`finish`."""
+
+    output_columns: dict[str, str]
+
+    def apply(
+        self, records: Sequence[Record], first_ordinal: int = 1
+    ) -> tuple[list[Record], list[RowError]]:
+        raise NotImplementedError
+
+    def state(self) -> Any:
+        """JSON-able state to put in a checkpoint (`None`: nothing to keep)."""
+        return None
+
+    def restore(self, state: Any) -> None:
+        """Continue from a `state()` taken earlier (possibly in another process); `None`
+        means from the start."""
+
+    def finish(self) -> list[Record]:
+        """Records emitted once the whole input went through `apply`."""
+        return []
+
+
+def _need_columns(names: Sequence[str], input_columns: Mapping[str, str], op: str) -> None:
+    for name in names:
+        if name not in input_columns:
+            raise ConfigValueError(f"{op}: no column {name!r} in the input", column=name)
+
+
+def _config_list(config: Mapping[str, Any], key: str, op: str) -> list[str]:
+    value = config.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigValueError(f"{op}: {key!r} must be a list of column names")
+    return list(value)
+
+
+def _config_str(config: Mapping[str, Any], key: str, op: str) -> str:
+    value = config.get(key)
+    if not isinstance(value, str) or not value:
+        raise ConfigValueError(f"{op}: {key!r} must be a column name")
+    return value
+
+
+class _Whitespace(Transform):
+    def __init__(self, columns: list[str], input_columns: Mapping[str, str], collapse: bool):
+        self.output_columns = dict(input_columns)
+        # Only string columns can hold white space.
+        self._columns = [c for c in columns if input_columns[c] == "string"]
+        self._collapse = collapse
+
+    def _clean(self, value: str) -> str:
+        return " ".join(value.split()) if self._collapse else value.strip()
+
+    def apply(
+        self, records: Sequence[Record], first_ordinal: int = 1
+    ) -> tuple[list[Record], list[RowError]]:
+        out: list[Record] = []
+        for record in records:
+            record = dict(record)
+            for name in self._columns:
+                value = record[name]
+                if value is not None:
+                    record[name] = self._clean(value)
+            out.append(record)
+        return out, []
+
+
+class _Map(Transform):
+    def __init__(self, config: Mapping[str, Any], input_columns: Mapping[str, str]):
+        self._column = _config_str(config, "column", "map")
+        _need_columns([self._column], input_columns, "map")
+        mapping = config.get("mapping")
+        if not isinstance(mapping, Mapping) or not all(isinstance(k, str) for k in mapping):
+            raise ConfigValueError("map: 'mapping' must be an object with string keys")
+        self._into = config.get("into") or self._column
+        if not isinstance(self._into, str):
+            raise ConfigValueError("map: 'into' must be a column name")
+        self._has_default = "default" in config
+        default = config.get("default")
+        results = [*mapping.values(), *([default] if self._has_default else [])]
+        int_out = all(v is None or type(v) is int for v in results) and (
+            self._has_default or input_columns[self._column] == "int"
+        )
+        self._type = "int" if int_out else "string"
+        try:
+            self._mapping = {k: convert_value(v, self._type) for k, v in mapping.items()}
+            self._default = convert_value(default, self._type)
+        except ValueError as exc:
+            raise ConfigValueError(f"map: {exc}", column=self._column) from None
+        self._key_of_int = input_columns[self._column] == "int"
+        self.output_columns = dict(input_columns)
+        self.output_columns[self._into] = self._type
+
+    def apply(
+        self, records: Sequence[Record], first_ordinal: int = 1
+    ) -> tuple[list[Record], list[RowError]]:
+        out: list[Record] = []
+        mapping, column, into = self._mapping, self._column, self._into
+        for record in records:
+            value = record[column]
+            key = str(value) if self._key_of_int and value is not None else value
+            if key in mapping:
+                result = mapping[key]
+            elif self._has_default:
+                result = self._default
+            elif self._type == "string" and value is not None:
+                result = str(value)  # an int passing through into a string column
+            else:
+                result = value
+            record = dict(record)
+            record[into] = result
+            out.append(record)
+        return out, []
+
+
+class _FilterEq(Transform):
+    def __init__(self, config: Mapping[str, Any], input_columns: Mapping[str, str]):
+        self._column = _config_str(config, "column", "filter_eq")
+        _need_columns([self._column], input_columns, "filter_eq")
+        if "value" not in config:
+            raise ConfigValueError("filter_eq: 'value' is required", column=self._column)
+        literal = config["value"]
+        column_type = input_columns[self._column]
+        try:
+            self._value = None if literal is None else convert_value(literal, column_type)
+        except ValueError as exc:
+            raise ConfigValueError(
+                f"filter_eq: the literal does not fit the {column_type} column: {exc}",
+                column=self._column,
+            ) from None
+        if self._value is None and literal is not None:
+            # "" converts to null for int/date; matching null there would surprise.
+            raise ConfigValueError(
+                f"filter_eq: {literal!r} is not a {column_type} value", column=self._column
+            )
+        self.output_columns = dict(input_columns)
+
+    def apply(
+        self, records: Sequence[Record], first_ordinal: int = 1
+    ) -> tuple[list[Record], list[RowError]]:
+        column, value = self._column, self._value
+        return [r for r in records if r[column] == value], []
+
+
+class _ParseDate(Transform):
+    def __init__(self, config: Mapping[str, Any], input_columns: Mapping[str, str]):
+        self._column = _config_str(config, "column", "parse_date")
+        _need_columns([self._column], input_columns, "parse_date")
+        if input_columns[self._column] == "int":
+            raise ConfigValueError(
+                "parse_date: needs a string column, not int", column=self._column
+            )
+        self.output_columns = dict(input_columns)
+        self.output_columns[self._column] = "date"
+
+    def apply(
+        self, records: Sequence[Record], first_ordinal: int = 1
+    ) -> tuple[list[Record], list[RowError]]:
+        out: list[Record] = []
+        errors: list[RowError] = []
+        column = self._column
+        for index, record in enumerate(records):
+            try:
+                value = convert_value(record[column], "date")
+            except ValueError as exc:
+                errors.append(
+                    RowError(
+                        str(exc), record=first_ordinal + index, column=column, raw=dict(record)
+                    )
+                )
+                continue
+            record = dict(record)
+            record[column] = value
+            out.append(record)
+        return out, errors
+
+
+class _Aggregate(Transform):
+    def __init__(self, config: Mapping[str, Any], input_columns: Mapping[str, str]):
+        self._column = _config_str(config, "column", "aggregate")
+        self._group_by: list[str] = []
+        if config.get("group_by") is not None:
+            self._group_by = _config_list(config, "group_by", "aggregate")
+        _need_columns([self._column, *self._group_by], input_columns, "aggregate")
+        if input_columns[self._column] != "int":
+            raise ConfigValueError(
+                f"aggregate: column must be int, not {input_columns[self._column]}",
+                column=self._column,
+            )
+        for name in self._group_by:
+            if name in _AGGREGATES:
+                raise ConfigValueError(
+                    f"aggregate: group_by column {name!r} clashes with an output column",
+                    column=name,
+                )
+        if len(set(self._group_by)) != len(self._group_by):
+            raise ConfigValueError("aggregate: group_by names a column twice")
+        self.output_columns = {name: input_columns[name] for name in self._group_by}
+        self.output_columns.update(dict.fromkeys(_AGGREGATES, "int"))
+        # group key -> [count, sum, min, max]; dicts keep first-seen order.
+        self._groups: dict[tuple[Any, ...], list[Any]] = {}
+
+    def apply(
+        self, records: Sequence[Record], first_ordinal: int = 1
+    ) -> tuple[list[Record], list[RowError]]:
+        groups, column, group_by = self._groups, self._column, self._group_by
+        for record in records:
+            key = tuple(record[name] for name in group_by)
+            acc = groups.get(key)
+            if acc is None:
+                acc = groups[key] = [0, 0, None, None]
+            acc[0] += 1
+            value = record[column]
+            if value is not None:
+                acc[1] += value  # Python ints are exact; the range is checked at finish()
+                if acc[2] is None or value < acc[2]:
+                    acc[2] = value
+                if acc[3] is None or value > acc[3]:
+                    acc[3] = value
+        return [], []
+
+    def state(self) -> dict[str, Any]:
+        return {"groups": [[list(key), *acc] for key, acc in self._groups.items()]}
+
+    def restore(self, state: Any) -> None:
+        if state is None:  # no checkpoint yet: start empty
+            self._groups = {}
+            return
+        self._groups = {tuple(key): list(acc) for key, *acc in state["groups"]}
+
+    def finish(self) -> list[Record]:
+        groups = self._groups
+        if not groups and not self._group_by:
+            groups = {(): [0, 0, None, None]}
+        out: list[Record] = []
+        for key, (count, total, low, high) in groups.items():
+            if not INT64_MIN <= total <= INT64_MAX:
+                raise Int64OverflowError(
+                    f"sum of {self._column!r} is outside int64: {total}", column=self._column
+                )
+            record = dict(zip(self._group_by, key, strict=True))
+            record.update(count=count, sum=total, min=low, max=high)
+            out.append(record)
+        return out
+
+
+def build_transform(config: Mapping[str, Any], input_columns: Mapping[str, str]) -> Transform:
+    """A `Transform` for `config` (`{"op": ...}`) over records with `input_columns`."""
+    op = config.get("op")
+    if op in ("trim", "normalize_whitespace"):
+        columns = _config_list(config, "columns", op)
+        _need_columns(columns, input_columns, op)
+        return _Whitespace(columns, input_columns, collapse=op == "normalize_whitespace")
+    if op == "map":
+        return _Map(config, input_columns)
+    if op == "filter_eq":
+        return _FilterEq(config, input_columns)
+    if op == "parse_date":
+        return _ParseDate(config, input_columns)
+    if op == "aggregate":
+        return _Aggregate(config, input_columns)
+    raise ConfigValueError(f"unknown transform op {op!r}")

@@ -1,0 +1,187 @@
+"""Column types: inference on the first batch, then conversion of every raw record.
+
+Types are `int` (int64), `string` and `date` (ISO `YYYY-MM-DD`, kept as that validated
+string); every column is nullable. Conversion rules, the same for declared and inferred
+columns:
+
+- null: `None` is null in every column. The empty string (a quoted `""` in CSV, `""` in
+  JSON) stays `""` in a string column and is null in an int or date column.
+- int: a JSON int (not a bool, not a float) or text in canonical decimal form: an optional
+  `-`, then `0` or digits not starting with `0` (no `+`, no spaces, no leading zeros, so
+  `007` is not an int and inference keeps such columns as strings without losing the
+  zeros). The bounds are exact: -9223372036854775808 .. 9223372036854775807.
+- date: text `YYYY-MM-DD` (ASCII digits) that is a real calendar date (no `2023-02-29`).
+- string: text as is; a JSON number or bool becomes its JSON text (`1.5`, `true`), and a
+  JSON array or object its compact JSON text.
+
+Inference (`infer_columns`) looks at the records it is given (the first batch) for every
+undeclared column: `int` if every non-null value converts to int, else `date` if every one
+converts to date, else `string`; a column with no non-null value is `string`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date
+from typing import Any
+
+from dag.errors import ConfigValueError
+from dag.records import RawRecord, RowError
+
+__all__ = [
+    "COLUMN_TYPES",
+    "INT64_MAX",
+    "INT64_MIN",
+    "convert_value",
+    "infer_columns",
+    "type_records",
+]
+
+COLUMN_TYPES = ("int", "string", "date")
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+_INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# Longer text cannot be in range, and int() refuses very long digit strings anyway.
+_INT_TEXT_MAX_LEN = len(str(INT64_MIN))
+
+
+def _to_int(value: Any) -> int | None:
+    kind = type(value)
+    if kind is int:
+        number = value
+    elif kind is str:
+        if value == "":
+            return None
+        if len(value) > _INT_TEXT_MAX_LEN or not _INT_TEXT.fullmatch(value):
+            raise ValueError(f"not an int64: {value!r}")
+        number = int(value)
+    elif value is None:
+        return None
+    else:
+        raise ValueError(f"not an int64: {_show(value)}")
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise ValueError(f"not an int64: {value!r} is out of range")
+    return number
+
+
+def _to_date(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if type(value) is not str or not _DATE_TEXT.fullmatch(value):
+        raise ValueError(f"not an ISO date (YYYY-MM-DD): {_show(value)}")
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"not a valid calendar date: {value!r}") from None
+    return value
+
+
+def _to_string(value: Any) -> str | None:
+    if value is None or type(value) is str:
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else _to_string(value) or "null"
+
+
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "int": _to_int,
+    "string": _to_string,
+    "date": _to_date,
+}
+
+
+def convert_value(value: Any, column_type: str) -> int | str | None:
+    """`value` as a value of `column_type`; raises `ValueError(reason)` if it is not one."""
+    return _CONVERTERS[column_type](value)
+
+
+def _fits(values: list[Any], converter: Callable[[Any], Any]) -> bool:
+    try:
+        for value in values:
+            converter(value)
+    except ValueError:
+        return False
+    return True
+
+
+def infer_columns(
+    header: Sequence[str],
+    records: Iterable[RawRecord],
+    declared: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Column name -> type in header order; declared types win, the rest are inferred.
+
+    Raises `ConfigValueError` for a declared column that is not in the header or a
+    declared type that is not one of `COLUMN_TYPES`.
+    """
+    declared = dict(declared or {})
+    for name, column_type in declared.items():
+        if name not in header:
+            raise ConfigValueError(f"declared column {name!r} is not in the input", column=name)
+        if column_type not in COLUMN_TYPES:
+            raise ConfigValueError(
+                f"unknown type {column_type!r} (expected one of {', '.join(COLUMN_TYPES)})",
+                column=name,
+            )
+    records = list(records)
+    columns: dict[str, str] = {}
+    for name in header:
+        if name in declared:
+            columns[name] = declared[name]
+            continue
+        values = [r.values.get(name) for r in records]
+        values = [v for v in values if v is not None and v != ""]
+        if not values:
+            columns[name] = "string"
+        elif _fits(values, _to_int):
+            columns[name] = "int"
+        elif _fits(values, _to_date):
+            columns[name] = "date"
+        else:
+            columns[name] = "string"
+    return columns
+
+
+def type_records(
+    records: Sequence[RawRecord],
+    columns: Mapping[str, str],
+    *,
+    first_ordinal: int = 1,
+) -> tuple[list[dict[str, Any]], list[RowError]]:
+    """Convert raw records to typed records (keys in column order).
+
+    `records[i]` has ordinal `first_ordinal + i`. A record with a value that fails its
+    column type is left out of `typed` and reported once, as a `RowError` naming its
+    first bad column, with the record's raw values as `raw`.
+    """
+    converters = [(name, _CONVERTERS[column_type]) for name, column_type in columns.items()]
+    typed: list[dict[str, Any]] = []
+    errors: list[RowError] = []
+    for index, record in enumerate(records):
+        values = record.values
+        try:
+            typed.append({name: convert(values.get(name)) for name, convert in converters})
+        except ValueError:
+            errors.append(_row_error(record, first_ordinal + index, converters))
+    return typed, errors
+
+
+def _row_error(
+    record: RawRecord, ordinal: int, converters: list[tuple[str, Callable[[Any], Any]]]
+) -> RowError:
+    """The error of a record known to fail: find its first bad column (the slow path)."""
+    for name, convert in converters:
+        try:
+            convert(record.values.get(name))
+        except ValueError as exc:
+            return RowError(
+                str(exc), line=record.line, record=ordinal, column=name, raw=dict(record.values)
+            )
+    raise AssertionError("the record converted after all")

@@ -1,0 +1,333 @@
+"""Column types: inference, conversion, int64 bounds, row errors.
+
+Property tests use hypothesis with `max_examples=200, deadline=None`.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dag.csvparts import read_csv_batches
+from dag.errors import ConfigValueError
+from dag.jsonparts import read_json_batches
+from dag.records import RawRecord
+from dag.types import (
+    COLUMN_TYPES,
+    INT64_MAX,
+    INT64_MIN,
+    convert_value,
+    infer_columns,
+    type_records,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+PROPERTY = settings(max_examples=200, deadline=None)
+
+
+def raws(*rows: dict) -> list[RawRecord]:
+    return [RawRecord(line, values) for line, values in enumerate(rows, start=2)]
+
+
+def test_constants():
+    assert COLUMN_TYPES == ("int", "string", "date")
+    assert (INT64_MIN, INT64_MAX) == (-(2**63), 2**63 - 1)
+
+
+# --- conversion -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("0", 0),
+        ("-0", 0),
+        ("42", 42),
+        ("-17", -17),
+        ("9223372036854775807", INT64_MAX),
+        ("-9223372036854775808", INT64_MIN),
+        (7, 7),
+        (INT64_MIN, INT64_MIN),
+        (None, None),
+        ("", None),
+    ],
+)
+def test_int_accepts(text, number):
+    assert convert_value(text, "int") == number
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9223372036854775808",
+        "-9223372036854775809",
+        "99999999999999999999999",
+        "9" * 5000,  # longer than int()'s digit limit: still a clean refusal
+        INT64_MAX + 1,
+        INT64_MIN - 1,
+        "+1",
+        " 1",
+        "1 ",
+        "007",
+        "1.0",
+        "1e3",
+        "0x10",
+        "\u0661\u0662",  # Arabic-Indic digits: int() would take them
+        "1_000",
+        "-",
+        "abc",
+        True,
+        1.0,
+        [1],
+    ],
+)
+def test_int_refuses(value):
+    with pytest.raises(ValueError, match="not an int64"):
+        convert_value(value, "int")
+
+
+def test_int_out_of_range_reason_names_the_value():
+    with pytest.raises(ValueError) as info:
+        convert_value("9223372036854775808", "int")
+    assert "not an int64: '9223372036854775808'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("2024-02-29", "2024-02-29"), ("0001-01-01", "0001-01-01"), ("", None), (None, None)],
+)
+def test_date_accepts(value, expected):
+    assert convert_value(value, "date") == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2023-02-29",
+        "2024-13-01",
+        "2024-00-10",
+        "0000-01-01",
+        "20240101",
+        "2024-1-01",
+        "2024-W01-1",
+        "2024-01-01T00:00:00",
+        " 2024-01-01",
+        "\uff12\uff10\uff12\uff14-01-01",  # full-width digits
+        20240101,
+    ],
+)
+def test_date_refuses(value):
+    with pytest.raises(ValueError, match="date"):
+        convert_value(value, "date")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("  x ", "  x "),
+        ("", ""),
+        (None, None),
+        (12, "12"),
+        (1.5, "1.5"),
+        (True, "true"),
+        ({"a": [1, "é"]}, '{"a":[1,"é"]}'),
+    ],
+)
+def test_string_conversion(value, expected):
+    assert convert_value(value, "string") == expected
+
+
+# --- inference --------------------------------------------------------------------------
+
+
+def test_inference_per_rule():
+    records = raws(
+        {"i": "1", "d": "2024-01-31", "s": "x", "n": None, "z": "007", "m": "1", "e": ""},
+        {"i": "-20", "d": None, "s": "1", "n": None, "z": "1", "m": "2024-01-01", "e": None},
+        {"i": None, "d": "", "s": "2024-01-01", "n": "", "z": "2", "m": "3", "e": "5"},
+    )
+    header = ["i", "d", "s", "n", "z", "m", "e"]
+    assert infer_columns(header, records, {}) == {
+        "i": "int",
+        "d": "date",
+        "s": "string",
+        "n": "string",  # no non-null value
+        "z": "string",  # leading zeros are kept by keeping the text
+        "m": "string",
+        "e": "int",  # "" is null for inference
+    }
+
+
+def test_inference_int_needs_the_int64_range():
+    header = ["a", "b"]
+    records = raws({"a": "9223372036854775807", "b": "9223372036854775808"})
+    assert infer_columns(header, records, None) == {"a": "int", "b": "string"}
+
+
+def test_inference_invalid_calendar_date_is_string():
+    assert infer_columns(["d"], raws({"d": "2024-02-30"}), {}) == {"d": "string"}
+
+
+def test_inference_from_json_values():
+    records = raws(
+        {"i": 1, "b": True, "f": 1.0, "s": "2024-01-01", "t": "5", "x": [1]},
+        {"i": -2, "b": False, "f": 2, "s": None, "t": 6, "x": None},
+    )
+    header = ["i", "b", "f", "s", "t", "x"]
+    assert infer_columns(header, records, {}) == {
+        "i": "int",
+        "b": "string",
+        "f": "string",
+        "s": "date",
+        "t": "int",
+        "x": "string",
+    }
+
+
+def test_declared_types_win_and_order_follows_the_header():
+    header = ["c", "a", "b"]
+    records = raws({"c": "1", "a": "1", "b": "x"})
+    assert list(infer_columns(header, records, {"a": "string", "b": "int"}).items()) == [
+        ("c", "int"),
+        ("a", "string"),
+        ("b", "int"),
+    ]
+
+
+def test_declared_column_missing_from_the_header():
+    with pytest.raises(ConfigValueError) as info:
+        infer_columns(["a"], [], {"amount": "int"})
+    assert info.value.column == "amount"
+    assert "amount" in str(info.value)
+
+
+def test_declared_unknown_type():
+    with pytest.raises(ConfigValueError) as info:
+        infer_columns(["a"], [], {"a": "float"})
+    assert info.value.column == "a"
+
+
+def test_no_records_infers_string():
+    assert infer_columns(["a", "b"], [], {"b": "int"}) == {"a": "string", "b": "int"}
+
+
+# --- typing records ---------------------------------------------------------------------
+
+
+def test_type_records_converts_and_reports_bad_rows():
+    columns = {"id": "int", "name": "string", "day": "date"}
+    records = raws(
+        {"id": "1", "name": "Ann", "day": "2024-01-01"},
+        {"id": "9223372036854775808", "name": "Bob", "day": "2024-01-02"},
+        {"id": "", "name": "", "day": ""},
+        {"id": "3", "name": None, "day": "2024-02-30"},
+        {"id": "-9223372036854775808", "name": "Eve", "day": None},
+    )
+    typed, errors = type_records(records, columns, first_ordinal=11)
+    assert typed == [
+        {"id": 1, "name": "Ann", "day": "2024-01-01"},
+        {"id": None, "name": "", "day": None},
+        {"id": INT64_MIN, "name": "Eve", "day": None},
+    ]
+    assert [(e.line, e.record, e.column) for e in errors] == [(3, 12, "id"), (5, 14, "day")]
+    assert errors[0].reason.startswith("not an int64: '9223372036854775808'")
+    assert errors[0].raw == {"id": "9223372036854775808", "name": "Bob", "day": "2024-01-02"}
+    assert "calendar" in errors[1].reason
+
+
+def test_type_records_one_error_per_record_naming_the_first_bad_column():
+    typed, errors = type_records(raws({"a": "x", "b": "y"}), {"a": "int", "b": "int"})
+    assert typed == []
+    assert [(e.record, e.column) for e in errors] == [(1, "a")]
+
+
+def test_type_records_key_order_and_missing_values():
+    typed, _ = type_records(raws({"b": "2", "a": "x"}), {"a": "string", "b": "int", "c": "int"})
+    assert list(typed[0].items()) == [("a", "x"), ("b", 2), ("c", None)]
+
+
+def test_type_records_does_not_mutate_its_input():
+    records = raws({"a": "1"})
+    type_records(records, {"a": "int"})
+    assert records[0].values == {"a": "1"}
+
+
+def test_json_values_typed():
+    columns = {"i": "int", "s": "string", "d": "date"}
+    records = raws(
+        {"i": 5, "s": 1.5, "d": "2024-05-06"},
+        {"i": "6", "s": False, "d": None},
+        {"i": True, "s": "x", "d": None},
+        {"i": 1.0, "s": "x", "d": None},
+        {"i": 1, "s": "x", "d": 20240101},
+    )
+    typed, errors = type_records(records, columns)
+    assert typed == [
+        {"i": 5, "s": "1.5", "d": "2024-05-06"},
+        {"i": 6, "s": "false", "d": None},
+    ]
+    assert [(e.record, e.column) for e in errors] == [(3, "i"), (4, "i"), (5, "d")]
+
+
+def test_customers_fixture_types_with_three_bad_rows():
+    with open(FIXTURES / "customers.csv", "rb") as stream:
+        [batch] = list(read_csv_batches(stream))
+    columns = infer_columns(batch.header, batch.records, {"amount": "int"})
+    assert columns == {
+        "id": "int",
+        "name": "string",
+        "amount": "int",
+        "signup": "string",  # one bad date makes the undeclared column a string
+        "status": "string",
+        "country": "string",
+    }
+    columns["signup"] = "date"
+    typed, errors = type_records(batch.records, columns)
+    assert len(typed) + len(errors) == len(batch.records)
+    assert sorted(e.column for e in errors) == ["amount", "amount", "signup"]
+
+
+def test_json_fixture_types():
+    with open(FIXTURES / "customers.json", "rb") as stream:
+        [batch] = list(read_json_batches(stream))
+    columns = infer_columns(batch.header, batch.records, {})
+    assert columns["id"] == "int" and columns["amount"] == "int"
+    assert columns["signup"] == "date"
+    typed, errors = type_records(batch.records, columns)
+    assert errors == [] and len(typed) == 10
+
+
+# --- properties -------------------------------------------------------------------------
+
+
+@PROPERTY
+@given(st.integers(min_value=INT64_MIN - 10, max_value=INT64_MAX + 10))
+def test_property_int_text_round_trips_exactly_in_range(number):
+    if INT64_MIN <= number <= INT64_MAX:
+        assert convert_value(str(number), "int") == number
+    else:
+        with pytest.raises(ValueError):
+            convert_value(str(number), "int")
+
+
+@PROPERTY
+@given(st.dates())
+def test_property_iso_dates_are_dates(day):
+    text = day.isoformat()
+    assert convert_value(text, "date") == text
+    assert infer_columns(["d"], raws({"d": text}), {}) == {"d": "date"}
+
+
+@PROPERTY
+@given(st.lists(st.integers(INT64_MIN, INT64_MAX), min_size=1, max_size=20))
+def test_property_csv_ints_infer_and_type_as_ints(numbers):
+    data = ("n\n" + "".join(f"{n}\n" for n in numbers)).encode()
+    [batch] = list(read_csv_batches(io.BytesIO(data)))
+    columns = infer_columns(batch.header, batch.records, {})
+    assert columns == {"n": "int"}
+    typed, errors = type_records(batch.records, columns)
+    assert [r["n"] for r in typed] == numbers and errors == []
