@@ -1,0 +1,549 @@
+"""Sandbox table connectors on real PostgreSQL: the catalog guard of table ingest, keyset
+pagination and resume, and the staged export (invisible until publish, exactly once)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+
+import psycopg2
+import pytest
+from psycopg2 import sql
+
+from connectors import (
+    TableConflict,
+    TableExport,
+    TableRefused,
+    read_table_batches,
+    resolve_source_table,
+)
+from connectors.tables import QUERIES, STAGE_SCHEMA
+from dag.errors import ConfigValueError, InputDataError
+
+COLUMNS = {"id": "int", "name": "string", "signup": "date"}
+
+
+@pytest.fixture
+def other(db_url: str) -> Iterator[psycopg2.extensions.connection]:
+    """A second connection: a concurrent reader, or another executor."""
+    c = psycopg2.connect(db_url)
+    yield c
+    c.close()
+
+
+def _exec(conn, statement: str, params: object = None) -> list[tuple]:
+    with conn, conn.cursor() as cur:
+        cur.execute(statement, params)
+        return cur.fetchall() if cur.description else []
+
+
+def _records(n: int, start: int = 1) -> list[dict]:
+    return [
+        {"id": i, "name": f"name {i}", "signup": f"2024-{1 + i % 12:02d}-{1 + i % 28:02d}"}
+        for i in range(start, start + n)
+    ]
+
+
+def _export(conn, run_id, *, table="customers", step="to_table", columns=None, key="id"):
+    export = TableExport(conn, table, run_id, step, columns or COLUMNS, key)
+    export.prepare()
+    return export
+
+
+def _count(conn, run_id, table="customers") -> int:
+    query = sql.SQL("SELECT count(*) FROM {} WHERE run_id = %s").format(
+        sql.Identifier("sandbox", table)
+    )
+    return _exec(conn, query, (str(run_id),))[0][0]
+
+
+def _staging_tables(conn) -> list[str]:
+    rows = _exec(conn, "SELECT tablename FROM pg_tables WHERE schemaname = %s", (STAGE_SCHEMA,))
+    return [r[0] for r in rows]
+
+
+# ---------------------------------------------------------------- ingest: the catalog guard
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "x; drop table y",
+        '"quoted"',
+        "pg_catalog.pg_class",
+        "pg_class",
+        "public.elsewhere",
+        "elsewhere",
+        "sandbox.people",
+        "a_view",
+        "missing",
+        "",
+        "People",
+        "x" * 64,
+        None,
+        "people--",
+        "peo ple",
+    ],
+)
+def test_hostile_or_unknown_table_names_refused(conn, name) -> None:
+    _exec(conn, "CREATE TABLE sandbox.people (id int PRIMARY KEY)")
+    _exec(conn, "CREATE TABLE sandbox.y (id int PRIMARY KEY)")
+    _exec(conn, "CREATE TABLE public.elsewhere (id int PRIMARY KEY)")
+    _exec(conn, "CREATE VIEW sandbox.a_view AS SELECT id FROM sandbox.people")
+    with pytest.raises(TableRefused) as exc:
+        resolve_source_table(conn, name)
+    assert isinstance(exc.value, InputDataError)
+    assert _exec(conn, "SELECT to_regclass('sandbox.y') IS NOT NULL")[0][0]
+
+
+def test_weird_name_refused_even_when_such_a_table_exists(conn) -> None:
+    _exec(conn, 'CREATE TABLE sandbox."x; drop table y" (id int PRIMARY KEY)')
+    with pytest.raises(TableRefused, match="plain name"):
+        resolve_source_table(conn, "x; drop table y")
+
+
+def test_view_refused_naming_its_kind(conn) -> None:
+    _exec(conn, "CREATE TABLE sandbox.people (id int PRIMARY KEY)")
+    _exec(conn, "CREATE VIEW sandbox.v AS SELECT id FROM sandbox.people")
+    with pytest.raises(TableRefused, match="is a view"):
+        resolve_source_table(conn, "v")
+
+
+def test_table_without_primary_key_refused(conn) -> None:
+    _exec(conn, "CREATE TABLE sandbox.nokey (id int UNIQUE, name text)")
+    with pytest.raises(TableRefused, match="no primary key"):
+        resolve_source_table(conn, "nokey")
+
+
+def test_column_types_mapped_from_the_catalog(conn) -> None:
+    _exec(conn, "CREATE DOMAIN sandbox.small_count AS integer CHECK (VALUE >= 0)")
+    _exec(
+        conn,
+        """CREATE TABLE sandbox.typed (
+            i2 smallint, i4 integer PRIMARY KEY, i8 bigint, d date, t text, vc varchar(10),
+            ch char(3), u uuid, num numeric(10, 2), r real, f double precision, b boolean,
+            j jsonb, ts timestamp, arr int[], dom sandbox.small_count, "Odd Name" text)""",
+    )
+    _exec(
+        conn,
+        """INSERT INTO sandbox.typed VALUES (-2, 4, 9223372036854775807, '2024-02-29', 'τ',
+            'v', 'ab', '00000000-0000-0000-0000-000000000001', 12.50, 1.5, 0.1, true,
+            '{"k": [1]}', '2024-01-02 03:04:05', '{1,2}', 7, 'x'),
+            (NULL, 5, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+             NULL, NULL, NULL)""",
+    )
+    source = resolve_source_table(conn, "typed")
+    assert source.columns == {
+        "i2": "int",
+        "i4": "int",
+        "i8": "int",
+        "d": "date",
+        "t": "string",
+        "vc": "string",
+        "ch": "string",
+        "u": "string",
+        "num": "string",
+        "r": "string",
+        "f": "string",
+        "b": "string",
+        "j": "string",
+        "ts": "string",
+        "arr": "string",
+        "dom": "int",
+        "Odd Name": "string",
+    }
+    assert source.key == ["i4"]
+    assert source.pg_types["vc"] == "character varying(10)"
+    [(records, last_key)] = list(read_table_batches(conn, source))
+    assert records[0] == {
+        "i2": -2,
+        "i4": 4,
+        "i8": 9223372036854775807,
+        "d": "2024-02-29",
+        "t": "τ",
+        "vc": "v",
+        "ch": "ab",  # char(n)::text drops the padding, as PostgreSQL compares it
+        "u": "00000000-0000-0000-0000-000000000001",
+        "num": "12.50",
+        "r": "1.5",
+        "f": "0.1",
+        "b": "true",
+        "j": '{"k": [1]}',
+        "ts": "2024-01-02 03:04:05",
+        "arr": "{1,2}",
+        "dom": 7,
+        "Odd Name": "x",
+    }
+    assert list(records[0]) == list(source.columns)  # key order = column order
+    assert records[1] == {c: (5 if c == "i4" else None) for c in source.columns}
+    assert last_key == [5]
+
+
+# ---------------------------------------------------------------- ingest: keyset pagination
+
+
+@pytest.fixture
+def composite(conn) -> list[tuple[str, int]]:
+    """1,234 rows keyed by (grp text, seq int), inserted out of key order."""
+    _exec(
+        conn,
+        """CREATE TABLE sandbox.events (
+            grp text COLLATE "C", seq integer, payload text, PRIMARY KEY (grp, seq))""",
+    )
+    _exec(
+        conn,
+        """INSERT INTO sandbox.events
+           SELECT 'g' || lpad((i % 37)::text, 2, '0'), i, 'p' || i
+           FROM generate_series(1, 1234) AS i ORDER BY random()""",
+    )
+    return sorted((f"g{i % 37:02d}", i) for i in range(1, 1235))
+
+
+def test_keyset_pagination_composite_key(conn, composite) -> None:
+    source = resolve_source_table(conn, "events")
+    assert source.key == ["grp", "seq"]
+    batches = list(read_table_batches(conn, source))
+    assert [len(records) for records, _ in batches] == [500, 500, 234]
+    keys = [(r["grp"], r["seq"]) for records, _ in batches for r in records]
+    assert keys == composite
+    for records, last_key in batches:
+        assert last_key == [records[-1]["grp"], records[-1]["seq"]]
+        assert all(r["payload"] == f"p{r['seq']}" for r in records)
+
+
+@pytest.mark.parametrize("cut", [0, 1, 499, 500, 777, 1233])
+def test_resume_after_a_key_yields_exactly_the_rest(conn, composite, cut) -> None:
+    source = resolve_source_table(conn, "events")
+    after = list(composite[cut - 1]) if cut else None
+    rest = [
+        (r["grp"], r["seq"])
+        for records, _ in read_table_batches(conn, source, after_key=after, batch_size=500)
+        for r in records
+    ]
+    assert rest == composite[cut:]
+
+
+def test_resume_from_a_checkpointed_last_key(conn, composite) -> None:
+    source = resolve_source_table(conn, "events")
+    first_records, last_key = next(read_table_batches(conn, source, batch_size=100))
+    resumed = [
+        (r["grp"], r["seq"])
+        for records, _ in read_table_batches(conn, source, after_key=last_key, batch_size=100)
+        for r in records
+    ]
+    assert [(r["grp"], r["seq"]) for r in first_records] + resumed == composite
+
+
+def test_empty_table_yields_nothing(conn) -> None:
+    _exec(conn, "CREATE TABLE sandbox.empty (d date PRIMARY KEY)")
+    assert list(read_table_batches(conn, resolve_source_table(conn, "empty"))) == []
+
+
+def test_date_key_resumes(conn) -> None:
+    _exec(conn, "CREATE TABLE sandbox.days (d date PRIMARY KEY)")
+    _exec(conn, "INSERT INTO sandbox.days SELECT '2024-01-01'::date + generate_series(0, 9)")
+    source = resolve_source_table(conn, "days")
+    batches = list(read_table_batches(conn, source, after_key=["2024-01-03"], batch_size=3))
+    assert [r["d"] for records, _ in batches for r in records] == [
+        f"2024-01-{d:02d}" for d in range(4, 11)
+    ]
+
+
+# ---------------------------------------------------------------- export
+
+
+def test_export_in_batches_then_publish_exactly_once(conn) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    records = _records(10_000)
+    for seq in range(20):
+        assert export.write_batch(seq, records[seq * 500 : (seq + 1) * 500], seq * 500 + 1) == []
+    assert _count(conn, run_id) == 0
+    assert export.publish() == 10_000
+    rows = _exec(
+        conn,
+        "SELECT id, name, signup::text, step_id, record_key FROM sandbox.customers "
+        "WHERE run_id = %s ORDER BY id",
+        (str(run_id),),
+    )
+    assert rows == [(r["id"], r["name"], r["signup"], "to_table", str(r["id"])) for r in records]
+    assert _staging_tables(conn) == []
+
+
+def test_batch_rewritten_after_a_crash_is_absorbed(conn, other) -> None:
+    run_id = uuid.uuid4()
+    records = _records(2_000)
+    first = _export(conn, run_id)
+    for seq in range(3):
+        first.write_batch(seq, records[seq * 500 : (seq + 1) * 500], seq * 500 + 1)
+    # Crash after batch 2 was exported, before its checkpoint: a new attempt on another
+    # connection resumes at batch 2 (prepare again, no discard) and writes it again.
+    second = _export(other, run_id)
+    for seq in range(2, 4):
+        assert second.write_batch(seq, records[seq * 500 : (seq + 1) * 500], seq * 500 + 1) == []
+    assert second.publish() == 2_000
+    assert _count(conn, run_id) == 2_000
+    keys = _exec(conn, "SELECT count(DISTINCT record_key) FROM sandbox.customers")[0][0]
+    assert keys == 2_000
+
+
+def test_concurrent_reader_sees_nothing_then_everything(conn, other) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    records = _records(10_000)
+    for seq in range(20):
+        export.write_batch(seq, records[seq * 500 : (seq + 1) * 500], seq * 500 + 1)
+        assert _count(other, run_id) == 0
+    seen: set[int] = set()
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            seen.add(_count(other, run_id))
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        export.publish()
+    finally:
+        stop.set()
+        reader.join()
+    assert seen <= {0, 10_000}
+    assert _count(other, run_id) == 10_000
+
+
+def test_two_runs_give_two_sets_of_rows(conn) -> None:
+    run_a, run_b = uuid.uuid4(), uuid.uuid4()
+    for run_id in (run_a, run_b):
+        export = _export(conn, run_id)
+        export.write_batch(0, _records(300), 1)
+        export.publish()
+    assert _count(conn, run_a) == 300
+    assert _count(conn, run_b) == 300
+    assert _exec(conn, "SELECT count(*) FROM sandbox.customers")[0][0] == 600
+
+
+def test_duplicate_key_across_batches_is_a_row_error_never_an_overwrite(conn) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    assert export.write_batch(0, [{"id": 1, "name": "first", "signup": None}], 1) == []
+    batch = [{"id": 2, "name": "b", "signup": None}, {"id": 1, "name": "second", "signup": None}]
+    errors = export.write_batch(1, batch, 2)
+    assert [(e.record, e.column) for e in errors] == [(3, "id")]
+    assert "duplicate key '1'" in errors[0].reason
+    assert errors[0].raw == batch[1]
+    # The same batch processed again after a crash reports the same error, writes the same.
+    assert export.write_batch(1, batch, 2) == errors
+    export.publish()
+    rows = _exec(conn, "SELECT id, name FROM sandbox.customers ORDER BY id")
+    assert rows == [(1, "first"), (2, "b")]
+
+
+def test_null_and_repeated_keys_within_a_batch(conn) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    batch = [
+        {"id": 5, "name": "a", "signup": None},
+        {"id": None, "name": "b", "signup": None},
+        {"id": 5, "name": "c", "signup": None},
+        {"id": 6, "name": "d", "signup": "2024-02-30"},
+    ]
+    errors = export.write_batch(0, batch, 10)
+    assert [(e.record, e.column) for e in errors] == [(11, "id"), (12, "id"), (13, "signup")]
+    assert "null" in errors[0].reason and "record 10" in errors[1].reason
+    export.publish()
+    assert _exec(conn, "SELECT id, name FROM sandbox.customers") == [(5, "a")]
+
+
+def test_ordinal_keys_without_a_key_column(conn) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id, key=None)
+    same = [{"id": 1, "name": "same", "signup": None}] * 3
+    assert export.write_batch(0, same, 1) == []
+    assert export.write_batch(1, same, 4) == []
+    assert export.write_batch(1, same, 4) == []  # rewritten batch: same ordinals
+    export.publish()
+    keys = _exec(conn, "SELECT record_key FROM sandbox.customers ORDER BY record_key::int")
+    assert [k for (k,) in keys] == ["1", "2", "3", "4", "5", "6"]
+
+
+def test_publish_twice_is_a_no_op(conn) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    export.write_batch(0, _records(10), 1)
+    assert export.publish() == 10
+    assert export.publish() == 0
+    assert _count(conn, run_id) == 10
+
+
+def test_concurrent_publishers_publish_once(conn, other) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    export.write_batch(0, _records(500), 1)
+    stale = TableExport(other, "customers", run_id, "to_table", COLUMNS, "id")
+    results: list[int] = []
+    threads = [
+        threading.Thread(target=lambda e=e: results.append(e.publish())) for e in (export, stale)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [0, 500]
+    assert _count(conn, run_id) == 500
+
+
+def test_publish_takes_only_committed_batches(conn) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    records = _records(30)
+    for seq in range(3):
+        export.write_batch(seq, records[seq * 10 : (seq + 1) * 10], seq * 10 + 1)
+    assert export.publish(n_batches=2) == 20
+    assert _count(conn, run_id) == 20
+
+
+def test_discard_then_start_over(conn) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    export.write_batch(0, [{"id": 1, "name": "old", "signup": None}], 1)
+    export.discard()
+    assert _staging_tables(conn) == []
+    assert export.publish() == 0
+    export.prepare()
+    assert export.write_batch(0, [{"id": 1, "name": "new", "signup": None}], 1) == []
+    export.publish()
+    assert _exec(conn, "SELECT name FROM sandbox.customers") == [("new",)]
+
+
+def test_values_round_trip_exactly(conn) -> None:
+    run_id = uuid.uuid4()
+    columns = {"k": "int", "s": "string", 'we"ird; drop table x; --': "string", "d": "date"}
+    export = _export(conn, run_id, table="roundtrip", columns=columns, key="k")
+    tricky = ['a,"b"\nc', "", "\\.", "\\N", "é τ 😀", "  spaced  ", "\r\n"]
+    batch = [
+        {"k": i, "s": s, 'we"ird; drop table x; --': None if i % 2 else s, "d": "0001-01-01"}
+        for i, s in enumerate(tricky)
+    ]
+    batch.append({"k": -(2**63), "s": None, 'we"ird; drop table x; --': None, "d": None})
+    assert export.write_batch(0, batch, 1) == []
+    export.publish()
+    rows = _exec(
+        conn,
+        'SELECT k, s, "we""ird; drop table x; --", d::text FROM sandbox.roundtrip ORDER BY k',
+    )
+    expected = sorted((r["k"], r["s"], r['we"ird; drop table x; --'], r["d"]) for r in batch)
+    assert rows == expected
+
+
+def test_values_that_do_not_fit_are_row_errors(conn) -> None:
+    export = _export(conn, uuid.uuid4(), key=None)
+    batch = [
+        {"id": "1", "name": "a", "signup": None},
+        {"id": 2**63, "name": "a", "signup": None},
+        {"id": 3, "name": "nul\x00", "signup": None},
+        {"id": 4, "name": "a", "signup": "24-01-01"},
+        {"id": 5, "name": "ok", "signup": "2024-01-01"},
+    ]
+    errors = export.write_batch(0, batch, 1)
+    assert [(e.record, e.column) for e in errors] == [
+        (1, "id"),
+        (2, "id"),
+        (3, "name"),
+        (4, "signup"),
+    ]
+
+
+# ---------------------------------------------------------------- export: the target table
+
+
+def test_existing_table_gets_missing_columns(conn) -> None:
+    _export(conn, uuid.uuid4(), columns={"id": "int"}).publish()
+    _export(conn, uuid.uuid4(), columns={"id": "int", "extra": "string"})
+    cols = _exec(
+        conn,
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = 'sandbox' AND table_name = 'customers' ORDER BY ordinal_position",
+    )
+    assert cols == [
+        ("id", "bigint"),
+        ("run_id", "uuid"),
+        ("step_id", "text"),
+        ("record_key", "text"),
+        ("extra", "text"),
+    ]
+
+
+def test_type_conflict_with_the_existing_table(conn) -> None:
+    _export(conn, uuid.uuid4(), columns={"id": "int"})
+    with pytest.raises(TableConflict, match=r"customers\.id is bigint") as exc:
+        _export(conn, uuid.uuid4(), columns={"id": "string"})
+    assert isinstance(exc.value, InputDataError)
+    assert exc.value.column == "id"
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "CREATE TABLE sandbox.customers (id bigint PRIMARY KEY)",
+        "CREATE TABLE sandbox.customers (id bigint, run_id uuid, step_id text, record_key text,"
+        " must text NOT NULL, PRIMARY KEY (run_id, step_id, record_key))",
+        "CREATE TABLE sandbox.customers (id bigint, run_id text, step_id text, record_key text,"
+        " PRIMARY KEY (run_id, step_id, record_key))",
+        "CREATE TABLE sandbox.customers (id bigint, name varchar(3), run_id uuid, step_id text,"
+        " record_key text, PRIMARY KEY (run_id, step_id, record_key))",
+        "CREATE VIEW sandbox.customers AS SELECT 1 AS id",
+    ],
+)
+def test_existing_table_that_cannot_take_the_rows(conn, ddl) -> None:
+    _exec(conn, ddl)
+    with pytest.raises(TableConflict):
+        _export(conn, uuid.uuid4(), columns={"id": "int", "name": "string"})
+
+
+def test_user_made_table_with_the_contract_shape_is_used(conn) -> None:
+    _exec(
+        conn,
+        "CREATE TABLE sandbox.customers (record_key text, step_id text, run_id uuid,"
+        " id bigint, name character varying, loaded_at timestamptz NOT NULL DEFAULT now(),"
+        " PRIMARY KEY (run_id, step_id, record_key))",
+    )
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id, columns={"id": "int", "name": "string"})
+    export.write_batch(0, [{"id": 1, "name": "x"}], 1)
+    assert export.publish() == 1
+
+
+def test_export_config_refusals(conn) -> None:
+    run_id = uuid.uuid4()
+    for bad in ("x; drop table y", "sandbox.t", '"q"', ""):
+        with pytest.raises(TableRefused):
+            TableExport(conn, bad, run_id, "s", COLUMNS, "id")
+    for col in ("run_id", "step_id", "record_key", "_etl_batch_seq", "", "x" * 64):
+        with pytest.raises(TableConflict):
+            TableExport(conn, "t", run_id, "s", {col: "int"}, None)
+    with pytest.raises(ConfigValueError):
+        TableExport(conn, "t", run_id, "s", COLUMNS, "nope")
+    with pytest.raises(ConfigValueError):
+        TableExport(conn, "t", run_id, "s", {}, None)
+
+
+def test_every_named_query_is_loaded() -> None:
+    assert {
+        "get_relation",
+        "list_columns",
+        "list_primary_key",
+        "lock_export_table",
+        "read_first_batch",
+        "read_next_batch",
+        "create_export_table",
+        "add_export_column",
+        "create_staging_table",
+        "create_batch_table",
+        "copy_batch",
+        "upsert_staging",
+        "lock_staging",
+        "publish_staging",
+        "drop_staging",
+    } == set(QUERIES)
