@@ -1,0 +1,29 @@
+-- Named queries of the scheduler (service/scheduler.py). The schedules table lives in
+-- ddl/migrations/0001_state.sql; the API inserts and soft-deletes rows (service/sql/queries.sql),
+-- the scheduler reads them and records fires. Fire times come from the injected clock, in UTC.
+
+-- list_live_schedules --
+-- Every schedule that has not been deleted: what the scheduler should have as jobs.
+SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at
+FROM schedules
+WHERE deleted_at IS NULL
+ORDER BY created_at, id;
+
+-- lock_schedule --
+-- Lock one schedule row for a fire, so a concurrent DELETE either wins before it or waits.
+SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
+       last_run_id, deleted_at
+FROM schedules
+WHERE id = %(schedule_id)s
+FOR UPDATE;
+
+-- record_schedule_fire --
+-- After a fire: the newest fire time and its run win (a late duplicate of an older fire
+-- never moves them back); next_fire_at is the next fire after the fire and the clock.
+UPDATE schedules
+SET last_run_id = CASE WHEN last_fired_at IS NULL OR last_fired_at <= %(fired_at)s
+                       THEN %(run_id)s ELSE last_run_id END,
+    last_fired_at = GREATEST(last_fired_at, %(fired_at)s),
+    next_fire_at = %(next_fire_at)s
+WHERE id = %(schedule_id)s
+RETURNING next_fire_at, last_fired_at, last_run_id;
