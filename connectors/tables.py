@@ -72,7 +72,6 @@ _RELKINDS = {
     "I": "an index",
     "c": "a composite type",
 }
-_BATCH_TABLE = sql.Identifier("pg_temp", "etl_export_batch")
 
 
 @dataclass(frozen=True)
@@ -225,6 +224,7 @@ class TableExport:
         digest = hashlib.sha256(f"{self.run_id}\x00{step_name}".encode()).hexdigest()
         self.staging_name = f"s_{digest[:40]}"
         self._staging = sql.Identifier(STAGE_SCHEMA, self.staging_name)
+        self._batch = sql.Identifier("pg_temp", f"b_{digest[:40]}")
         self._target = sql.Identifier(SANDBOX_SCHEMA, self.table)
         names = [sql.Identifier(c) for c in self.columns]
         self._column_defs = sql.SQL(", ").join(
@@ -336,11 +336,11 @@ class TableExport:
         with self._conn, self._conn.cursor() as cur:
             cur.execute(
                 sql.SQL(QUERIES["create_batch_table"]).format(
-                    batch=_BATCH_TABLE, column_defs=self._column_defs
+                    batch=self._batch, column_defs=self._column_defs
                 )
             )
             copy = sql.SQL(QUERIES["copy_batch"]).format(
-                batch=_BATCH_TABLE, columns=self._staged_columns
+                batch=self._batch, columns=self._staged_columns
             )
             cur.copy_expert(copy.as_string(cur), buf)
             cur.execute(
@@ -348,7 +348,7 @@ class TableExport:
                     staging=self._staging,
                     columns=self._staged_columns,
                     batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
-                    batch=_BATCH_TABLE,
+                    batch=self._batch,
                     assignments=self._assignments,
                 ),
                 {"batch_seq": seq},

@@ -67,8 +67,10 @@ CREATE TABLE IF NOT EXISTS {staging} (
 );
 
 -- create_batch_table --
--- A temporary table for one batch's COPY, gone at the end of the transaction.
-CREATE TEMPORARY TABLE {batch} ({column_defs}, record_key text NOT NULL) ON COMMIT DROP;
+-- This session's temporary table for one batch's COPY, emptied by every commit (created
+-- once per connection and export: re-creating it per batch costs more than the upsert).
+CREATE TEMPORARY TABLE IF NOT EXISTS {batch} ({column_defs}, record_key text NOT NULL)
+ON COMMIT DELETE ROWS;
 
 -- copy_batch --
 -- Load one batch (CSV from memory) into the temporary table.

@@ -547,3 +547,26 @@ def test_every_named_query_is_loaded() -> None:
         "publish_staging",
         "drop_staging",
     } == set(QUERIES)
+
+
+def test_two_exports_share_one_connection(conn) -> None:
+    run_id = uuid.uuid4()
+    a = _export(conn, run_id, table="ta", step="a", columns={"id": "int"})
+    b = _export(conn, run_id, table="tb", step="b", columns={"id": "int", "s": "string"})
+    for seq in range(3):
+        a.write_batch(seq, [{"id": seq}], seq + 1)
+        b.write_batch(seq, [{"id": seq, "s": "x"}], seq + 1)
+    assert (a.publish(), b.publish()) == (3, 3)
+    assert _count(conn, run_id, "ta") == _count(conn, run_id, "tb") == 3
+
+
+def test_a_late_write_after_publish_fails_and_leaks_nothing(conn, other) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    export.write_batch(0, _records(5), 1)
+    stale = TableExport(other, "customers", run_id, "to_table", COLUMNS, "id")
+    assert export.publish() == 5
+    with pytest.raises(psycopg2.errors.UndefinedTable):
+        stale.write_batch(1, _records(5, start=6), 6)
+    assert _count(other, run_id) == 5  # the connection is usable again: rolled back
+    assert _staging_tables(conn) == []
