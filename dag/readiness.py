@@ -1,0 +1,176 @@
+"""Readiness: which steps of a run start next, which are settled without running, and
+whether the run is over. Pure: the caller reads the step states, calls `decide`, and writes
+the transitions it returns.
+
+Policies (SPEC.md, "Plan-level on_failure"): the dependents of a failed step never run, they
+end `upstream_failed`. Under `stop_dependents` nothing new starts once a step has failed (the
+other pending steps end `not_run`; running and retry_wait steps finish and commit). Under
+`continue_independent` the branches that do not depend on the failure run to the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from dag.plan import Plan
+
+PENDING = "pending"
+RUNNING = "running"
+RETRY_WAIT = "retry_wait"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+UPSTREAM_FAILED = "upstream_failed"
+NOT_RUN = "not_run"
+CANCELED = "canceled"
+
+STEP_STATUSES = (
+    PENDING,
+    RUNNING,
+    RETRY_WAIT,
+    SUCCEEDED,
+    FAILED,
+    UPSTREAM_FAILED,
+    NOT_RUN,
+    CANCELED,
+)
+TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, UPSTREAM_FAILED, NOT_RUN, CANCELED})
+# A dependency in one of these will never produce output, so its dependents cannot run.
+_BLOCKING = frozenset({FAILED, UPSTREAM_FAILED, NOT_RUN, CANCELED})
+# What a resume resets to pending: everything that ended without committed output.
+RERUN_STATUSES = frozenset({FAILED, UPSTREAM_FAILED, NOT_RUN, CANCELED})
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """The decision for a run: steps to start and steps newly settled, each in plan order.
+
+    `upstream_failed`, `not_run` and `canceled` list only steps that change in this call.
+    `finished` and `run_status` describe the run once those changes are applied.
+    """
+
+    ready: tuple[str, ...] = ()
+    upstream_failed: tuple[str, ...] = ()
+    not_run: tuple[str, ...] = ()
+    canceled: tuple[str, ...] = ()
+    finished: bool = False
+    run_status: str | None = None
+
+    def transitions(self) -> dict[str, str]:
+        """Step name -> new status for every step this decision settles (not the ready ones)."""
+        changes = dict.fromkeys(self.upstream_failed, UPSTREAM_FAILED)
+        changes.update(dict.fromkeys(self.not_run, NOT_RUN))
+        changes.update(dict.fromkeys(self.canceled, CANCELED))
+        return changes
+
+
+def decide(plan: Plan, states: Mapping[str, str], *, cancel_requested: bool = False) -> Readiness:
+    """Decide the next moves of a run from the status of each of its steps.
+
+    `states` maps every step name of `plan` to one of `STEP_STATUSES` (ValueError otherwise;
+    names not in the plan are ignored). One call settles the whole graph: applying its
+    transitions and calling again yields no new transitions. Never mutates its inputs.
+
+    - cancel: nothing is ready; pending and retry_wait steps become `canceled`.
+    - a pending step with a dependency that failed or will never run becomes
+      `upstream_failed` (transitively).
+    - stop_dependents after a failure: nothing is ready; the other pending steps become
+      `not_run`, except those downstream of a running/retry_wait step, which wait for it so
+      that they end `upstream_failed` if it fails too (the run cannot finish before it anyway).
+    """
+    status = _statuses(plan, states)
+    changed: dict[str, str] = {}
+
+    def settle(name: str, new_status: str) -> None:
+        status[name] = new_status
+        changed[name] = new_status
+
+    if cancel_requested:
+        # Running steps stop cooperatively at their next batch boundary; the runner records
+        # that. Everything that has not started (or waits for a retry) ends here.
+        for step in plan.steps:
+            if status[step.name] in (PENDING, RETRY_WAIT):
+                settle(step.name, CANCELED)
+        return _readiness(plan, status, changed, ready=())
+
+    frozen = plan.on_failure == "stop_dependents" and FAILED in status.values()
+    # Under a frozen run a not_run dependency means "stopped by the policy", not a failure.
+    blocking = _BLOCKING - {NOT_RUN} if frozen else _BLOCKING
+    # Plan order need not be topological, so repeat until nothing changes.
+    progress = True
+    while progress:
+        progress = False
+        for step in plan.steps:
+            if status[step.name] == PENDING and any(
+                status[dep] in blocking for dep in step.depends_on
+            ):
+                settle(step.name, UPSTREAM_FAILED)
+                progress = True
+
+    if frozen:
+        undecided: set[str] = set()
+        for step in plan.steps:
+            if status[step.name] in (RUNNING, RETRY_WAIT):
+                undecided.update(plan.descendants(step.name))
+        for step in plan.steps:
+            if status[step.name] == PENDING and step.name not in undecided:
+                settle(step.name, NOT_RUN)
+        return _readiness(plan, status, changed, ready=())
+
+    ready = tuple(
+        step.name
+        for step in plan.steps
+        if status[step.name] == PENDING and all(status[dep] == SUCCEEDED for dep in step.depends_on)
+    )
+    return _readiness(plan, status, changed, ready=ready)
+
+
+def steps_to_rerun(plan: Plan, states: Mapping[str, str]) -> tuple[str, ...]:
+    """The steps a resume resets to `pending`, in plan order.
+
+    Failed steps and every step that ended without running (`upstream_failed`, `not_run`,
+    `canceled`); succeeded steps keep their committed output. Steps still pending, running
+    or waiting for a retry are left out (a resume is for a finished run).
+    """
+    status = _statuses(plan, states)
+    return tuple(step.name for step in plan.steps if status[step.name] in RERUN_STATUSES)
+
+
+def _statuses(plan: Plan, states: Mapping[str, str]) -> dict[str, str]:
+    """A private copy of the plan's step statuses, checked to be complete and known."""
+    status: dict[str, str] = {}
+    for step in plan.steps:
+        if step.name not in states:
+            raise ValueError(f"no state for step {step.name!r}")
+        value = states[step.name]
+        if value not in STEP_STATUSES:
+            raise ValueError(f"unknown status {value!r} for step {step.name!r}")
+        status[step.name] = value
+    return status
+
+
+def _readiness(
+    plan: Plan, status: Mapping[str, str], changed: Mapping[str, str], ready: tuple[str, ...]
+) -> Readiness:
+    finished = all(s in TERMINAL_STATUSES for s in status.values())
+    return Readiness(
+        ready=ready,
+        upstream_failed=_named(plan, changed, UPSTREAM_FAILED),
+        not_run=_named(plan, changed, NOT_RUN),
+        canceled=_named(plan, changed, CANCELED),
+        finished=finished,
+        run_status=_run_status(status.values()) if finished else None,
+    )
+
+
+def _named(plan: Plan, changed: Mapping[str, str], new_status: str) -> tuple[str, ...]:
+    return tuple(s.name for s in plan.steps if changed.get(s.name) == new_status)
+
+
+def _run_status(statuses: Iterable[str]) -> str:
+    values = set(statuses)
+    if CANCELED in values:
+        return "canceled"
+    if values & {FAILED, UPSTREAM_FAILED, NOT_RUN}:
+        return "failed"
+    return "succeeded"

@@ -1,0 +1,512 @@
+"""Readiness under the failure policies, cancel and resume (dag.readiness).
+
+Hypothesis settings: max_examples=200, deadline=None (see SETTINGS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dag.plan import Plan, Step, parse_plan
+from dag.readiness import (
+    STEP_STATUSES,
+    TERMINAL_STATUSES,
+    Readiness,
+    decide,
+    steps_to_rerun,
+)
+
+SETTINGS = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+STOP = "stop_dependents"
+CONTINUE = "continue_independent"
+
+
+def make_plan(edges: Mapping[str, list[str]], on_failure: str = STOP) -> Plan:
+    """A plan from name -> deps: steps without deps are ingests, the rest transforms."""
+    steps: list[dict[str, Any]] = []
+    for name, deps in edges.items():
+        if deps:
+            config = {"op": "trim", "columns": ["a"]}
+            steps.append({"name": name, "type": "transform", "depends_on": deps, "config": config})
+        else:
+            config = {"source": "table", "table": "t"}
+            steps.append({"name": name, "type": "ingest", "config": config})
+    return parse_plan({"on_failure": on_failure, "steps": steps})
+
+
+# read -> clean -> {to_table, to_file};  other -> other_out (independent branch)
+EDGES = {
+    "read": [],
+    "clean": ["read"],
+    "to_table": ["clean"],
+    "to_file": ["clean"],
+    "other": [],
+    "other_out": ["other"],
+}
+
+
+def states(**given: str) -> dict[str, str]:
+    """Every EDGES step pending unless given."""
+    return {name: given.get(name, "pending") for name in EDGES}
+
+
+def apply(states_: Mapping[str, str], decision: Readiness) -> dict[str, str]:
+    return {**states_, **decision.transitions()}
+
+
+# --- the happy path ------------------------------------------------------------------------------
+
+
+def test_fresh_run_starts_the_roots() -> None:
+    decision = decide(make_plan(EDGES), states())
+    assert decision == Readiness(ready=("read", "other"), finished=False, run_status=None)
+
+
+def test_ready_once_every_dependency_succeeded() -> None:
+    plan = make_plan(EDGES)
+    decision = decide(plan, states(read="succeeded", clean="succeeded", other="running"))
+    assert decision.ready == ("to_table", "to_file")
+    assert not decision.finished
+
+
+def test_join_waits_for_every_dependency() -> None:
+    plan = make_plan({"a": [], "b": [], "j": ["a", "b"]})
+    assert decide(plan, {"a": "succeeded", "b": "running", "j": "pending"}).ready == ()
+    assert decide(plan, {"a": "succeeded", "b": "retry_wait", "j": "pending"}).ready == ()
+    assert decide(plan, {"a": "succeeded", "b": "succeeded", "j": "pending"}).ready == ("j",)
+
+
+def test_running_and_retry_wait_are_not_ready_again() -> None:
+    decision = decide(make_plan(EDGES), states(read="running", other="retry_wait"))
+    assert decision.ready == ()
+    assert not decision.finished
+
+
+def test_all_succeeded_finishes_succeeded() -> None:
+    decision = decide(make_plan(EDGES), dict.fromkeys(EDGES, "succeeded"))
+    assert decision == Readiness(finished=True, run_status="succeeded")
+
+
+# --- continue_independent ------------------------------------------------------------------------
+
+
+def test_continue_independent_fails_dependents_transitively_in_one_call() -> None:
+    plan = make_plan(EDGES, CONTINUE)
+    decision = decide(plan, states(read="failed"))
+    assert decision.upstream_failed == ("clean", "to_table", "to_file")
+    assert decision.ready == ("other",)
+    assert decision.not_run == ()
+    assert not decision.finished
+
+
+def test_continue_independent_finishes_failed_after_the_other_branch() -> None:
+    plan = make_plan(EDGES, CONTINUE)
+    settled = apply(states(read="failed"), decide(plan, states(read="failed")))
+    settled |= {"other": "succeeded", "other_out": "succeeded"}
+    decision = decide(plan, settled)
+    assert decision == Readiness(finished=True, run_status="failed")
+
+
+def test_independent_step_of_a_diamond_still_runs() -> None:
+    plan = make_plan({"r": [], "a": ["r"], "b": ["r"], "a2": ["a"], "j": ["a2", "b"]}, CONTINUE)
+    decision = decide(
+        plan, {"r": "succeeded", "a": "failed", "b": "pending", "a2": "pending", "j": "pending"}
+    )
+    assert decision.upstream_failed == ("a2", "j")
+    assert decision.ready == ("b",)
+
+
+# --- stop_dependents -----------------------------------------------------------------------------
+
+
+def test_stop_dependents_settles_everything_pending() -> None:
+    plan = make_plan(EDGES, STOP)
+    decision = decide(plan, states(read="failed"))
+    # Dependents of the failure are upstream_failed; the rest never starts.
+    assert decision.upstream_failed == ("clean", "to_table", "to_file")
+    assert decision.not_run == ("other", "other_out")
+    assert decision.ready == ()
+    assert decision == Readiness(
+        upstream_failed=("clean", "to_table", "to_file"),
+        not_run=("other", "other_out"),
+        finished=True,
+        run_status="failed",
+    )
+
+
+def test_stop_dependents_lets_running_and_retry_wait_finish() -> None:
+    plan = make_plan(EDGES, STOP)
+    current = states(
+        read="succeeded", clean="succeeded", to_table="failed", to_file="running", other="running"
+    )
+    decision = decide(plan, current)
+    assert decision.ready == ()
+    # other_out waits for `other`: its label depends on how `other` ends.
+    assert decision.transitions() == {}
+    assert not decision.finished
+    later = current | {"to_file": "succeeded", "other": "retry_wait"}
+    assert decide(plan, later) == Readiness()
+
+
+def test_stop_dependents_step_after_a_running_step_that_commits_is_not_run() -> None:
+    plan = make_plan(EDGES, STOP)
+    current = states(
+        read="succeeded",
+        clean="succeeded",
+        to_table="failed",
+        to_file="succeeded",
+        other="succeeded",
+    )
+    assert decide(plan, current) == Readiness(
+        not_run=("other_out",), finished=True, run_status="failed"
+    )
+
+
+def test_stop_dependents_step_after_a_running_step_that_fails_is_upstream_failed() -> None:
+    # Two failures in flight at once: the second one's dependents still end upstream_failed.
+    plan = make_plan(EDGES, STOP)
+    current = states(
+        read="succeeded", clean="succeeded", to_table="failed", to_file="succeeded", other="failed"
+    )
+    assert decide(plan, current) == Readiness(
+        upstream_failed=("other_out",), finished=True, run_status="failed"
+    )
+
+
+def test_stop_dependents_a_stopped_dependency_is_not_a_failure() -> None:
+    plan = make_plan({"a": [], "b": [], "c": ["b"], "d": ["c", "a"]}, STOP)
+    decision = decide(plan, {"a": "failed", "b": "succeeded", "c": "not_run", "d": "pending"})
+    assert decision.upstream_failed == ("d",)  # d depends on the failed a
+    decision = decide(
+        plan, {"a": "succeeded", "b": "failed", "c": "upstream_failed", "d": "pending"}
+    )
+    assert decision.upstream_failed == ("d",)
+    plan = make_plan({"a": [], "b": [], "c": ["b"]}, STOP)
+    decision = decide(plan, {"a": "failed", "b": "not_run", "c": "pending"})
+    assert decision.not_run == ("c",)
+
+
+def test_stop_dependents_without_a_failure_runs_normally() -> None:
+    plan = make_plan(EDGES, STOP)
+    assert decide(plan, states(read="succeeded")).ready == ("clean", "other")
+
+
+@pytest.mark.parametrize("policy", [STOP, CONTINUE])
+@pytest.mark.parametrize("blocking", ["failed", "upstream_failed", "canceled", "not_run"])
+def test_every_blocking_status_fails_the_dependents(policy: str, blocking: str) -> None:
+    plan = make_plan({"a": [], "b": ["a"], "c": ["b"]}, policy)
+    decision = decide(plan, {"a": blocking, "b": "pending", "c": "pending"})
+    assert decision.upstream_failed == ("b", "c")
+    assert decision.ready == ()
+    assert decision.finished
+
+
+def test_propagation_does_not_depend_on_plan_order() -> None:
+    # A hand-built plan listed dependents first: one call still settles the whole chain.
+    plan = Plan(
+        steps=(
+            Step("c", "transform", {}, ("b",)),
+            Step("b", "transform", {}, ("a",)),
+            Step("a", "ingest", {}),
+        ),
+        on_failure=CONTINUE,
+    )
+    decision = decide(plan, {"a": "failed", "b": "pending", "c": "pending"})
+    assert decision.upstream_failed == ("c", "b")
+    assert decision.finished
+
+
+# --- cancel --------------------------------------------------------------------------------------
+
+
+def test_cancel_settles_pending_and_retry_wait_and_leaves_running() -> None:
+    plan = make_plan(EDGES, CONTINUE)
+    current = states(read="succeeded", clean="running", other="retry_wait")
+    decision = decide(plan, current, cancel_requested=True)
+    assert decision.ready == ()
+    assert decision.canceled == ("to_table", "to_file", "other", "other_out")
+    assert decision.upstream_failed == () and decision.not_run == ()
+    assert not decision.finished
+    # The running step stops at its next batch boundary and records itself canceled.
+    later = apply(current, decision) | {"clean": "canceled"}
+    assert decide(plan, later, cancel_requested=True) == Readiness(
+        finished=True, run_status="canceled"
+    )
+
+
+def test_cancel_of_a_fresh_run() -> None:
+    decision = decide(make_plan(EDGES), states(), cancel_requested=True)
+    assert decision.canceled == tuple(EDGES)
+    assert decision.finished and decision.run_status == "canceled"
+
+
+def test_cancel_after_every_step_ended_changes_nothing() -> None:
+    done = dict.fromkeys(EDGES, "succeeded")
+    assert decide(make_plan(EDGES), done, cancel_requested=True) == Readiness(
+        finished=True, run_status="succeeded"
+    )
+
+
+def test_canceled_wins_over_failed_in_the_run_status() -> None:
+    current = states(
+        read="failed",
+        clean="canceled",
+        to_table="canceled",
+        to_file="canceled",
+        other="succeeded",
+        other_out="canceled",
+    )
+    assert decide(make_plan(EDGES), current).run_status == "canceled"
+
+
+# --- input checks --------------------------------------------------------------------------------
+
+
+def test_decide_does_not_mutate_its_inputs() -> None:
+    plan = make_plan(EDGES)
+    current = states(read="failed")
+    snapshot = dict(current)
+    decide(plan, MappingProxyType(current))
+    decide(plan, current, cancel_requested=True)
+    assert current == snapshot
+
+
+def test_unknown_status_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown status 'done'"):
+        decide(make_plan(EDGES), states(read="done"))
+
+
+def test_missing_state_is_rejected() -> None:
+    current = states()
+    del current["clean"]
+    with pytest.raises(ValueError, match="no state for step 'clean'"):
+        decide(make_plan(EDGES), current)
+    with pytest.raises(ValueError, match="no state for step 'clean'"):
+        steps_to_rerun(make_plan(EDGES), current)
+
+
+def test_states_of_other_steps_are_ignored() -> None:
+    assert decide(make_plan(EDGES), states() | {"ghost": "failed"}).ready == ("read", "other")
+
+
+def test_transitions() -> None:
+    decision = Readiness(ready=("r",), upstream_failed=("a",), not_run=("b",), canceled=("c",))
+    assert decision.transitions() == {"a": "upstream_failed", "b": "not_run", "c": "canceled"}
+
+
+# --- resume --------------------------------------------------------------------------------------
+
+
+def test_steps_to_rerun_keeps_succeeded_output() -> None:
+    current = states(
+        read="succeeded",
+        clean="failed",
+        to_table="upstream_failed",
+        to_file="upstream_failed",
+        other="succeeded",
+        other_out="not_run",
+    )
+    assert steps_to_rerun(make_plan(EDGES), current) == (
+        "clean",
+        "to_table",
+        "to_file",
+        "other_out",
+    )
+
+
+def test_steps_to_rerun_includes_canceled_and_leaves_unfinished_alone() -> None:
+    current = states(read="canceled", clean="running", to_table="retry_wait", other="succeeded")
+    assert steps_to_rerun(make_plan(EDGES), current) == ("read",)
+
+
+def test_resume_restarts_the_failed_step_only() -> None:
+    plan = make_plan(EDGES, CONTINUE)
+    failed = states(
+        read="succeeded",
+        clean="failed",
+        to_table="upstream_failed",
+        to_file="upstream_failed",
+        other="succeeded",
+        other_out="succeeded",
+    )
+    reset = failed | dict.fromkeys(steps_to_rerun(plan, failed), "pending")
+    decision = decide(plan, reset)
+    assert decision.ready == ("clean",)
+    assert decision.transitions() == {}
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+
+@st.composite
+def dags(draw: st.DrawFn) -> Plan:
+    """A random DAG of 1..30 steps (ingest roots), listed in a random order."""
+    n = draw(st.integers(1, 30))
+    names = [f"s{i}" for i in range(n)]
+    edges: dict[str, list[str]] = {}
+    for i, name in enumerate(names):
+        root = i == 0 or draw(st.integers(0, 3)) == 0
+        edges[name] = (
+            []
+            if root
+            else draw(st.lists(st.sampled_from(names[:i]), min_size=1, max_size=3, unique=True))
+        )
+    order = draw(st.permutations(names))
+    policy = draw(st.sampled_from([STOP, CONTINUE]))
+    return make_plan({name: edges[name] for name in order}, policy)
+
+
+@st.composite
+def dags_with_states(draw: st.DrawFn) -> tuple[Plan, dict[str, str]]:
+    plan = draw(dags())
+    current = {s.name: draw(st.sampled_from(STEP_STATUSES)) for s in plan.steps}
+    return plan, current
+
+
+@SETTINGS
+@given(dags_with_states(), st.booleans())
+def test_ready_steps_have_every_dependency_succeeded(
+    case: tuple[Plan, dict[str, str]], cancel: bool
+) -> None:
+    plan, current = case
+    snapshot = dict(current)
+    decision = decide(plan, current, cancel_requested=cancel)
+    assert current == snapshot
+    for name in decision.ready:
+        assert current[name] == "pending"
+        assert all(current[dep] == "succeeded" for dep in plan.step(name).depends_on)
+    if cancel or (plan.on_failure == STOP and "failed" in current.values()):
+        assert decision.ready == ()
+    # Only steps that have not started are settled (plus retry_wait ones on cancel).
+    movable = {"pending", "retry_wait"} if cancel else {"pending"}
+    for name in decision.transitions():
+        assert current[name] in movable
+    groups = [decision.ready, decision.upstream_failed, decision.not_run, decision.canceled]
+    flat = [name for group in groups for name in group]
+    assert len(flat) == len(set(flat))
+    for group in groups:
+        assert list(group) == [n for n in plan.step_names if n in group]
+
+
+@SETTINGS
+@given(dags_with_states(), st.booleans())
+def test_decide_is_a_fixpoint(case: tuple[Plan, dict[str, str]], cancel: bool) -> None:
+    plan, current = case
+    first = decide(plan, current, cancel_requested=cancel)
+    settled = apply(current, first)
+    second = decide(plan, settled, cancel_requested=cancel)
+    assert second.transitions() == {}
+    assert second.ready == first.ready
+    assert (second.finished, second.run_status) == (first.finished, first.run_status)
+    frozen = not cancel and plan.on_failure == STOP and "failed" in settled.values()
+    for step in plan.steps:
+        if settled[step.name] != "pending":
+            continue
+        # Nothing pending is left behind a failure ...
+        assert not any(
+            settled[d] in ("failed", "upstream_failed", "canceled") for d in step.depends_on
+        )
+        if frozen:
+            # ... and a frozen run keeps only what waits for a step still in flight.
+            assert any(
+                step.name in plan.descendants(n)
+                for n, s in settled.items()
+                if s in ("running", "retry_wait")
+            )
+        else:
+            assert "not_run" not in {settled[d] for d in step.depends_on}
+    assert first.finished == all(s in TERMINAL_STATUSES for s in settled.values())
+    if first.finished:
+        statuses = set(settled.values())
+        if "canceled" in statuses:
+            assert first.run_status == "canceled"
+        elif statuses & {"failed", "upstream_failed", "not_run"}:
+            assert first.run_status == "failed"
+        else:
+            assert first.run_status == "succeeded"
+
+
+@SETTINGS
+@given(dags_with_states())
+def test_steps_to_rerun_never_includes_succeeded(case: tuple[Plan, dict[str, str]]) -> None:
+    plan, current = case
+    rerun = steps_to_rerun(plan, current)
+    assert not any(current[name] == "succeeded" for name in rerun)
+    assert set(rerun) == {
+        n for n, s in current.items() if s in ("failed", "upstream_failed", "not_run", "canceled")
+    }
+
+
+@SETTINGS
+@given(dags(), st.data())
+def test_simulated_run_then_resume(plan: Plan, data: st.DataObject) -> None:
+    """Drive a run like the advancer and the executors would; then resume it.
+
+    Checks the policy end to end: nothing starts before its dependencies succeeded, nothing
+    starts after a failure under stop_dependents, every descendant of a failure ends
+    upstream_failed, and a resume re-runs exactly the steps without committed output.
+    """
+    current = dict.fromkeys(plan.step_names, "pending")
+    started = _drive(plan, current, data, failures=True)
+    failed = [n for n, s in current.items() if s == "failed"]
+    for name in failed:
+        for child in plan.descendants(name):
+            assert current[child] == "upstream_failed"
+    final = decide(plan, current)
+    assert final.finished
+    assert final.run_status == ("failed" if failed else "succeeded")
+    if plan.on_failure == CONTINUE:
+        # Every step not downstream of a failure ran to the end.
+        blocked = set(failed).union(*(plan.descendants(n) for n in failed))
+        assert all(current[n] == "succeeded" for n in plan.step_names if n not in blocked)
+
+    succeeded_before = {n for n, s in current.items() if s == "succeeded"}
+    rerun = steps_to_rerun(plan, current)
+    assert set(rerun) == set(plan.step_names) - succeeded_before
+    current |= dict.fromkeys(rerun, "pending")
+    restarted = _drive(plan, current, data, failures=False)
+    assert not set(restarted) & succeeded_before
+    assert decide(plan, current) == Readiness(finished=True, run_status="succeeded")
+    assert started  # the first run always starts at least one root
+
+
+def _drive(
+    plan: Plan, current: dict[str, str], data: st.DataObject, *, failures: bool
+) -> list[str]:
+    """Run to the end, finishing one running step per round; returns the steps started."""
+    started: list[str] = []
+    attempts: dict[str, int] = {}
+    failed_once = False
+    for _round in range(10 * len(plan.steps) + 10):
+        decision = decide(plan, current)
+        current |= decision.transitions()
+        for name in decision.ready:
+            assert all(current[d] == "succeeded" for d in plan.step(name).depends_on)
+            assert not (plan.on_failure == STOP and failed_once), name
+            current[name] = "running"
+            started.append(name)
+        for name in [n for n, s in current.items() if s == "retry_wait"]:
+            current[name] = "running"  # the retry is due
+        running = [n for n, s in current.items() if s == "running"]
+        if not running:
+            assert decision.finished or decide(plan, current).finished
+            return started
+        name = data.draw(st.sampled_from(running))
+        attempts[name] = attempts.get(name, 0) + 1
+        outcomes = ["succeeded"]
+        if failures:
+            outcomes += ["failed", "retry"] if attempts[name] < 3 else ["failed"]
+        outcome = data.draw(st.sampled_from(outcomes))
+        current[name] = "retry_wait" if outcome == "retry" else outcome
+        failed_once = failed_once or outcome == "failed"
+    raise AssertionError("the run did not finish")
