@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 
 from actors.broker import send_advance_run, send_run_step
 from actors.sql import QUERIES
-from dag.plan import Plan, parse_plan
-from dag.readiness import decide
+from dag import Plan, decide, parse_plan
 
 log = logging.getLogger("etl.advancer")
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg2
-from dag.digest import DIGEST_SEED, chain_digest
 from dramatiq.middleware.time_limit import TimeLimitExceeded
 
 import connectors
@@ -28,9 +27,14 @@ from actors.leases import Claim, Heartbeat, claim_attempt, fence
 from actors.outputs import columns_from_db, columns_to_db, write_batch
 from actors.sql import QUERIES
 from actors.steps import BATCH_SIZE, StepEnv, build_compute, build_sink, build_source
-from dag.errors import RowValueError
-from dag.plan import parse_plan
-from dag.retry import decide_retry, is_input_data_error
+from dag import (
+    DIGEST_SEED,
+    RowValueError,
+    chain_digest,
+    decide_retry,
+    is_input_data_error,
+    parse_plan,
+)
 
 log = logging.getLogger("etl.executor")
 MAX_ROW_ERRORS_SHOWN = 20
@@ -295,7 +299,7 @@ class StepRunner:
             conn.commit()
         except StepCanceled:
             if sink is not None:
-                sink.start(fresh=True)  # drop uncommitted export rows of a canceled step
+                sink.discard()  # a canceled step's export never becomes visible
             raise
         finally:
             if sink is not None:

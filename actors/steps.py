@@ -13,16 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dag.transforms import build_transform
-
 import connectors
 from actors.outputs import read_batches
-from dag.csvparts import read_csv_batches
-from dag.errors import ConfigValueError
-from dag.jsonparts import read_json_batches, read_jsonl_batches
-from dag.plan import Step
-from dag.records import Position, RowError
-from dag.types import infer_columns, type_records
+from dag import (
+    ConfigValueError,
+    Position,
+    RowError,
+    Step,
+    build_transform,
+    infer_columns,
+    read_csv_batches,
+    read_json_batches,
+    read_jsonl_batches,
+    type_records,
+)
 
 BATCH_SIZE = 500
 MAX_SOURCE_BYTES = 50 * 1024 * 1024
@@ -214,6 +218,9 @@ class FileSink:
         self.file.write_chunk(chunk, data)
         return []
 
+    def discard(self) -> None:
+        self.file.discard()
+
     def publish(self, chunks: int) -> str:
         self.file.publish(chunks)
         return str(self.file.final_path)
@@ -242,8 +249,11 @@ class TableSink:
     def write(self, chunk: int, records: list[dict], first_ordinal: int) -> list[RowError]:
         return self.export.write_batch(chunk, records, first_ordinal)
 
+    def discard(self) -> None:
+        self.export.discard()
+
     def publish(self, chunks: int) -> str:
-        self.export.publish()
+        self.export.publish(chunks)
         return f"sandbox.{self.table}"
 
     def close(self) -> None:
