@@ -1,6 +1,6 @@
 """The API app on a real database through falcon's TestClient: health, OpenAPI, request ids,
 error shapes of falcon's own errors. Also home of the `api` fixture and helpers the other
-`test_api_*` modules import (a fixture imported into a test module is usable there)."""
+`test_api_*` modules import (`api_fixture`, registered as `api`, works where imported)."""
 
 from __future__ import annotations
 
@@ -130,8 +130,8 @@ def seed_principals(db_url: str) -> None:
     conn.close()
 
 
-@pytest.fixture
-def api(db_url: str) -> Iterator[Api]:
+@pytest.fixture(name="api")
+def api_fixture(db_url: str) -> Iterator[Api]:
     """The app on a fresh database with three principals, a fixed clock and a recording
     `wake_run`."""
     seed_principals(db_url)
