@@ -10,7 +10,14 @@ import uuid
 from urllib.parse import urlsplit, urlunsplit
 
 import dramatiq
-from dramatiq.middleware import AgeLimit, Callbacks, Pipelines, ShutdownNotifications, TimeLimit
+from dramatiq.middleware import (
+    AgeLimit,
+    Callbacks,
+    Pipelines,
+    Retries,
+    ShutdownNotifications,
+    TimeLimit,
+)
 from dramatiq_pg import PostgresBroker
 
 COORDINATOR_QUEUE = "coordinator"
@@ -20,14 +27,21 @@ RUN_STEP = "run_step"
 _STEP_NS = uuid.UUID("6d1f4f4e-2f7a-4c55-9b0e-5f0c1d9a7e21")
 
 
-def build_broker(database_url: str, *, max_connections: int = 4) -> PostgresBroker:
+def build_broker(database_url: str, *, max_connections: int = 8) -> PostgresBroker:
     """A dramatiq-pg broker on `database_url` without the default middleware we replace:
-    no Retries (our attempts live in our tables), no Prometheus (port clashes); a TimeLimit
+    Retries capped at 0 (our attempts live in our tables), no Prometheus (port clashes); a TimeLimit
     stays as a backstop, actors set their own limits."""
     parts = urlsplit(database_url)
     query = "&".join(q for q in (parts.query, f"maxconn={max_connections}", "minconn=0") if q)
     url = urlunsplit(parts._replace(query=query))
-    middleware = [AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines()]
+    middleware = [
+        AgeLimit(),
+        TimeLimit(),
+        ShutdownNotifications(),
+        Callbacks(),
+        Pipelines(),
+        Retries(max_retries=0),  # attempts and their delays live in our tables
+    ]
     return PostgresBroker(url=url, results=False, middleware=middleware)
 
 

@@ -19,9 +19,11 @@ from typing import Any
 
 import ddl
 from dag.plan import parse_plan, topological_order, validate_plan
+from service import processes, supervisor
 from service.auth import ADMIN, ROLES, generate_token, hash_token
 from service.config import Config
 from service.db import Database, execute, fetch_one
+from service.scheduler import build_scheduler
 
 
 @dataclass(frozen=True)
@@ -178,9 +180,41 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "token": Subcommand("manage principals and tokens", configure_token, run_token),
     "validate": Subcommand("validate a plan offline", configure_validate, run_validate),
     "api": Subcommand("serve the REST API with gunicorn", _no_arguments, run_api),
-    # Interim: the API part only; the engine replaces it with API + advancer + scheduler.
-    "coordinator": Subcommand("run the coordinator (API)", _no_arguments, run_api),
 }
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def run_coordinator(args: argparse.Namespace) -> int:
+    """API (gunicorn) + dag-advancer worker + scheduler + sweep, until SIGTERM."""
+    cfg = Config.from_env()
+    return processes.run_coordinator(cfg, gunicorn_argv(cfg), scheduler_factory=build_scheduler)
+
+
+def configure_executor(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default="executor", help="executor name (lease identity)")
+
+
+def run_executor(args: argparse.Namespace) -> int:
+    """One executor process running step attempts, until SIGTERM."""
+    return processes.run_executor(Config.from_env(), args.name)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    """Coordinator + executor-1 + executor-2 in the foreground; restarts dead children."""
+    return supervisor.run_up()
+
+
+SUBCOMMANDS.update(
+    {
+        "coordinator": Subcommand(
+            "API + dag-advancer + scheduler + sweep", _no_arguments, run_coordinator
+        ),
+        "executor": Subcommand("one executor process", configure_executor, run_executor),
+        "up": Subcommand("coordinator and two executors in the foreground", _no_arguments, run_up),
+    }
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -55,7 +54,7 @@ def run_executor(cfg: Config, name: str) -> int:
     configure_logging(name, cfg.log_level)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = _stop_on_signals()
-    broker = build_broker(cfg.database_url, max_connections=3)
+    broker = build_broker(cfg.database_url, max_connections=8)
     settings = ExecutorSettings(
         name=name,
         owner=owner,
@@ -92,24 +91,15 @@ def run_executor(cfg: Config, name: str) -> int:
     return 0
 
 
-def _api_command(cfg: Config) -> list[str]:
-    return [
-        sys.executable, "-m", "gunicorn",
-        "--workers", str(cfg.api_workers),
-        "--bind", cfg.api_bind,
-        "--graceful-timeout", "10",
-        "--access-logfile", "-",
-        "service.app:get_app()",
-    ]  # fmt: skip
-
-
-def run_coordinator(cfg: Config, *, scheduler_factory: Callable | None = None) -> int:
+def run_coordinator(
+    cfg: Config, api_argv: list[str], *, scheduler_factory: Callable | None = None
+) -> int:
     """The API (gunicorn), the dag-advancer worker, the scheduler and the sweep. If a part
     dies the command exits non-zero, so a supervisor restarts it."""
     configure_logging("coordinator", cfg.log_level)
     stop = _stop_on_signals()
-    api = subprocess.Popen(_api_command(cfg))
-    broker = build_broker(cfg.database_url, max_connections=4)
+    api = subprocess.Popen(api_argv)
+    broker = build_broker(cfg.database_url, max_connections=12)
     register_advancer(broker, _connector(cfg.database_url, "etl-advancer"))
     worker = start_worker(broker, [COORDINATOR_QUEUE], threads=2)
     scheduler = scheduler_factory(cfg, broker) if scheduler_factory else None
@@ -119,6 +109,7 @@ def run_coordinator(cfg: Config, *, scheduler_factory: Callable | None = None) -
 
     def sweep_loop() -> None:
         conn = None
+        failures = 0
         while not stop.wait(cfg.sweep_s):
             try:
                 if conn is None or conn.closed:
@@ -128,9 +119,15 @@ def run_coordinator(cfg: Config, *, scheduler_factory: Callable | None = None) -
                 log.warning("sweep: database unavailable: %s", exc)
                 conn = None
             except Exception:
-                log.exception("sweep failed")
-                failed.set()
-                stop.set()
+                # One bad pass is not fatal (the next one retries); a sweep that fails every
+                # time for a minute is, so a supervisor restarts the coordinator.
+                failures += 1
+                log.exception("sweep failed (%d in a row)", failures)
+                if failures * cfg.sweep_s > 60:
+                    failed.set()
+                    stop.set()
+            else:
+                failures = 0
 
     sweeper = threading.Thread(target=sweep_loop, name="sweep", daemon=True)
     sweeper.start()
