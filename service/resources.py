@@ -1,6 +1,6 @@
 """Falcon resources of the REST API (CONTRACT.md). Each declares the roles allowed per HTTP
 method (enforced by `service.auth.AuthMiddleware`), reads its body through `read_json`
-(415, 413, 400 in that order), does its work in one transaction, and dumps with
+(413, 415, 400 in that order), does its work in one transaction, and dumps with
 `service.schemas`. Run answers carry the run's trace id as `X-Trace-Id`."""
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ class PipelinesResource(_Resource):
             plan = psycopg2.extras.Json(body["plan"])
             revision = {"pipeline_id": pipeline_id, "number": 1, "plan": plan, "created_by": who}
             execute(cur, "insert_revision", revision)
-            self.audit(cur, req, "pipeline.create", f"pipeline:{pipeline_id}", revision=1)
+            entity = f"pipeline:{pipeline_id}"
+            self.audit(cur, req, "pipeline.create", entity, name=body["name"], revision=1)
             row = get_pipeline(cur, pipeline_id)
         resp.status = 201
         resp.location = f"{req.path}/{pipeline_id}"
