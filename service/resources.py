@@ -111,10 +111,9 @@ class _Resource:
         """An audit row for `action` on `entity` ("type:id") by the caller; the trace id of
         a non-run change is the request id."""
         entity_type, _, entity_id = entity.partition(":")
-        who = req.context.principal.name
         insert_audit(
             cur,
-            principal=who,
+            principal=req.context.principal.name,
             action=action,
             entity_type=entity_type,
             entity_id=entity_id,
