@@ -68,11 +68,12 @@ class Stack:
         """Start `etl ARGS` as process `name` (its output goes to tmp/<name>.log)."""
         log = self.tmp / f"{name}.log"
         self.logs[name] = log
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "service", *args],
-            env={**self.env, **(env or {})}, cwd=ROOT,
-            stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+        with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "service", *args],
+                env={**self.env, **(env or {})}, cwd=ROOT,
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
         self.procs[name] = proc
         return proc
 
@@ -144,7 +145,8 @@ class Stack:
         return body["id"]
 
     def trigger(self, pipeline_id: str, key: str | None = None) -> tuple[int, dict]:
-        return self.req("POST", f"/pipelines/{pipeline_id}/runs", {"trigger_key": key} if key else {})
+        body = {"trigger_key": key} if key else {}
+        return self.req("POST", f"/pipelines/{pipeline_id}/runs", body)
 
     def run(self, run_id: str) -> dict:
         code, body = self.req("GET", f"/runs/{run_id}")
