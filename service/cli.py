@@ -158,6 +158,8 @@ def gunicorn_argv(cfg: Config) -> list[str]:
         "--bind",
         cfg.api_bind,
         "--no-control-socket",  # gunicorn 27 would share ~/.gunicorn/gunicorn.ctl otherwise
+        "--config",
+        "python:service.gunicorn_conf",  # JSON logs
         "--graceful-timeout",
         "10",
         "--log-level",
