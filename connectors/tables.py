@@ -156,12 +156,12 @@ def read_table_batches(
         raise ValueError(f"after_key {after_key!r} does not match key {source.key!r}")
     table = sql.Identifier(SANDBOX_SCHEMA, source.name)
     select_list = sql.SQL(", ").join(
-        sql.SQL("{}::text AS {}").format(sql.Identifier(c), sql.Identifier(c))
+        sql.SQL("{}::text AS {}").format(sql.Identifier("src", c), sql.Identifier(c))
         if t == "string"
-        else sql.Identifier(c)
+        else sql.Identifier("src", c)
         for c, t in source.columns.items()
     )
-    key = sql.SQL(", ").join(sql.Identifier(k) for k in source.key)
+    key = sql.SQL(", ").join(sql.Identifier("src", k) for k in source.key)
     placeholders = [f"k{i}" for i in range(len(source.key))]
     first = sql.SQL(QUERIES["read_first_batch"]).format(
         select_list=select_list, table=table, key=key

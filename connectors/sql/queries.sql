@@ -38,11 +38,14 @@ SELECT pg_advisory_xact_lock(%(lock_key)s);
 
 -- read_first_batch --
 -- The first `limit` rows of a source table in primary-key order.
-SELECT {select_list} FROM {table} ORDER BY {key} LIMIT %(limit)s;
+SELECT {select_list} FROM {table} AS src ORDER BY {key} LIMIT %(limit)s;
 
 -- read_next_batch --
 -- The next `limit` rows after a key (keyset pagination: a row comparison on the primary key).
-SELECT {select_list} FROM {table} WHERE ({key}) > ({after}) ORDER BY {key} LIMIT %(limit)s;
+-- The key is qualified (`src.k`): a bare name would resolve to a `k::text AS k` output
+-- column and sort as text while the comparison uses the real type.
+SELECT {select_list} FROM {table} AS src
+WHERE ({key}) > ({after}) ORDER BY {key} LIMIT %(limit)s;
 
 -- create_export_table --
 -- The export table: the step's columns plus the run/step/record key.

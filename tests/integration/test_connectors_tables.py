@@ -235,6 +235,16 @@ def test_resume_from_a_checkpointed_last_key(conn, composite) -> None:
     assert [(r["grp"], r["seq"]) for r in first_records] + resumed == composite
 
 
+def test_keyset_on_a_numeric_key_sorts_by_the_real_type(conn) -> None:
+    # Regression: a key read back as text must still sort and compare as numeric
+    # (text order would put 10 before 9 and repeat or skip rows across batches).
+    _exec(conn, "CREATE TABLE sandbox.amounts (k numeric PRIMARY KEY, v int)")
+    _exec(conn, "INSERT INTO sandbox.amounts SELECT g, g FROM generate_series(1, 1200) g")
+    source = resolve_source_table(conn, "amounts")
+    values = [r["v"] for records, _ in read_table_batches(conn, source) for r in records]
+    assert values == list(range(1, 1201))
+
+
 def test_empty_table_yields_nothing(conn) -> None:
     _exec(conn, "CREATE TABLE sandbox.empty (d date PRIMARY KEY)")
     assert list(read_table_batches(conn, resolve_source_table(conn, "empty"))) == []
