@@ -1,0 +1,499 @@
+"""`etl drill NAME`: failure drills, each on its own local topology (`etl up` on a fresh
+database), verified check by check, reported in var/report/ (see docs/drills.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+
+from service import drillkit
+from service.drillkit import COLUMNS, DrillResult, Topology, concurrently, import_plan, seconds
+from service.scheduler import Scheduler, trigger_key
+
+
+def _step(run: dict, name: str) -> dict:
+    return next(s for s in run["steps"] if s["name"] == name)
+
+
+def _outcomes(step: dict) -> list[str | None]:
+    return [a["outcome"] for a in step["attempts"]]
+
+
+def _batches_done(topo: Topology, run_id: str, step: str) -> list[int]:
+    query = "SELECT batches_done FROM attempts WHERE run_id = %s AND step_name = %s ORDER BY number"
+    return [r[0] for r in topo.sql(query, run_id, step)]
+
+
+def _await_batches(topo: Topology, run_id: str, step: str, n: int) -> tuple:
+    """Wait until the step's claimed, unfinished attempt committed `n` batches; returns
+    (number, executor, batches_done)."""
+    query = (
+        "SELECT number, executor, batches_done FROM attempts WHERE run_id = %s AND step_name = %s"
+        " AND outcome IS NULL AND executor IS NOT NULL AND batches_done >= %s"
+    )
+    found = lambda: (rows := topo.sql(query, run_id, step, n)) and rows[0]  # noqa: E731
+    return topo.wait_for(found, timeout=900, what=f"{step}: {n} batches", every=0.02)
+
+
+def _check_exports(topo: Topology, res: DrillResult, run: dict, n: int, jsonl: bool) -> None:
+    """Exactly n rows, ids 1..n, in sandbox.customers for the run (and in the JSONL file)."""
+    query = "SELECT count(*), count(DISTINCT record_key), count(DISTINCT id), min(id), max(id)"
+    rows = topo.sql(query + " FROM sandbox.customers WHERE run_id = %s", run["id"])[0]
+    res.expect("sandbox rows, distinct keys, distinct ids, min id, max id", rows, (n, n, n, 1, n))
+    staged = topo.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'etl_stage'")[0][0]
+    res.expect("staging tables left behind", staged, 0)
+    if jsonl:
+        path = topo.exports / run["id"] / "customers.jsonl"
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        ids = {json.loads(line)["id"] for line in lines}
+        res.expect("JSONL export: lines, distinct ids", (len(lines), len(ids)), (n, n))
+
+
+# --- the drills ------------------------------------------------------------------------------
+
+
+def drill_import_100k(topo: Topology, res: DrillResult, records: int) -> None:
+    """A clean reference run, then the same pipeline again with the executor that holds the
+    table export's attempt SIGKILLed a third of the way into the export."""
+    n, n_batches = records, -(-records // drillkit.BATCH)
+    res.figures["input"] = drillkit.generate_csv(topo.data / "customers.csv", n)
+    pipeline = topo.create("import-100k", import_plan())
+    clean = topo.wait_run(topo.trigger(pipeline, "clean")[1]["id"], timeout=900)
+    res.add_run("clean reference run", clean)
+    res.expect("clean run", clean["status"], "succeeded")
+    run_id = topo.trigger(pipeline, "drill")[1]["id"]
+    _, executor, _ = _await_batches(topo, run_id, "to_table", max(1, n_batches // 3))
+    kill = topo.kill(executor.split(":")[0])
+    run = topo.wait_run(run_id, timeout=900)
+    res.add_run("drill run: executor SIGKILLed mid-export", run)
+    res.expect("drill run", run["status"], "succeeded")
+    step = _step(run, "to_table")
+    res.expect("to_table attempt outcomes", _outcomes(step), ["lease_expired", "succeeded"])
+    _check_exports(topo, res, run, n, jsonl=True)
+    digests = {s["name"]: (s["input_digest"], s["output_digest"]) for s in run["steps"]}
+    clean_digests = {s["name"]: (s["input_digest"], s["output_digest"]) for s in clean["steps"]}
+    res.check("every step's digests equal the clean run's", digests == clean_digests, "")
+    counts = {(s["records_in"], s["records_out"]) for s in run["steps"]}
+    res.expect("records in/out of every step", counts, {(n, n)})
+    done = _batches_done(topo, run_id, "to_table")
+    res.check(
+        "committed batches processed twice: sum(batches_done) - batches <= 1",
+        0 <= sum(done) - n_batches <= 1,
+        f"batches_done per attempt {done}, {n_batches} batches",
+    )
+    first, second = (step["attempts"] + [{}, {}])[:2]
+    killed, resumed = kill["killed_at"], second.get("started_at")
+    res.figures["recovery"] = {
+        **kill,
+        "lease_reaped_at": first.get("finished_at"),
+        "resumed_at": resumed,
+        "resumed_on": second.get("executor"),
+        "finished_at": run["finished_at"],
+        "kill_to_reaped_s": seconds(killed, first.get("finished_at")),
+        "kill_to_resumed_s": seconds(killed, resumed),
+        "resumed_to_step_finished_s": seconds(resumed, step["finished_at"]),
+        "kill_to_run_finished_s": seconds(killed, run["finished_at"]),
+    }
+    res.figures["records_processed_twice"] = {
+        "committed_batches_redone": sum(done) - n_batches,
+        "at_most_records": drillkit.BATCH,
+        "why": f"attempt 1 committed {done[0]} of {n_batches} batches; only the batch in flight "
+        f"at the kill (#{done[0] + 1}) was processed again",
+    }
+    both = {"clean": clean, "drill": run}
+    res.figures["run_s"] = {k: seconds(r["started_at"], r["finished_at"]) for k, r in both.items()}
+
+
+def drill_crash_after_export(topo: Topology, res: DrillResult, records: int) -> None:
+    """ETL_FAULT makes the executor SIGKILL itself right after exporting batch 3 of to_table,
+    before that batch's checkpoint commits; the recovery exports batch 3 again."""
+    n = 5000
+    drillkit.generate_csv(topo.data / "customers.csv", n)
+    run = topo.wait_run(topo.trigger(topo.create("crash", import_plan(jsonl=False)))[1]["id"])
+    res.add_run("run with crash_after_export:step=to_table:batch=3", run)
+    res.expect("run", run["status"], "succeeded")
+    step = _step(run, "to_table")
+    res.expect("to_table attempt outcomes", _outcomes(step), ["lease_expired", "succeeded"])
+    _check_exports(topo, res, run, n, jsonl=False)
+    done = _batches_done(topo, run["id"], "to_table")
+    res.expect("to_table batches_done per attempt", done, [2, 8])
+    counters = (step["records_in"], step["records_out"], step["rejected"])
+    res.expect("to_table records in, out, rejected", counters, (n, n, 0))
+    same = step["output_digest"] == _step(run, "normalize")["output_digest"]
+    res.check("to_table output digest == its input's", same, step["output_digest"])
+    res.expect("executor kills in up.log", topo.log_tail(10**8).count("exited with -9"), 1)
+    res.figures["records_processed_twice"] = {
+        "records": drillkit.BATCH,
+        "why": "batch 3: exported twice",
+    }
+
+
+def drill_coordinator_restart(topo: Topology, res: DrillResult, records: int) -> None:
+    """SIGKILL the coordinator mid-run (normalize slowed by ETL_FAULT); `etl up` restarts it."""
+    drillkit.generate_csv(topo.data / "customers.csv", 5000)
+    run_id = topo.trigger(topo.create("coordinator", import_plan(jsonl=False)))[1]["id"]
+    _await_batches(topo, run_id, "normalize", 2)
+    kill = topo.kill("coordinator")
+    run = topo.wait_run(run_id)
+    res.add_run("run with the coordinator SIGKILLed", run)
+    res.expect("run", run["status"], "succeeded")
+    attempts = {s["name"]: _outcomes(s) for s in run["steps"]}
+    res.expect("attempt outcomes", attempts, {n: ["succeeded"] for n in attempts})
+    _check_exports(topo, res, run, 5000, jsonl=False)
+    time.sleep(8)  # long enough for a crash-looping coordinator to show
+    roles = Counter(topo.processes().values())
+    exits = topo.log_tail(10**8).count("coordinator exited")
+    res.expect("'coordinator exited' lines in up.log (1 = restarted once, stays up)", exits, 1)
+    masters = (roles["coordinator"], roles["gunicorn master"])
+    res.expect("live coordinators, live gunicorn masters", masters, (1, 1))
+    res.expect("orphaned processes", sorted(r for r in roles if "orphan" in r), [])
+    next_step = _step(run, "to_table")["started_at"]
+    res.figures["recovery"] = {
+        **kill,
+        "next_step_started_at": next_step,
+        "kill_to_next_step_started_s": seconds(kill["killed_at"], next_step),
+        "kill_to_run_finished_s": seconds(kill["killed_at"], run["finished_at"]),
+    }
+
+
+def _sample_active(topo: Topology, stop: threading.Event, peaks: dict[str, int]) -> None:
+    """Until `stop`: peaks of the queued+running total, and per pipeline of running runs and
+    of waiting ones (behind the head: an admitted run is `queued` until the advancer starts it)."""
+    conn = psycopg2.connect(topo.db_url, application_name="etl-drill-sampler")
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        while not stop.wait(0.02):
+            cur.execute(
+                "SELECT count(*) FILTER (WHERE status = 'running'),"
+                " count(*) FILTER (WHERE status = 'queued') FROM runs"
+                " WHERE status IN ('queued', 'running') GROUP BY pipeline_id"
+            )
+            rows = cur.fetchall()
+            peaks["samples"] += 1
+            peaks["total"] = max(peaks["total"], sum(r + q for r, q in rows))
+            peaks["running"] = max([peaks["running"], *(r for r, _ in rows)])
+            peaks["queued"] = max([peaks["queued"], *(q for _, q in rows)])
+            peaks["waiting"] = max([peaks["waiting"], *(q - (r == 0 < q) for r, q in rows)])
+    conn.close()
+
+
+TINY_PLAN = {"steps": [{"name": "read", "type": "ingest",
+                        "config": {"source": "file", "path": "tiny.csv"}}]}  # fmt: skip
+
+
+def drill_burst_30(topo: Topology, res: DrillResult, records: int) -> None:
+    """30 concurrent triggers over 8 pipelines of slow one-step runs (6, 6, then 3 each)."""
+    drillkit.generate_csv(topo.data / "tiny.csv", 10)
+    pipes = [topo.create(f"burst-{i}", TINY_PLAN) for i in range(8)]
+    peaks = dict.fromkeys(("samples", "total", "running", "queued", "waiting"), 0)
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sample_active, args=(topo, stop, peaks), daemon=True)
+    sampler.start()
+    targets = [pipes[i % 8] for i in range(24)] + [pipes[i % 2] for i in range(6)]
+    answers = concurrently([lambda p=p: topo.trigger(p) for p in targets])
+    codes = Counter(code for code, _ in answers)
+    skipped = [b for c, b in answers if c == 429]
+    reasons = Counter((b.get("status"), b.get("reason")) for b in skipped)
+    admitted = Counter(b["pipeline_id"] for c, b in answers if c == 201)
+    per_pipe = sorted(admitted.values(), reverse=True)
+    by_reason = dict(Counter(str(b.get("reason")) for b in skipped))
+    res.figures["answers"] = {"by_status": dict(codes), "skipped_by_reason": by_reason}
+    res.expect("answers other than 201 and 429", sum(codes.values()) - codes[201] - codes[429], 0)
+    odd = set(reasons) - {("skipped", "queue_full"), ("skipped", "busy")}
+    res.expect("429 answers other than skipped/queue_full|busy", odd, set())
+    runs = [b for c, b in answers if c == 201]
+    res.check("at most 20 admitted", len(runs) <= 20, len(runs))
+    res.check("at most 4 admitted per pipeline", per_pipe[0] <= 4, per_pipe)
+    full = {b["pipeline_id"] for b in skipped if b.get("reason") == "queue_full"}
+    fits = all(admitted[p] == 4 for p in full) and (
+        not reasons["skipped", "busy"] or len(runs) == 20
+    )
+    res.check("queue_full only at 1 running + 3 queued, busy only at 20", fits, per_pipe)
+    runs = [topo.wait_run(b["id"]) for b in runs]
+    stop.set()
+    sampler.join(10)
+    res.figures["sampled_peaks"] = peaks
+    limits = peaks["total"] <= 20 and peaks["running"] <= 1 and peaks["waiting"] <= 3
+    res.check("sampled peaks: total <= 20, per pipeline running <= 1, waiting <= 3", limits, peaks)
+    statuses = Counter(r["status"] for r in runs)
+    res.expect("admitted runs by status", statuses, Counter({"succeeded": codes[201]}))
+    recorded = topo.sql("SELECT count(*) FROM runs WHERE status = 'skipped'")[0][0]
+    res.expect("skipped runs recorded", recorded, codes[429])
+    started = {r["id"]: drillkit.parse_ts(r["started_at"]) for r in runs}
+    query = "SELECT id::text FROM runs WHERE pipeline_id = %s AND status <> 'skipped'"
+    disorder = []
+    for p in pipes:
+        ids = [r[0] for r in topo.sql(query + " ORDER BY queue_seq", p)]
+        disorder += [p] if ids != sorted(ids, key=started.__getitem__) else []
+    res.expect("pipelines whose runs did not start in trigger order", disorder, [])
+    for run in runs[:3]:
+        res.add_run("admitted run (the first three of the burst)", run)
+
+
+def drill_repeat_trigger(topo: Topology, res: DrillResult, records: int) -> None:
+    """50 concurrent POSTs with one trigger key; one schedule fire delivered twice."""
+    drillkit.generate_csv(topo.data / "tiny.csv", 10)
+    pipeline = topo.create("repeat", TINY_PLAN)
+    answers = concurrently([lambda: topo.trigger(pipeline, "same-key")] * 50)
+    res.expect("answers by status", Counter(c for c, _ in answers), Counter({201: 1, 200: 49}))
+    ids = {b.get("id") for _, b in answers}
+    res.expect("distinct run ids answered", len(ids), 1)
+    query = "SELECT count(*) FROM runs WHERE pipeline_id = %s AND trigger_key = 'same-key'"
+    res.expect("run rows with the key", topo.sql(query, pipeline)[0][0], 1)
+    run = topo.wait_run(ids.pop())
+    res.add_run("the one run of 50 identical triggers", run)
+    res.expect("that run", run["status"], "succeeded")
+    code, schedule = topo.call("POST", f"/pipelines/{pipeline}/schedules", {"every_minutes": 5})
+    res.expect("schedule created", code, 201)
+    fire_time = drillkit.parse_ts(schedule["next_fire_at"])
+    connect = lambda: psycopg2.connect(topo.db_url, options="-c timezone=UTC")  # noqa: E731
+    scheduler = Scheduler(connect, lambda run_id, trace_id: None)  # the sweep advances it
+    fires = concurrently([lambda: scheduler.fire(schedule["id"], fire_time)] * 2)
+    outcomes = sorted(a.outcome for a in fires)
+    res.expect("one fire delivered twice, concurrently", outcomes, ["created", "existing"])
+    key = trigger_key(schedule["id"], fire_time)
+    rows = topo.sql("SELECT id::text FROM runs WHERE trigger_key = %s", key)
+    res.expect(f"runs with key {key}", len(rows), 1)
+    if rows:
+        fired = topo.wait_run(rows[0][0])
+        res.add_run("the scheduled run", fired)
+        res.expect("the scheduled run", fired["status"], "succeeded")
+
+
+def _branch_plan(policy: str) -> dict:
+    """read -> a1 (slowed) -> a2, and read -> b_fail (fails once, 1 attempt) -> b_down."""
+    trim = {"op": "trim", "columns": ["name"]}
+    return {"on_failure": policy, "steps": [
+        {"name": "read", "type": "ingest",
+         "config": {"source": "file", "path": "customers.csv", "columns": COLUMNS}},
+        {"name": "a1", "type": "transform", "depends_on": ["read"], "config": trim},
+        {"name": "a2", "type": "transform", "depends_on": ["a1"], "config": trim},
+        {"name": "b_fail", "type": "transform", "depends_on": ["read"], "config": trim,
+         "retry": {"max_attempts": 1}},
+        {"name": "b_down", "type": "export", "depends_on": ["b_fail"],
+         "config": {"target": "file", "path": "b.jsonl"}},
+    ]}  # fmt: skip
+
+
+def drill_branch_failure(topo: Topology, res: DrillResult, records: int) -> None:
+    """A failing branch under both policies, then a resume that re-runs only what failed."""
+    drillkit.generate_csv(topo.data / "customers.csv", 1500)
+    branch_a = {"read": "succeeded", "a1": "succeeded"}
+    branch_b = {"b_fail": "failed", "b_down": "upstream_failed"}
+    for policy, a2 in (("continue_independent", "succeeded"), ("stop_dependents", "not_run")):
+        pipeline = topo.create(f"branch-{policy}", _branch_plan(policy))
+        run = topo.wait_run(topo.trigger(pipeline)[1]["id"])
+        res.add_run(f"{policy}: first run", run)
+        res.expect(f"{policy}: run status", run["status"], "failed")
+        states = {s["name"]: s["status"] for s in run["steps"]}
+        res.expect(f"{policy}: step states", states, {**branch_a, "a2": a2, **branch_b})
+        ran = lambda r, n: (_step(r, n)["attempts"], _step(r, n)["output_digest"])  # noqa: E731
+        kept = {n: ran(run, n) for n, state in states.items() if state == "succeeded"}
+        code = topo.call("POST", f"/runs/{run['id']}/resume")[0]
+        res.expect(f"{policy}: POST /runs/{{id}}/resume", code, 202)
+        after = topo.wait_run(run["id"])
+        res.add_run(f"{policy}: after the resume", after)
+        res.expect(f"{policy}: resumed run", after["status"], "succeeded")
+        same = {n: ran(after, n) for n in kept} == kept
+        res.check(f"{policy}: succeeded steps kept their attempts and output", same, sorted(kept))
+        rerun = {s["name"]: _outcomes(s) for s in after["steps"] if s["name"] not in kept}
+        want = {n: ["failed"] * (n == "b_fail") + ["succeeded"] for n in rerun}
+        res.expect(f"{policy}: attempts of the re-run steps", rerun, want)
+
+
+BAD_ROWS = {7: "7,Bob,12x,2024-01-07", 12: "12,Cy,5,2024-13-45", 15: "15,Dee,3"}
+REJECT_CSV = "id,name,amount,signup\n" + "".join(
+    BAD_ROWS.get(i, f"{i},Name {i},{i * 10},2024-01-{i:02d}") + "\n" for i in range(1, 21)
+) + '21,"Eve,1,2024-01-21\n'  # fmt: skip  # an unterminated quote runs to the end of the file
+EXPECTED_REJECTS = [(8, "amount", "int64"), (13, "signup", "date"),
+                    (16, None, "wrong number of fields"), (22, None, "unterminated")]  # fmt: skip
+
+
+def drill_reject_file(topo: Topology, res: DrillResult, records: int) -> None:
+    """Known bad rows in `reject` mode (reject file, counters) and in `stop` mode."""
+    (topo.data / "bad.csv").write_text(REJECT_CSV)
+    for mode in ("reject", "stop"):
+        plan = {"on_row_error": mode, "steps": [
+            {"name": "read", "type": "ingest",
+             "config": {"source": "file", "path": "bad.csv", "columns": COLUMNS}},
+            {"name": "out", "type": "export", "depends_on": ["read"],
+             "config": {"target": "file", "path": "good.jsonl"}}]}  # fmt: skip
+        run = topo.wait_run(topo.trigger(topo.create(f"rows-{mode}", plan))[1]["id"])
+        res.add_run(f"on_row_error={mode}", run)
+        read = _step(run, "read")
+        path = topo.rejects / run["id"] / "read.jsonl"
+        if mode == "stop":
+            states = (run["status"], read["status"], _step(run, "out")["status"])
+            res.expect("stop: run, read, out", states, ("failed", "failed", "upstream_failed"))
+            res.expect("stop: read attempt outcomes", _outcomes(read), ["input_error"])
+            error = read["error"] or ""
+            res.check(
+                "stop: error names line 8, column amount", "line 8, column 'amount'" in error, error
+            )
+            res.expect("stop: a reject file exists", path.exists(), False)
+            continue
+        lines = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        got = [(x["line"], x["column"], want in x["reason"] and bool(x["raw"]))
+               for x, (_, _, want) in zip(lines, EXPECTED_REJECTS, strict=False)]  # fmt: skip
+        want = [(line, column, True) for line, column, _ in EXPECTED_REJECTS]
+        res.expect("reject file: (line, column, reason fits and raw kept)", got, want)
+        res.figures["reject_file"] = lines
+        res.expect("reject: run", run["status"], "succeeded")
+        counters = (read["records_in"], read["records_out"], read["rejected"])
+        res.expect("reject: read records in, out, rejected", counters, (21, 17, 4))
+        out = topo.exports / run["id"] / "good.jsonl"
+        exported = len(out.read_text().splitlines()) if out.exists() else None
+        res.expect("reject: records in the export file", exported, 17)
+
+
+SCENARIOS: dict[str, Callable[[Topology, DrillResult, int], None]] = {
+    "import-100k": drill_import_100k,
+    "crash-after-export": drill_crash_after_export,
+    "coordinator-restart": drill_coordinator_restart,
+    "burst-30": drill_burst_30,
+    "repeat-trigger": drill_repeat_trigger,
+    "branch-failure": drill_branch_failure,
+    "reject-file": drill_reject_file,
+}
+DRILLS = tuple(SCENARIOS)
+FAULTS = {  # ETL_FAULT of the drill's topology (see actors/faults.py)
+    "crash-after-export": "crash_after_export:step=to_table:batch=3",
+    "coordinator-restart": "slow_batches:step=normalize:ms=500",
+    "burst-30": "slow_batches:step=read:ms=1200",  # runs stay queued during the burst
+    # a1 must outlast the claim of b_fail: an executor that just finished a step looks at
+    # its queue again only after dramatiq-pg's consumer backoff (up to ~1 s)
+    "branch-failure": "fail_attempts:step=b_fail:times=1,slow_batches:step=a1:ms=1000",
+}
+
+
+def run_one(name: str, *, fast: bool, records: int) -> DrillResult:
+    """Run drill `name` on its own topology; never raises (an error fails the drill)."""
+    topo = Topology(name, fast=fast, env={"ETL_FAULT": FAULTS[name]} if name in FAULTS else {})
+    command = f".venv/bin/etl drill {name}" + (" --fast" if fast else "")
+    if name == "import-100k" and records != 100_000:
+        command += f" --records {records}"
+    res = DrillResult(name, command, topo.topology_env)
+    print(f"drill {name}: database {topo.db_name}, logs {topo.log_path}", flush=True)
+    try:
+        topo.prepare()
+        topo.start()
+        SCENARIOS[name](topo, res, records)
+    except Exception as exc:
+        res.error = f"{type(exc).__name__}: {exc}"[:3000]
+        traceback.print_exc()
+    finally:
+        try:
+            topo.stop()
+        except Exception as exc:
+            res.notes.append(f"stopping the topology failed: {exc}")
+    res.finish(topo.sampler.table())
+    print(f"drill {name}: {'PASS' if res.passed else 'FAIL'} in {res.duration_s} s", flush=True)
+    for c in res.checks:
+        print(f"  {'ok  ' if c['passed'] else 'FAIL'} {c['check']}  [{c['detail'][:120]}]")
+    return res
+
+
+def configure_drill(parser: argparse.ArgumentParser) -> None:
+    """`etl drill NAME [--records N] [--fast | --production-timings] [--report-dir DIR]`."""
+    parser.add_argument("name", choices=[*DRILLS, "all", "ci"], metavar="NAME",
+                        help=f"one of {', '.join(DRILLS)}; all; ci (= all --fast)")  # fmt: skip
+    parser.add_argument("--records", type=int, default=100_000, help="size of import-100k")
+    timing = parser.add_mutually_exclusive_group()
+    timing.add_argument("--fast", action="store_true",
+                        help="lease 3 s, heartbeat 1 s, sweep 0.5 s (ci always)")  # fmt: skip
+    timing.add_argument("--production-timings", dest="fast", action="store_false",
+                        help="lease 30 s, heartbeat 10 s, sweep 2 s (the default)")  # fmt: skip
+    parser.add_argument("--report-dir", type=Path, default=Path("var/report"))
+
+
+def run_drill(args: argparse.Namespace) -> int:
+    """Run the drill(s) and write the report; 0 only if every check of every drill passed."""
+    fast = args.fast or args.name == "ci"
+    names = DRILLS if args.name in ("all", "ci") else (args.name,)
+    started = time.monotonic()
+    results = [run_one(name, fast=fast, records=args.records) for name in names]
+    write_report(args.report_dir, [r.as_dict() for r in results], merge=len(names) == 1)
+    failed = [r.name for r in results if not r.passed]
+    print(f"\n{len(results) - len(failed)}/{len(results)} drills passed in "
+          f"{time.monotonic() - started:.0f} s; report: {args.report_dir}/report.md"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))  # fmt: skip
+    return 1 if failed else 0
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def write_report(report_dir: Path, sections: list[dict[str, Any]], *, merge: bool) -> None:
+    """Write `report.json` and `report.md`; with `merge`, keep the other drills' sections
+    of an existing report and replace only these."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    path = report_dir / "report.json"
+    drills = json.loads(path.read_text())["drills"] if merge and path.exists() else {}
+    drills.update({s["name"]: s for s in sections})
+    doc = {"generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "drills": drills}
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    (report_dir / "report.md").write_text(render_markdown(doc))
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    cell = lambda v: "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    """The human-readable report: a summary table, then one section per drill."""
+    drills = doc["drills"]
+    out = ["# Failure drills report", "", f"Generated {doc['generated_at']}.", ""]
+    summary = [[n, d["verdict"], d["duration_s"], f"`{d['command']}`"] for n, d in drills.items()]
+    out += _table(["drill", "verdict", "duration s", "reproduce"], summary)
+    for name, d in drills.items():
+        env = " ".join(f"{k}={v}" for k, v in d["env"].items())
+        window = f"{d['started_at']} .. {d['finished_at']} ({d['duration_s']} s)"
+        out += ["", f"## {name}: {d['verdict']}", "", f"Reproduce: `{d['command']}`", ""]
+        out += [f"Environment of its topology: `{env}`", "", f"Window: {window}", ""]
+        out += [f"**Error:** `{d['error']}`", ""] if d.get("error") else []
+        checks = [[c["check"], "PASS" if c["passed"] else "FAIL", c["detail"]] for c in d["checks"]]
+        out += [*_table(["check", "verdict", "got"], checks), ""]
+        out += [f"- {k}: `{json.dumps(v)}`" for k, v in d["figures"].items()]
+        out += [f"- note: {n}" for n in d.get("notes", [])]
+        for r in d["runs"]:
+            times = f"created {r['created_at']}, started {r['started_at']}, finished"
+            times += f" {r['finished_at']} ({r['duration_s']} s)"
+            title = f"Run `{r['id']}` ({r['label']}): **{r['status']}**, trace id `{r['trace_id']}`"
+            out += ["", f"{title}, {times}", ""]
+            rows = [[s[k] for k in STEP_COLUMNS] + ["; ".join(map(_attempt, s["attempts"]))]
+                    for s in r["steps"]]  # fmt: skip
+            out += _table([*STEP_COLUMNS, "attempts"], rows)
+        out += ["", "Peak memory, from /proc/PID/status (VmHWM; VmRSS, RssAnon every 200 ms):", ""]
+        rows = [
+            [m["process"], m["pid"], m["peak_rss_mib"], m["peak_anon_mib"]] for m in d["memory"]
+        ]
+        out += _table(["process", "pid", "peak RSS MiB", "peak private (anon) MiB"], rows)
+    return "\n".join(out) + "\n"
+
+
+STEP_COLUMNS = ("name", "status", "started_at", "finished_at", "duration_s",
+                "records_in", "records_out", "rejected")  # fmt: skip
+
+
+def _attempt(a: dict) -> str:
+    who = (a["executor"] or "-").split(":")[0]
+    times = f"{a['started_at']}..{a['finished_at']} ({a['duration_s']} s)"
+    return f"#{a['number']} {who} {a['outcome']} {times}"
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="etl drill")
+    configure_drill(_parser)
+    sys.exit(run_drill(_parser.parse_args()))
