@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 import psycopg2
@@ -67,8 +68,20 @@ class Heartbeat:
     """Extends a lease every `interval_s` on its own connection until stopped; sets `lost`
     when the lease was taken over and `cancel` when the run asks to stop."""
 
-    def __init__(self, connect, attempt_id: int, owner: str, *, ttl_s: float, interval_s: float):
+    def __init__(
+        self,
+        connect,
+        attempt_id: int,
+        owner: str,
+        *,
+        ttl_s: float,
+        interval_s: float,
+        max_age_s: float | None = None,
+        clock=time.monotonic,
+    ):
         self._connect = connect
+        self._max_age_s = max_age_s
+        self._clock = clock
         self._attempt_id = attempt_id
         self._owner = owner
         self._ttl_s = ttl_s
@@ -88,7 +101,17 @@ class Heartbeat:
 
     def _run(self) -> None:
         conn = None
+        born = self._clock()
         while not self._stop.wait(self._interval_s):
+            if self._max_age_s is not None and self._clock() - born > self._max_age_s:
+                # The step thread is stuck past its timeout (e.g. blocked in a call that
+                # never returns): stop extending the lease so the reaper hands the step to
+                # another attempt instead of the run hanging forever.
+                log.warning(
+                    "attempt past its timeout; lease left to expire",
+                    extra={"attempt_id": self._attempt_id},
+                )
+                break
             try:
                 if conn is None or conn.closed:
                     conn = self._connect()

@@ -132,7 +132,12 @@ class StepRunner:
         }
         log.info("attempt claimed", extra=ctx)
         heartbeat = Heartbeat(
-            self._connect_state, attempt_id, s.owner, ttl_s=s.lease_ttl_s, interval_s=s.heartbeat_s
+            self._connect_state,
+            attempt_id,
+            s.owner,
+            ttl_s=s.lease_ttl_s,
+            interval_s=s.heartbeat_s,
+            max_age_s=s.step_timeout_s + 2 * s.heartbeat_s,
         )
         delay_ms = None
         with heartbeat:
@@ -216,11 +221,10 @@ class StepRunner:
             cp.get("n", 0),
         )
         try:
-            if sink is not None:
-                sink.start(fresh=fresh)
             if fresh:
-                rejects.discard()
-                self._reset_output(conn, claim)
+                self._start_fresh(conn, claim, sink, rejects)
+            elif sink is not None:
+                sink.start(fresh=False)
             for batch in source.batches(progress.checkpoint, progress.records_in):
                 self._check(heartbeat, started)
                 if batch.records_in == 0:
@@ -305,10 +309,16 @@ class StepRunner:
             if sink is not None:
                 sink.close()
 
-    def _reset_output(self, conn, claim: Claim) -> None:
-        """A step starting from scratch drops output an earlier generation left behind."""
+    def _start_fresh(self, conn, claim: Claim, sink, rejects) -> None:
+        """A step starting from scratch drops what an attempt that committed nothing left
+        behind (staging rows, chunks, output batches). All of it happens while our fence
+        holds the attempt row, so a stale executor waking up here cannot wipe what the
+        attempt that replaced it has written: its fence fails first."""
         with conn.cursor() as cur:
             fence(cur, claim.attempt_id, self.settings.owner, self.settings.lease_ttl_s)
+            if sink is not None:
+                sink.start(fresh=True)
+            rejects.discard()
             cur.execute(
                 QUERIES["delete_step_batches"], {"run_id": claim.run_id, "name": claim.step_name}
             )

@@ -34,7 +34,9 @@ def reap_expired_leases(conn, broker) -> list[tuple[str, str]]:
     try:
         with conn.cursor() as cur:
             cur.execute(QUERIES["reap_expired_leases"])
-            for run_id, step in cur.fetchall():
+            # Lock step rows in the advancer's order (run, plan position): no deadlock
+            # when two steps of one run lose their lease together.
+            for run_id, step, _ in sorted(cur.fetchall(), key=lambda r: (str(r[0]), r[2])):
                 reaped.append((str(run_id), step))
                 keys = {"run_id": run_id, "name": step}
                 cur.execute(QUERIES["get_step_for_takeover"], keys)

@@ -70,14 +70,22 @@ class ChunkedFile:
         self.final_path.parent.mkdir(parents=True, exist_ok=True)
         _remove_leftover_tmp(self.final_path)
         _write_atomic(self.final_path, chunks)
-        self.discard()
+        # Retire the stage in one atomic rename before deleting it: a crash halfway through
+        # a recursive delete would leave a stage with holes that a retried publish could
+        # only refuse, although the final file is complete.
+        tombstone = self._tombstone()
+        shutil.rmtree(tombstone, ignore_errors=True)
+        if self.stage_dir.exists():  # publish(0) of a step that staged nothing has no stage
+            os.replace(self.stage_dir, tombstone)
+            shutil.rmtree(tombstone, ignore_errors=True)
 
     def discard(self) -> None:
         """Remove the stage directory and every staged chunk; the final file is left alone."""
-        try:
-            shutil.rmtree(self.stage_dir)
-        except FileNotFoundError:
-            pass
+        for directory in (self.stage_dir, self._tombstone()):
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _tombstone(self) -> Path:
+        return self.stage_dir.with_name(self.stage_dir.name + ".published")
 
 
 def export_file(export_dir: Path, run_id: object, step_name: str, rel_path: str) -> ChunkedFile:

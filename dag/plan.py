@@ -270,6 +270,32 @@ def _validate_steps(steps: list[Any], errors: list[FieldError]) -> None:
         errors.append(
             FieldError(f"plan.steps[{first_index[cycle[0]]}].depends_on", _cycle_message(cycle))
         )
+    _check_export_targets(steps, errors)
+
+
+def _check_export_targets(steps: list[Any], errors: list[FieldError]) -> None:
+    """Two file exports of one run writing the same path would silently overwrite each
+    other: the later one is an error."""
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(steps):
+        config = raw.get("config") if isinstance(raw, Mapping) else None
+        if not isinstance(raw, Mapping) or raw.get("type") != "export":
+            continue
+        if not isinstance(config, Mapping) or config.get("target", "file") != "file":
+            continue
+        target = config.get("path")
+        if not isinstance(target, str):
+            continue
+        normal = "/".join(part for part in target.split("/") if part not in ("", "."))
+        if normal in seen:
+            errors.append(
+                FieldError(
+                    f"plan.steps[{i}].config.path",
+                    f"{target!r} is already written by plan.steps[{seen[normal]}]",
+                )
+            )
+        else:
+            seen[normal] = i
 
 
 def _validate_step_name(

@@ -33,8 +33,14 @@ from service.logs import configure_logging
 log = logging.getLogger("etl.process")
 
 
-def _connector(url: str, app: str) -> Callable[[], psycopg2.extensions.connection]:
-    return lambda: psycopg2.connect(url, application_name=app)
+def _connector(
+    url: str, app: str, *, statement_timeout_s: float | None = None
+) -> Callable[[], psycopg2.extensions.connection]:
+    options = ""
+    if statement_timeout_s is not None:
+        ms = int(statement_timeout_s * 1000)
+        options = f"-c statement_timeout={ms} -c lock_timeout={ms}"
+    return lambda: psycopg2.connect(url, application_name=app, options=options)
 
 
 def _stop_on_signals() -> threading.Event:
@@ -68,8 +74,12 @@ def run_executor(cfg: Config, name: str) -> int:
     )
     runner = StepRunner(
         settings,
-        connect_state=_connector(cfg.database_url, f"etl-{name}"),
-        connect_sandbox=_connector(cfg.sandbox_url, f"etl-{name}-sandbox"),
+        # No statement may outlive the step timeout: a lock held by some reader of the
+        # sandbox must fail the attempt (retryable), not hang the run.
+        connect_state=_connector(cfg.database_url, f"etl-{name}", statement_timeout_s=60),
+        connect_sandbox=_connector(
+            cfg.sandbox_url, f"etl-{name}-sandbox", statement_timeout_s=cfg.step_timeout_s
+        ),
         wake_run=lambda run_id, trace_id, delay_ms: send_advance_run(
             broker, run_id, trace_id, delay_ms=delay_ms
         ),

@@ -188,12 +188,14 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) due
 WHERE a.id = due.id
-RETURNING a.run_id, a.step_name;
+RETURNING a.run_id, a.step_name,
+          (SELECT position FROM step_runs s WHERE s.run_id = a.run_id AND s.name = a.step_name);
 
 -- count_lease_expiries --
--- How often a step's attempts lost their lease (poison-step guard).
-SELECT count(*) FROM attempts
-WHERE run_id = %(run_id)s AND step_name = %(name)s AND outcome = 'lease_expired';
+-- How often the step's attempts since it (re)started lost their lease (poison-step guard).
+SELECT count(*) FROM attempts a JOIN step_runs s ON s.run_id = a.run_id AND s.name = a.step_name
+WHERE a.run_id = %(run_id)s AND a.step_name = %(name)s AND a.outcome = 'lease_expired'
+  AND a.created_at >= s.started_at;
 
 -- get_step_for_takeover --
 -- A reaped step that still runs, with its run's trace id.
@@ -220,10 +222,13 @@ DELETE FROM dramatiq.queue
 WHERE state IN ('done', 'rejected') AND mtime < now() - interval '1 hour';
 
 -- count_failed_attempts --
--- Attempts of a step that failed (lease expiries do not use up the retry budget).
-SELECT count(*) FROM attempts
-WHERE run_id = %(run_id)s AND step_name = %(name)s
-  AND outcome IN ('failed', 'input_error', 'timeout');
+-- Failed attempts of the step since it (re)started: a resume gives a fresh retry budget,
+-- and lease expiries do not use it up. (Its first attempt is created in the transaction
+-- that sets started_at, so created_at >= started_at holds for every attempt since.)
+SELECT count(*) FROM attempts a JOIN step_runs s ON s.run_id = a.run_id AND s.name = a.step_name
+WHERE a.run_id = %(run_id)s AND a.step_name = %(name)s
+  AND a.outcome IN ('failed', 'input_error', 'timeout')
+  AND a.created_at >= s.started_at;
 
 -- get_run_plan --
 -- The plan of the revision a run is bound to.

@@ -224,3 +224,19 @@ def test_reject_file_round_trip(tmp_path: Path) -> None:
     r.publish(2)
     lines = r.final_path.read_text(encoding="utf-8").splitlines()
     assert [json.loads(x)["reason"] for x in lines] == ["a", "b"]
+
+
+def test_a_crash_while_deleting_the_stage_leaves_publish_retryable(tmp_path: Path) -> None:
+    # Regression: publish deleted the stage chunk by chunk; a crash halfway left a stage
+    # with holes, and every retry refused to publish although the final file was complete.
+    f = _chunked(tmp_path)
+    for seq in range(3):
+        f.write_chunk(seq, f"{seq}\n".encode())
+    f.publish(3)
+    # what a crash after the rename and before the delete leaves behind
+    f._tombstone().mkdir()
+    (f._tombstone() / "00000001.chunk").write_bytes(b"x")
+    f.publish(3)
+    assert f.final_path.read_bytes() == b"0\n1\n2\n"
+    f.discard()
+    assert not f._tombstone().exists()

@@ -302,3 +302,20 @@ def test_malformed_csv_in_reject_and_stop_modes(stack: Stack) -> None:
     assert "line 3" in read["error"] and "amount" in read["error"]
     time.sleep(0)  # nothing else to wait for: the failed step published nothing
     assert not (stack.exports / run["id"] / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "stack", [{"ETL_FAULT": "fail_attempts:step=clean:times=4"}], indirect=True
+)
+def test_resume_gives_a_failed_step_a_fresh_retry_budget(stack: Stack) -> None:
+    (stack.data / "people.csv").write_text(_people_csv(10))
+    stack.start()
+    run = stack.wait_run(stack.trigger(stack.create("people", FOUR_STEPS))[1]["id"])
+    clean = next(s for s in run["steps"] if s["name"] == "clean")
+    assert run["status"] == "failed" and len(clean["attempts"]) == 3
+    assert stack.req("POST", f"/runs/{run['id']}/resume")[0] == 202
+    run = stack.wait_run(run["id"], timeout=60, until=("succeeded", "failed"))
+    clean = next(s for s in run["steps"] if s["name"] == "clean")
+    # attempt 4 (the first after the resume) fails, and is retried: the budget restarted
+    assert [a["outcome"] for a in clean["attempts"]] == ["failed"] * 4 + ["succeeded"]
+    assert run["status"] == "succeeded"

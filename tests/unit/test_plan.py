@@ -1001,6 +1001,8 @@ def valid_plans(draw: st.DrawFn, min_steps: int = 1) -> dict[str, Any]:
             step["depends_on"] = deps
             configs = TRANSFORM_CONFIGS if step["type"] == "transform" else EXPORT_CONFIGS
             step["config"] = draw(configs)
+            if step["config"].get("target") == "file":  # one file per export path
+                step["config"]["path"] = f"{i}/{step['config']['path']}"
         if draw(st.booleans()):
             step["retry"] = draw(
                 st.fixed_dictionaries({}, optional={"max_attempts": st.integers(1, 3)})
@@ -1087,3 +1089,12 @@ def test_validate_never_raises_and_agrees_with_parse(obj: Any) -> None:
             parse_plan(obj)
     else:
         topological_order(parse_plan(obj))
+
+
+def test_two_file_exports_to_one_path_are_refused() -> None:
+    plan = base()
+    extra = copy.deepcopy(plan["steps"][3])
+    extra["name"] = "to_file_again"
+    extra["config"]["path"] = "./" + extra["config"]["path"]
+    plan["steps"].append(extra)
+    only_error(plan, "plan.steps[4].config.path", "already written by plan.steps[3]")
