@@ -6,6 +6,7 @@ sweep re-queues the same message instead of adding a second one."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,7 +19,7 @@ from dramatiq.middleware import (
     ShutdownNotifications,
     TimeLimit,
 )
-from dramatiq_pg import PostgresBroker
+from dramatiq_pg.broker import PostgresBroker, PostgresConsumer
 
 COORDINATOR_QUEUE = "coordinator"
 STEPS_QUEUE = "steps"
@@ -27,7 +28,43 @@ RUN_STEP = "run_step"
 _STEP_NS = uuid.UUID("6d1f4f4e-2f7a-4c55-9b0e-5f0c1d9a7e21")
 
 
-def build_broker(database_url: str, *, max_connections: int = 8) -> PostgresBroker:
+class PromptConsumer(PostgresConsumer):
+    """dramatiq-pg's consumer without two waits that cost up to ~2 s per step (measured:
+    863 ms orchestration overhead per step, 706 ms trigger -> running):
+
+    - while its worker is busy it sleeps an exponential back-off capped at 1 s that is never
+      reset, so a worker that just finished a step looks at its queue up to 1 s late; we
+      poll every `busy_poll_s` instead (a sleep: nothing is read while busy);
+    - its connection check reads pending notifications off the socket before `select()`,
+      which then waits its whole timeout on an empty socket; we take those first."""
+
+    busy_poll_s = 0.02
+
+    def __next__(self):
+        if self._listen_conn is not None and len(self.in_processing) >= self.prefetch:
+            time.sleep(self.busy_poll_s)
+            return None
+        return super().__next__()
+
+    def poll_for_notify(self):
+        conn = self.get_listen_conn()
+        if conn.notifies:
+            self.notifies += conn.notifies[:]
+            conn.notifies[:] = []
+            return
+        super().poll_for_notify()
+
+
+class Broker(PostgresBroker):
+    """The dramatiq-pg broker with `PromptConsumer`."""
+
+    def consume(self, queue_name, prefetch=1, timeout=30000):
+        return PromptConsumer(
+            pool=self.pool, queue_name=queue_name, prefetch=prefetch, timeout=timeout
+        )
+
+
+def build_broker(database_url: str, *, max_connections: int = 8) -> Broker:
     """A dramatiq-pg broker on `database_url` without the default middleware we replace:
     Retries capped at 0 (our attempts live in our tables), no Prometheus (port clashes); a TimeLimit
     stays as a backstop, actors set their own limits."""
@@ -42,7 +79,7 @@ def build_broker(database_url: str, *, max_connections: int = 8) -> PostgresBrok
         Pipelines(),
         Retries(max_retries=0),  # attempts and their delays live in our tables
     ]
-    return PostgresBroker(url=url, results=False, middleware=middleware)
+    return Broker(url=url, results=False, middleware=middleware)
 
 
 def step_message_id(attempt_id: int) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import ddl
 from dag.plan import parse_plan, topological_order, validate_plan
-from service import processes, supervisor
+from service import drills, processes, supervisor
 from service.auth import ADMIN, ROLES, generate_token, hash_token
 from service.config import Config
 from service.db import Database, execute, fetch_one
@@ -215,6 +215,9 @@ SUBCOMMANDS.update(
         ),
         "executor": Subcommand("one executor process", configure_executor, run_executor),
         "up": Subcommand("coordinator and two executors in the foreground", _no_arguments, run_up),
+        "drill": Subcommand(
+            "failure drills and the report", drills.configure_drill, drills.run_drill
+        ),
     }
 )
 

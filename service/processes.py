@@ -3,6 +3,7 @@ configuration, wires the parts together and manages start and stop."""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -41,6 +42,13 @@ def _connector(
         ms = int(statement_timeout_s * 1000)
         options = f"-c statement_timeout={ms} -c lock_timeout={ms}"
     return lambda: psycopg2.connect(url, application_name=app, options=options)
+
+
+def _die_with_parent() -> None:
+    """In the API child, before exec: ask the kernel to SIGTERM it when the coordinator dies
+    (even by SIGKILL), so a restarted coordinator never finds an orphan on its port."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop_on_signals() -> threading.Event:
@@ -108,7 +116,7 @@ def run_coordinator(
     dies the command exits non-zero, so a supervisor restarts it."""
     configure_logging("coordinator", cfg.log_level)
     stop = _stop_on_signals()
-    api = subprocess.Popen(api_argv)
+    api = subprocess.Popen(api_argv, preexec_fn=_die_with_parent)
     broker = build_broker(cfg.database_url, max_connections=12)
     register_advancer(broker, _connector(cfg.database_url, "etl-advancer"))
     worker = start_worker(broker, [COORDINATOR_QUEUE], threads=2)

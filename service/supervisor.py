@@ -4,6 +4,7 @@ dies is restarted (and the restart logged); SIGINT/SIGTERM stops everything."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -51,8 +52,16 @@ class Supervisor:
             self.out.flush()
 
     def _start(self, child: Child) -> None:
+        # Each child leads its own process group: a restart can then clear out anything the
+        # dead child left behind (its API server, say), and a terminal's Ctrl-C reaches only
+        # us, who stop the children in order.
         child.proc = subprocess.Popen(
-            child.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+            child.command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
         )
         child.started_at = time.monotonic()
         pump = threading.Thread(target=self._pump, args=(child, child.proc), daemon=True)
@@ -84,6 +93,7 @@ class Supervisor:
                         f"{child.name} exited with {code}; "
                         f"restart #{child.restarts} in {delay:g} s",
                     )
+                    _kill_group(child.proc.pid)
                     if self.stop.wait(delay):
                         break
                     self._start(child)
@@ -106,6 +116,14 @@ class Supervisor:
                 child.proc.wait()
         self.say("up", "stopped")
         return 0
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL what is left of a dead child's process group."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def run_up() -> int:
