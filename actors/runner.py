@@ -30,6 +30,7 @@ from actors.steps import BATCH_SIZE, StepEnv, build_compute, build_sink, build_s
 from dag import (
     DIGEST_SEED,
     RowValueError,
+    chain_bytes,
     chain_digest,
     decide_retry,
     is_input_data_error,
@@ -181,7 +182,9 @@ class StepRunner:
                 QUERIES["get_upstream_outputs"],
                 {"run_id": claim.run_id, "names": list(step.depends_on)},
             )
-            upstream = {n: (columns_from_db(c), b) for n, c, b, _ in cur.fetchall()}
+            rows = cur.fetchall()
+            upstream = {n: (columns_from_db(c), b) for n, c, b, _, _ in rows}
+            upstream_digests = {n: d for n, _, _, _, d in rows}
         conn.rollback()
         progress = Progress(
             checkpoint=row[2],
@@ -251,7 +254,10 @@ class StepRunner:
                 progress.records_in += batch.records_in
                 progress.records_out += len(out)
                 progress.rejected += len(errors)
-                progress.input_digest = chain_digest(progress.input_digest, batch.digest_items)
+                if batch.raw_bytes is not None:
+                    progress.input_digest = chain_bytes(progress.input_digest, batch.raw_bytes)
+                elif batch.digest_items is not None:
+                    progress.input_digest = chain_digest(progress.input_digest, batch.digest_items)
                 progress.output_digest = chain_digest(progress.output_digest, out)
                 progress.columns = compute.output_columns
                 room = MAX_ROW_ERRORS_SHOWN - len(progress.row_errors)
@@ -277,6 +283,9 @@ class StepRunner:
                 if cancel:
                     heartbeat.cancel.set()
             self._check(heartbeat, started)
+            digest_of = getattr(source, "input_digest_of", None)
+            if digest_of is not None:
+                progress.input_digest = upstream_digests[digest_of]
             final = compute.finish()
             progress.columns = compute.output_columns
             progress.output_digest = chain_digest(progress.output_digest, final)

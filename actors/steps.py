@@ -8,6 +8,7 @@ from it yields exactly the remaining input."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,8 @@ class InputBatch:
     row_errors: list[RowError]
     records_in: int
     position: dict[str, Any]
-    digest_items: list[Any]  # what the input digest covers for this batch
+    digest_items: list[Any] | None  # records the input digest covers for this batch, or
+    raw_bytes: bytes | None = None  # the raw input bytes it covers (file ingest)
 
 
 @dataclass
@@ -81,6 +83,7 @@ class FileSource:
             else:
                 raw_batches = read_jsonl_batches(stream, batch_size=BATCH_SIZE, start=start)
             ordinal = records_before + 1
+            offset = start.offset
             for raw in raw_batches:
                 if self.columns is None:
                     self.columns = infer_columns(raw.header, raw.records, cfg.get("columns") or {})
@@ -88,9 +91,12 @@ class FileSource:
                 errors = sorted(
                     [*raw.row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
                 )
-                items = [r.values for r in raw.records] + [{"raw": e.raw} for e in raw.row_errors]
+                # The input digest covers the file's raw bytes, batch by batch.
+                raw_bytes = os.pread(stream.fileno(), raw.end.offset - offset, offset)
+                offset = raw.end.offset
                 ordinal += raw.size
-                yield InputBatch(typed, errors, raw.size, {"position": raw.end.as_dict()}, items)
+                position = {"position": raw.end.as_dict()}
+                yield InputBatch(typed, errors, raw.size, position, None, raw_bytes)
 
 
 class TableSource:
@@ -132,7 +138,14 @@ class UpstreamSource:
                         column=name,
                     )
 
+    @property
+    def input_digest_of(self) -> str | None:
+        """With one dependency, this step's input digest IS that step's output digest
+        (the same records in the same order), so it is taken, not recomputed."""
+        return self.step.depends_on[0] if len(self.step.depends_on) == 1 else None
+
     def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
+        derived = self.input_digest_of is not None
         dep_index = (checkpoint or {}).get("dep", 0)
         seq = (checkpoint or {}).get("seq", 0)
         names = list(self.columns)
@@ -148,7 +161,7 @@ class UpstreamSource:
                 after = {"dep": i, "seq": s + 1}
                 if s + 1 == count:
                     after = {"dep": i + 1, "seq": 0}
-                yield InputBatch(records, [], len(records), after, records)
+                yield InputBatch(records, [], len(records), after, None if derived else records)
 
 
 class Passthrough:

@@ -2,7 +2,7 @@
 decisions, CSV/JSON batching, column types, transforms and digests. No I/O of its own."""
 
 from dag.csvparts import read_csv_batches
-from dag.digest import DIGEST_SEED, chain_digest
+from dag.digest import DIGEST_SEED, chain_bytes, chain_digest
 from dag.errors import (
     ConfigValueError,
     CsvFormatError,
@@ -41,6 +41,7 @@ __all__ = [
     "RowValueError",
     "Step",
     "build_transform",
+    "chain_bytes",
     "chain_digest",
     "decide",
     "decide_retry",

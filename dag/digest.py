@@ -23,20 +23,29 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["DIGEST_SEED", "canonical_record", "chain_digest"]
+__all__ = ["DIGEST_SEED", "canonical_record", "chain_bytes", "chain_digest"]
 
 DIGEST_SEED = hashlib.sha256(b"etl-digest-v1").hexdigest()
+# One encoder for every record: json.dumps with options builds a new one per call.
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
 def canonical_record(record: Mapping[str, Any]) -> bytes:
     """The canonical bytes of one record (see the module docstring)."""
-    text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.encode("utf-8", "surrogatepass")
+    return _encode(record).encode("utf-8", "surrogatepass")
 
 
 def chain_digest(prev_hex: str, records: Iterable[Mapping[str, Any]]) -> str:
     """Extend the digest `prev_hex` (start from `DIGEST_SEED`) with `records`, in order."""
     digest = bytes.fromhex(prev_hex)
+    sha256 = hashlib.sha256
     for record in records:
-        digest = hashlib.sha256(digest + canonical_record(record)).digest()
+        digest = sha256(digest + _encode(record).encode("utf-8", "surrogatepass")).digest()
     return digest.hex()
+
+
+def chain_bytes(prev_hex: str, data: bytes) -> str:
+    """Extend the digest `prev_hex` with a block of raw input bytes:
+    `sha256(bytes.fromhex(prev_hex) + data)`. Used for the raw bytes of a file, block by
+    block at batch boundaries (which are deterministic for a given file)."""
+    return hashlib.sha256(bytes.fromhex(prev_hex) + data).hexdigest()

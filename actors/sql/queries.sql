@@ -117,7 +117,7 @@ WHERE s.run_id = %(run_id)s AND s.name = %(name)s;
 
 -- get_upstream_outputs --
 -- The committed outputs (columns, batch count) of the given succeeded steps.
-SELECT name, columns, batches, records_out
+SELECT name, columns, batches, records_out, output_digest
 FROM step_runs
 WHERE run_id = %(run_id)s AND name = ANY(%(names)s) AND status = 'succeeded';
 
