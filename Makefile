@@ -28,7 +28,7 @@ integration: install
 drills: install
 	$(BIN)/etl drill ci
 
-test: lint unit integration
+test: lint unit integration drills
 
 demo: install
 	$(BIN)/python -m service.demo
