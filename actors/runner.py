@@ -96,6 +96,7 @@ class StepRunner:
         connect_state: Callable[[], Any],
         connect_sandbox: Callable[[], Any],
         wake_run: Callable[[str, str, int | None], None],
+        wake_attempt: Callable[[int, str], None],
         stopping: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -103,6 +104,7 @@ class StepRunner:
         self._connect_state = connect_state
         self._connect_sandbox = connect_sandbox
         self._wake_run = wake_run
+        self._wake_attempt = wake_attempt
         self.stopping = stopping or threading.Event()
         self._clock = clock
         self._conn = None
@@ -151,8 +153,8 @@ class StepRunner:
                 return "lease_lost"
             except ExecutorStopping:
                 conn.rollback()
-                self._end(conn, claim, "release_lease", None)
-                log.info("executor stopping, lease handed back", extra=ctx)
+                self._release(conn, claim)
+                log.info("executor stopping: step handed to a new attempt", extra=ctx)
                 return "released"
             except StepCanceled:
                 conn.rollback()
@@ -366,20 +368,34 @@ class StepRunner:
             )
 
     def _end(self, conn, claim: Claim, how: str, error: str | None) -> None:
-        """End an attempt that stops without a failure: canceled, or lease handed back."""
+        """End an attempt that stops without a failure (canceled)."""
         s = self.settings
         try:
             with conn.cursor() as cur:
-                if how == "release_lease":
-                    cur.execute(
-                        QUERIES["release_lease"], {"attempt_id": claim.attempt_id, "owner": s.owner}
-                    )
-                else:
-                    fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
-                    self._finish(cur, claim, how, error, step_status=how)
+                fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
+                self._finish(cur, claim, how, error, step_status=how)
             conn.commit()
         except LeaseLost:
             conn.rollback()
+
+    def _release(self, conn, claim: Claim) -> None:
+        """A stopping executor ends its attempt as `released` and creates the step's next
+        attempt in the same transaction, so another executor continues from the checkpoint
+        at once instead of after the lease TTL."""
+        s = self.settings
+        try:
+            with conn.cursor() as cur:
+                fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
+                self._finish(cur, claim, "released", "executor stopped", step_status=None)
+                cur.execute(
+                    QUERIES["create_attempt"], {"run_id": claim.run_id, "name": claim.step_name}
+                )
+                next_attempt = cur.fetchone()[0]
+            conn.commit()
+        except LeaseLost:
+            conn.rollback()
+            return
+        self._wake_attempt(next_attempt, claim.trace_id)
 
     def _fail(self, conn, claim: Claim, exc: BaseException) -> tuple[str, int | None]:
         """Record a failed attempt: retry_wait with the next delay, or the step fails."""

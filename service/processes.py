@@ -25,6 +25,7 @@ from actors import (
     register_step_runner,
     release_own_leases,
     send_advance_run,
+    send_run_step,
     start_worker,
     sweep_once,
 )
@@ -91,6 +92,7 @@ def run_executor(cfg: Config, name: str) -> int:
         wake_run=lambda run_id, trace_id, delay_ms: send_advance_run(
             broker, run_id, trace_id, delay_ms=delay_ms
         ),
+        wake_attempt=lambda attempt_id, trace_id: send_run_step(broker, attempt_id, trace_id),
         stopping=stop,
     )
     register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)

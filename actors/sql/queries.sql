@@ -171,10 +171,6 @@ UPDATE attempts
 SET lease_expires_at = now()
 WHERE outcome IS NULL AND lease_owner LIKE %(name_prefix)s AND lease_owner <> %(owner)s;
 
--- release_lease --
--- An executor that stops cleanly hands its lease back for an immediate takeover.
-UPDATE attempts SET lease_expires_at = now()
-WHERE id = %(attempt_id)s AND lease_owner = %(owner)s AND outcome IS NULL;
 
 -- reap_expired_leases --
 -- Attempts whose lease ran out end as lease_expired; the step continues in a new attempt.

@@ -104,3 +104,24 @@ def test_stalled_executor_past_its_lease_commits_nothing_after_waking(stack: Sta
     stack.wait_for(lambda: "lease" in stack.logs[name].read_text(), what="stale executor log")
     assert "lease" in stack.logs[name].read_text()
     _check_export(stack, run)
+
+
+def test_sigterm_hands_the_step_to_the_other_executor_at_once(stack: Stack) -> None:
+    stack.env["ETL_LEASE_TTL_S"] = "30"  # a takeover must not wait for the lease to lapse
+    stack.start()
+    run_id = stack.trigger(stack.create("nums", PLAN))[1]["id"]
+    _, executor, _ = stack.wait_for(
+        lambda: (a := _live_attempt(stack, run_id)) and a[2] >= 2 and a, what="2 batches"
+    )
+    name = executor.split(":")[0]
+    stack.kill(name, signal.SIGTERM)  # waits for the process to exit
+    assert stack.procs[name].returncode == 0
+    run = stack.wait_run(run_id, timeout=25)  # well inside the 30 s lease
+    assert run["status"] == "succeeded", run
+    out = next(s for s in run["steps"] if s["name"] == "out")
+    assert [a["outcome"] for a in out["attempts"]] == ["released", "succeeded"]
+    total = stack.sql(
+        "SELECT sum(batches_done) FROM attempts WHERE run_id = %s AND step_name = 'out'", run_id
+    )[0][0]
+    assert total == N // 500
+    _check_export(stack, run)
