@@ -52,16 +52,16 @@ class Supervisor:
             self.out.flush()
 
     def _start(self, child: Child) -> None:
-        # Each child leads its own process group: a restart can then clear out anything the
-        # dead child left behind (its API server, say), and a terminal's Ctrl-C reaches only
-        # us, who stop the children in order.
+        # Each child leads its own process group (in our session): a restart can then clear
+        # out anything the dead child left behind (its API server, say), and a terminal's
+        # Ctrl-C reaches only us, who stop the children in order.
         child.proc = subprocess.Popen(
             child.command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
-            start_new_session=True,
+            process_group=0,
         )
         child.started_at = time.monotonic()
         pump = threading.Thread(target=self._pump, args=(child, child.proc), daemon=True)
