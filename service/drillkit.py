@@ -256,9 +256,10 @@ class Topology:
     def processes(self) -> dict[int, str]:
         """pid -> role of every live process of the topology (its roots' sessions)."""
         found: dict[int, tuple[int, list[str]]] = {}
-        for proc in self.roots.values():
+        roots_now = list(self.roots.values())  # the drill thread may add a root meanwhile
+        for proc in roots_now:
             found.update(session_processes(proc.pid))
-        roots = {p.pid for p in self.roots.values()}
+        roots = {p.pid for p in roots_now}
         return {
             pid: role_of(argv, [] if pid in roots else found.get(ppid, (0, None))[1])
             for pid, (ppid, argv) in found.items()
