@@ -165,26 +165,9 @@ class UpstreamSource:
 
 
 class Passthrough:
-    """An export's computation: records go out unchanged."""
-
-    def __init__(self, columns: dict[str, str]):
-        self.output_columns = dict(columns)
-
-    def apply(self, records: list[dict], first_ordinal: int) -> tuple[list[dict], list[RowError]]:
-        return records, []
-
-    def state(self) -> None:
-        return None
-
-    def restore(self, state: Any) -> None:
-        pass
-
-    def finish(self) -> list[dict]:
-        return []
-
-
-class Typed:
-    """An ingest's computation: typing happened in the source; records pass through."""
+    """The computation of an ingest (typing already happened in its source) and of an
+    export: records go out unchanged, with the source's columns (an ingest's are decided on
+    its first batch, hence read on demand)."""
 
     def __init__(self, source):
         self.source = source
@@ -284,10 +267,8 @@ def build_source(step: Step, env: StepEnv, columns: dict[str, str] | None):
 
 def build_compute(step: Step, source):
     """The per-batch computation of `step` over its source's columns."""
-    if step.type == "ingest":
-        return Typed(source)
-    if step.type == "export":
-        return Passthrough(source.columns)
+    if step.type in ("ingest", "export"):
+        return Passthrough(source)
     return build_transform(step.config, source.columns)
 
 
