@@ -300,7 +300,10 @@ class Topology:
 
     def wait_run(self, run_id: str, *, timeout: float = 300) -> dict:
         def done() -> dict | None:
-            run = self.run(run_id)
+            try:
+                run = self.run(run_id)
+            except OSError:  # the API restarts with a killed coordinator: ask again
+                return None
             return run if run["status"] in TERMINAL else None
 
         return self.wait_for(done, timeout=timeout, what=f"run {run_id} finished", every=0.1)
