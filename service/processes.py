@@ -104,7 +104,7 @@ def run_executor(cfg: Config, name: str) -> int:
     log.info("executor %s started (pid %s), took over %d leases", owner, os.getpid(), taken)
     worker = start_worker(broker, [STEPS_QUEUE], threads=1)
     stop.wait()
-    # A running step sees `stop` at its next batch boundary and hands its lease back.
+    # A running step sees `stop` at its next batch boundary and hands the step over.
     worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
     broker.close()
     log.info("executor %s stopped", owner)
