@@ -12,8 +12,6 @@ file systems):
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import shutil
@@ -117,15 +115,25 @@ def encode_csv(
 ) -> bytes:
     """CSV lines of `columns` (a header line first when `header`: only in chunk 0).
 
-    Null (and a missing column) is an empty field, which ingest reads back as null."""
+    Null (and a missing column) is an empty unquoted field and the empty string a quoted
+    `""`, the same distinction ingest makes, so an exported file reads back as written."""
     names = list(columns)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    if header:
-        writer.writerow(names)
+    lines = [",".join(_csv_field(n) for n in names)] if header else []
     for r in records:
-        writer.writerow(["" if r.get(n) is None else r.get(n) for n in names])
-    return buf.getvalue().encode("utf-8")
+        lines.append(",".join(_csv_field(r.get(n)) for n in names))
+    return "".join(line + "\n" for line in lines).encode("utf-8")
+
+
+def _csv_field(value: Any) -> str:
+    if value is None:
+        return ""
+    text = str(value)
+    if text == "" or any(c in text for c in _CSV_SPECIAL):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+_CSV_SPECIAL = frozenset(',"\r\n')
 
 
 def encode_rejects(row_errors: Iterable[RowError]) -> bytes:

@@ -25,7 +25,8 @@ Contract of `read_csv_batches`:
   wrong number of fields; invalid UTF-8 (`raw` decoded with `errors="replace"`); a quote
   that is not followed by a delimiter or the end of the line (`"ab"c`); and a quote left
   open at the end of the file, which makes the rest of the file that one bad record.
-- Fields longer than the `csv` module's field limit (128 KiB) are malformed records.
+- A field longer than `FIELD_LIMIT_BYTES` (64 MiB, more than an ingest file may hold) raises
+  `CsvFormatError`: the reader would otherwise resume inside that quoted field.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from dag.records import Position, RawBatch, RawRecord, RowError
 __all__ = ["read_csv_batches"]
 
 _BOM = b"\xef\xbb\xbf"
+FIELD_LIMIT_BYTES = 64 * 1024 * 1024
 
 
 class _LineFeed:
@@ -168,6 +170,9 @@ def read_csv_batches(
         raise ValueError("batch_size must be at least 1")
     if len(delimiter) != 1 or delimiter in '"\r\n':
         raise ValueError(f"unusable CSV delimiter {delimiter!r}")
+    # Ingest files are at most 50 MiB, so with this limit only a longer file could hit it.
+    if csv.field_size_limit() < FIELD_LIMIT_BYTES:
+        csv.field_size_limit(FIELD_LIMIT_BYTES)
     header, after_header = _parse_header(stream, delimiter)
     begin = after_header if start is None or start.offset <= after_header.offset else start
     stream.seek(begin.offset)
@@ -185,6 +190,12 @@ def read_csv_batches(
         except StopIteration:
             break
         except csv.Error as exc:
+            if "field larger than field limit" in str(exc):
+                # The reader stopped inside a quoted field: going on from the next physical
+                # line would read a record out of the middle of that field.
+                raise CsvFormatError(
+                    f"a field is longer than {FIELD_LIMIT_BYTES} bytes", line=line
+                ) from exc
             if feed.exhausted:
                 reason = "unterminated quoted field: it runs to the end of the file"
             else:

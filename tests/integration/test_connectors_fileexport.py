@@ -23,6 +23,7 @@ from connectors import (
     export_file,
     reject_file,
 )
+from dag import read_csv_batches
 from dag.errors import InputDataError
 from dag.records import RowError
 
@@ -240,3 +241,11 @@ def test_a_crash_while_deleting_the_stage_leaves_publish_retryable(tmp_path: Pat
     assert f.final_path.read_bytes() == b"0\n1\n2\n"
     f.discard()
     assert not f._tombstone().exists()
+
+
+def test_csv_export_keeps_empty_strings_apart_from_nulls() -> None:
+    data = encode_csv(
+        [{"a": "", "b": None, "c": 'x,"y"\nz', "d": 5}], ["a", "b", "c", "d"], header=True
+    )
+    (batch,) = list(read_csv_batches(io.BytesIO(data)))
+    assert batch.records[0].values == {"a": "", "b": None, "c": 'x,"y"\nz', "d": "5"}

@@ -402,3 +402,16 @@ def test_property_a_bad_record_never_hides_the_good_ones(rows, data):
     assert plain(rows_of(batches)) == rows[:bad] + rows[bad + 1 :]
     [error] = errors_of(batches)
     assert "found 3" in error.reason
+
+
+def test_a_long_quoted_field_never_yields_a_record_from_inside_it() -> None:
+    # Regression: past the csv module's default 128 KiB field limit the reader restarted on
+    # the next physical line, which was still inside the quoted field.
+    note = "x" * 200_000 + "\n7,8\nend of note"
+    data = f'a,b\n1,"{note}"\n2,ok\n'.encode()
+    (batch,) = list(read_csv_batches(io.BytesIO(data)))
+    assert batch.row_errors == []
+    assert [(r.line, r.values) for r in batch.records] == [
+        (2, {"a": "1", "b": note}),
+        (5, {"a": "2", "b": "ok"}),
+    ]
