@@ -218,6 +218,9 @@ class FileSink:
         self.file.discard()
 
     def publish(self, chunks: int) -> str:
+        if chunks == 0 and self.format == "csv":  # an empty CSV export still has its header
+            self.file.write_chunk(0, connectors.encode_csv([], self.columns, header=True))
+            chunks = 1
         self.file.publish(chunks)
         return str(self.file.final_path)
 

@@ -177,11 +177,6 @@ def show(name: str, value: float, target: float | None = None) -> None:
     print(f"{name:<48}{value:>10.2f}  {verdict}")
 
 
-def run_seconds(run: dict) -> float:
-    """A run's started -> finished, on the database clock."""
-    return seconds(run["started_at"], run["finished_at"]) or 0.0
-
-
 def _steps(run: dict) -> dict[str, tuple[float | None, float | None]]:
     """step -> (ready -> first attempt claimed, claimed -> finished), seconds."""
     return {

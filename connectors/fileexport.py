@@ -56,6 +56,7 @@ class ChunkedFile:
             raise ValueError(f"n_chunks must be >= 0, got {n_chunks}")
         if not self.stage_dir.exists():
             if self.final_path.exists():
+                shutil.rmtree(self._tombstone(), ignore_errors=True)
                 return
             if n_chunks:
                 raise ChunkMissing(f"no staged chunks for {self.final_path} ({n_chunks} expected)")

@@ -286,7 +286,9 @@ def _check_export_targets(steps: list[Any], errors: list[FieldError]) -> None:
         target = config.get("path")
         if not isinstance(target, str):
             continue
-        normal = "/".join(part for part in target.split("/") if part not in ("", "."))
+        # the exporter reads "\\" as "/" too
+        parts = target.replace("\\", "/").split("/")
+        normal = "/".join(part for part in parts if part not in ("", "."))
         if normal in seen:
             errors.append(
                 FieldError(

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from dag import parse_plan, steps_to_rerun
 from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
 from service.errors import Conflict, NotFound
 
@@ -168,7 +169,12 @@ def resume_run(
     reason = refusal_reason(cur, row["pipeline_id"])
     if reason is None:
         execute(cur, "requeue_run", {"run_id": run_id})
-        reset = [r["name"] for r in fetch_all(cur, "reset_step_runs", {"run_id": run_id})]
+        steps = fetch_all(cur, "list_step_runs", {"run_ids": [run_id]})
+        key = {"pipeline_ids": [row["pipeline_id"]], "numbers": [row["revision"]]}
+        plan = parse_plan(fetch_one(cur, "get_revision_plans", key)["plan"])
+        rerun = steps_to_rerun(plan, {s["name"]: s["status"] for s in steps})
+        params = {"run_id": run_id, "step_names": list(rerun)}
+        reset = [r["name"] for r in fetch_all(cur, "reset_step_runs", params)]
         execute(cur, "delete_step_batches", {"run_id": run_id, "step_names": reset})
     run = get_run(cur, run_id)
     assert run is not None

@@ -20,11 +20,11 @@ from service.auth import AuthMiddleware
 from service.config import Config
 from service.db import Database
 from service.errors import ServiceError
+from service.logs import configure_logging
 from service.openapi import API, build_spec
 
 log = logging.getLogger(__name__)
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _HTTP_CODES = {
     400: "bad_request",
@@ -133,7 +133,7 @@ def get_app() -> falcon.App:
     """The production app: configuration from the environment, a database pool, and a
     dramatiq-pg broker for the dag-advancer wake-ups."""
     cfg = Config.from_env()
-    logging.basicConfig(level=cfg.log_level, format=LOG_FORMAT)
+    configure_logging("api", cfg.log_level)
     broker = build_broker(cfg.database_url, max_connections=2)
 
     def wake_run(run_id: str, trace_id: str) -> None:

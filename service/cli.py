@@ -195,7 +195,13 @@ def run_coordinator(args: argparse.Namespace) -> int:
 
 
 def configure_executor(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--name", default="executor", help="executor name (lease identity)")
+    # The name is the lease identity: a restarted executor takes over its own name's leases
+    # at once, so two live executors must never share one. The default is unique per process.
+    parser.add_argument(
+        "--name",
+        default=f"executor-{os.getpid()}",
+        help="executor name, unique among live executors (default: executor-<pid>)",
+    )
 
 
 def run_executor(args: argparse.Namespace) -> int:

@@ -105,13 +105,6 @@ class UnsupportedMediaType(ServiceError):
     code = "unsupported_media_type"
 
 
-class QueueRefused(ServiceError):
-    """Admission limits refused a resume (`code` is the reason: queue_full or busy)."""
-
-    status = 429
-    code = "queue_full"
-
-
 class DatabaseUnavailable(ServiceError):
     """PostgreSQL cannot be reached or dropped the connection."""
 

@@ -50,7 +50,7 @@ def query_limit(req: falcon.Request) -> int:
     raw = req.get_param("limit")
     if raw is None:
         return DEFAULT_LIMIT
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
         raise ValidationFailed(
             "invalid query parameter",
             details=[{"field": "limit", "message": f"must be an integer 1..{MAX_LIMIT}"}],

@@ -16,7 +16,7 @@ from dag.plan import validate_plan
 from service.errors import InvalidPlan, MalformedJson, UnsupportedMediaType, ValidationFailed
 
 TRIGGER_KEY_MAX = 200
-HH_MM = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+HH_MM = r"^([01][0-9]|2[0-3]):[0-5][0-9]\Z"  # \Z: "$" would let "02:30\n" through
 
 
 class UtcDateTime(fields.DateTime):
@@ -177,6 +177,7 @@ class ScheduleSchema(Schema):
     anchor_at = UtcDateTime()
     next_fire_at = UtcDateTime()
     last_fired_at = UtcDateTime(allow_none=True)
+    last_run_id = fields.String(allow_none=True)
     created_at = UtcDateTime()
 
 
@@ -234,14 +235,28 @@ def load_body(
         if media != "application/json" and not media.endswith("+json"):
             raise UnsupportedMediaType(f"send application/json, not {media or 'no type'}")
         try:
-            data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+            text = raw.decode("utf-8")
+            data = json.loads(text, parse_constant=_reject_constant)
         except (UnicodeDecodeError, ValueError) as exc:
             raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
+        if "\\u0000" in text and _has_nul(data):  # text and jsonb cannot hold NUL
+            details = [{"field": "body", "message": "NUL characters (\\u0000) are not allowed"}]
+            raise ValidationFailed("the request body is invalid", details=details)
     try:
         return schema.load(data)
     except ValidationError as exc:
         details = field_errors(exc.messages)
         raise ValidationFailed("the request body is invalid", details=details) from exc
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def _reject_constant(name: str) -> Any:
@@ -265,12 +280,17 @@ def step_view(row: Mapping[str, Any], attempts: list[Mapping[str, Any]]) -> dict
     return view
 
 
-def pending_step_view(step: Mapping[str, Any]) -> dict[str, Any]:
-    """A plan step of a run that has no step rows yet: pending, zero counters."""
+# The status of the steps of a run that never started: a queued run's steps are pending, a
+# canceled one's canceled, a skipped one's never run.
+_UNSTARTED_STEP_STATUS = {"canceled": "canceled", "skipped": "not_run"}
+
+
+def pending_step_view(step: Mapping[str, Any], run_status: str = "queued") -> dict[str, Any]:
+    """A plan step of a run that has no step rows (it never started): zero counters."""
     return {
         "name": step.get("name"),
         "type": step.get("type"),
-        "status": "pending",
+        "status": _UNSTARTED_STEP_STATUS.get(run_status, "pending"),
         "attempts": [],
         "records_in": 0,
         "records_out": 0,
@@ -294,14 +314,16 @@ def run_view(
     plan: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """A run row, its step rows (plan order) and attempts (number order) as the contract's
-    run; without step rows the steps come from the revision's `plan` as pending."""
+    run; without step rows the steps come from the revision's `plan`, pending (or
+    canceled / not_run when the run was canceled before it started or skipped)."""
     by_step: dict[str, list[Mapping[str, Any]]] = {}
     for a in attempt_rows:
         by_step.setdefault(a["step_name"], []).append(a)
     if step_rows:
         steps = [step_view(s, by_step.get(s["name"], [])) for s in step_rows]
     else:
-        steps = [pending_step_view(s) for s in (plan or {}).get("steps", [])]
+        plan_steps = (plan or {}).get("steps", [])
+        steps = [pending_step_view(s, run["status"]) for s in plan_steps]
     failed = next((s for s in steps if s["status"] == "failed"), None)
     view = dict(run)
     view["steps"] = steps

@@ -132,7 +132,7 @@ LIMIT %(limit)s;
 
 -- lock_run --
 -- Lock a run row for a state change (cancel, resume) against the dag-advancer.
-SELECT id, pipeline_id, status, trace_id, cancel_requested FROM runs
+SELECT id, pipeline_id, revision, status, trace_id, cancel_requested FROM runs
 WHERE id = %(run_id)s FOR UPDATE;
 
 -- list_step_runs --
@@ -170,12 +170,12 @@ UPDATE runs SET status = 'queued', queue_seq = nextval('run_queue_seq'), started
 WHERE id = %(run_id)s AND status = 'failed';
 
 -- reset_step_runs --
--- Steps that did not succeed in a failed run start over; succeeded steps keep their output.
+-- The steps a resume runs again (dag.steps_to_rerun) start over; the others keep their output.
 UPDATE step_runs
 SET status = 'pending', records_in = 0, records_out = 0, rejected = 0, columns = NULL,
     input_digest = NULL, output_digest = NULL, checkpoint = NULL, batches = 0,
     row_errors = '[]', error = NULL, retry_at = NULL, started_at = NULL, finished_at = NULL
-WHERE run_id = %(run_id)s AND status IN ('failed', 'upstream_failed', 'not_run', 'canceled')
+WHERE run_id = %(run_id)s AND name = ANY(%(step_names)s)
 RETURNING name;
 
 -- delete_step_batches --
@@ -189,12 +189,12 @@ INSERT INTO schedules (id, pipeline_id, every_minutes, daily_at, anchor_at, next
 VALUES (%(id)s, %(pipeline_id)s, %(every_minutes)s, %(daily_at)s, %(anchor_at)s,
         %(next_fire_at)s, %(created_by)s)
 RETURNING id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
-          created_at;
+          last_run_id, created_at;
 
 -- list_schedules --
 -- A pipeline's live (not deleted) schedules, oldest first.
 SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
-       created_at
+       last_run_id, created_at
 FROM schedules WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
 ORDER BY created_at, id;
 

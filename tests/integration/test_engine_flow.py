@@ -239,7 +239,9 @@ def test_cancel_queued_and_running_and_fifo_order(stack: Stack) -> None:
     assert second["status"] == fourth["status"] == "succeeded"
     assert second["started_at"] >= first["finished_at"]
     assert fourth["started_at"] >= second["finished_at"]
-    assert stack.run(ids[2])["status"] == "canceled"
+    canceled = stack.run(ids[2])
+    assert canceled["status"] == "canceled"
+    assert {s["status"] for s in canceled["steps"]} == {"canceled"}
 
 
 def test_file_source_refusals_are_input_errors(stack: Stack, tmp_path: Path) -> None:
