@@ -170,9 +170,11 @@ def resume_run(
     if reason is None:
         execute(cur, "requeue_run", {"run_id": run_id})
         steps = fetch_all(cur, "list_step_runs", {"run_ids": [run_id]})
-        key = {"pipeline_ids": [row["pipeline_id"]], "numbers": [row["revision"]]}
-        plan = parse_plan(fetch_one(cur, "get_revision_plans", key)["plan"])
-        rerun = steps_to_rerun(plan, {s["name"]: s["status"] for s in steps})
+        rerun: tuple[str, ...] = ()
+        if steps:  # all of a run's step rows are created when it starts, or none
+            key = {"pipeline_ids": [row["pipeline_id"]], "numbers": [row["revision"]]}
+            plan = parse_plan(fetch_one(cur, "get_revision_plans", key)["plan"])
+            rerun = steps_to_rerun(plan, {s["name"]: s["status"] for s in steps})
         params = {"run_id": run_id, "step_names": list(rerun)}
         reset = [r["name"] for r in fetch_all(cur, "reset_step_runs", params)]
         execute(cur, "delete_step_batches", {"run_id": run_id, "step_names": reset})
