@@ -79,6 +79,10 @@ ON COMMIT DELETE ROWS;
 -- Load one batch (CSV from memory) into the temporary table.
 COPY {batch} ({columns}) FROM STDIN WITH (FORMAT csv);
 
+-- copy_batch_typed --
+-- The fast path's batch: every string quoted, numbers bare, a bare `nan` is NULL.
+COPY {batch} ({columns}) FROM STDIN WITH (FORMAT csv, NULL 'nan');
+
 -- upsert_staging --
 -- Move the batch into staging. A key already staged by the same batch (re-run after a
 -- crash) is updated; one staged by another batch is left alone and not returned (the

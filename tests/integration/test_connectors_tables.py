@@ -552,6 +552,7 @@ def test_every_named_query_is_loaded() -> None:
         "create_staging_table",
         "create_batch_table",
         "copy_batch",
+        "copy_batch_typed",
         "upsert_staging",
         "lock_staging",
         "publish_staging",
