@@ -21,6 +21,7 @@ from dag import (
     Position,
     RowError,
     Step,
+    Transform,
     build_transform,
     infer_columns,
     read_csv_batches,
@@ -164,10 +165,10 @@ class UpstreamSource:
                 yield InputBatch(records, [], len(records), after, None if derived else records)
 
 
-class Passthrough:
+class Passthrough(Transform):
     """The computation of an ingest (typing already happened in its source) and of an
-    export: records go out unchanged, with the source's columns (an ingest's are decided on
-    its first batch, hence read on demand)."""
+    export: the identity, with the source's columns (an ingest's are decided on its first
+    batch, hence read on demand)."""
 
     def __init__(self, source):
         self.source = source
@@ -177,16 +178,7 @@ class Passthrough:
         return dict(self.source.columns or {})
 
     def apply(self, records: list[dict], first_ordinal: int) -> tuple[list[dict], list[RowError]]:
-        return records, []
-
-    def state(self) -> None:
-        return None
-
-    def restore(self, state: Any) -> None:
-        pass
-
-    def finish(self) -> list[dict]:
-        return []
+        return records, []  # no copy: nothing mutates a batch in place
 
 
 class FileSink:

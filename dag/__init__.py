@@ -17,7 +17,7 @@ from dag.plan import FieldError, Plan, Step, parse_plan, topological_order, vali
 from dag.readiness import Readiness, decide, steps_to_rerun
 from dag.records import Position, RawBatch, RawRecord, RowError
 from dag.retry import RETRY_DELAYS_S, RetryDecision, decide_retry, is_input_data_error
-from dag.transforms import build_transform
+from dag.transforms import Transform, build_transform
 from dag.types import COLUMN_TYPES, infer_columns, type_records
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "RowError",
     "RowValueError",
     "Step",
+    "Transform",
     "build_transform",
     "chain_bytes",
     "chain_digest",

@@ -52,14 +52,17 @@ _AGGREGATES = ("count", "sum", "min", "max")
 
 
 class Transform:
-    """A built transform; stateless unless it overrides `state`/`restore`/`finish`."""
+    """A built transform: the identity, stateless; each op overrides `apply` and, when it
+    streams state across batches, `state`/`restore`/`finish`."""
 
     output_columns: dict[str, str]
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
     ) -> tuple[list[Record], list[RowError]]:
-        raise NotImplementedError
+        """The batch's output records (new dicts; the input is never mutated) and the row
+        errors of records that were dropped."""
+        return list(records), []
 
     def state(self) -> Any:
         """JSON-able state to put in a checkpoint (`None`: nothing to keep)."""
