@@ -51,10 +51,11 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
             # A finished run promotes the next one, which may finish at once (e.g. canceled
             # steps only), so loop until a run is left running or the queue is empty.
             for _ in range(100):
-                cur.execute(QUERIES["get_running_run"], {"pipeline_id": pipeline_id})
+                key = {"pipeline_id": pipeline_id}
+                cur.execute(QUERIES["get_pipeline_run"], {**key, "status": "running"})
                 running = cur.fetchone()
                 if running is None:
-                    cur.execute(QUERIES["get_queue_head"], {"pipeline_id": pipeline_id})
+                    cur.execute(QUERIES["get_pipeline_run"], {**key, "status": "queued"})
                     head = cur.fetchone()
                     if head is None:
                         break

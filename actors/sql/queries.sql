@@ -9,22 +9,13 @@ SELECT id FROM pipelines WHERE id = %(pipeline_id)s FOR UPDATE;
 -- The pipeline of a run, read before taking the pipeline lock.
 SELECT pipeline_id FROM runs WHERE id = %(run_id)s;
 
--- get_running_run --
--- The pipeline's running run (at most one), locked, with its revision's plan.
+-- get_pipeline_run --
+-- The pipeline's oldest run in a status, locked, with its revision's plan: the running run
+-- (at most one), or the head of the queue (FIFO by trigger order).
 SELECT r.id, r.trace_id, r.cancel_requested, v.plan
 FROM runs r
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
-WHERE r.pipeline_id = %(pipeline_id)s AND r.status = 'running'
-ORDER BY r.queue_seq
-LIMIT 1
-FOR UPDATE OF r;
-
--- get_queue_head --
--- The pipeline's oldest queued run (FIFO by trigger order), locked, with its plan.
-SELECT r.id, r.trace_id, r.cancel_requested, v.plan
-FROM runs r
-JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
-WHERE r.pipeline_id = %(pipeline_id)s AND r.status = 'queued'
+WHERE r.pipeline_id = %(pipeline_id)s AND r.status = %(status)s
 ORDER BY r.queue_seq
 LIMIT 1
 FOR UPDATE OF r;
