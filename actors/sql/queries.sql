@@ -1,9 +1,12 @@
 -- Queries of the execution engine: the dag-advancer, the executors' leases and fenced
 -- checkpoints, and the coordinator's sweep. Every deadline is on the database clock.
+-- Row locks are FOR NO KEY UPDATE (no key is ever changed or a row deleted under them): a
+-- FOR UPDATE on a run would conflict with the FOR KEY SHARE that a foreign-key check of an
+-- executor's commit takes on it, and deadlock with the advancer's step-row locks.
 
 -- lock_pipeline --
 -- Serialise every advance of one pipeline's runs (start, finish, promote).
-SELECT id FROM pipelines WHERE id = %(pipeline_id)s FOR UPDATE;
+SELECT id FROM pipelines WHERE id = %(pipeline_id)s FOR NO KEY UPDATE;
 
 -- get_run_pipeline --
 -- The pipeline of a run, read before taking the pipeline lock.
@@ -18,7 +21,7 @@ JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.pipeline_id = %(pipeline_id)s AND r.status = %(status)s
 ORDER BY r.queue_seq
 LIMIT 1
-FOR UPDATE OF r;
+FOR NO KEY UPDATE OF r;
 
 -- start_run --
 -- A queued run becomes running.
@@ -38,7 +41,7 @@ SELECT name, status, retry_at IS NOT NULL AND retry_at <= now() AS retry_due,
 FROM step_runs
 WHERE run_id = %(run_id)s
 ORDER BY position
-FOR UPDATE;
+FOR NO KEY UPDATE;
 
 -- set_step_status --
 -- A step becomes upstream_failed, not_run or canceled (terminal, without running).
@@ -172,7 +175,7 @@ FROM (
     SELECT id FROM attempts
     WHERE outcome IS NULL AND lease_expires_at < now()
     ORDER BY id
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED
 ) due
 WHERE a.id = due.id
 RETURNING a.run_id, a.step_name,
@@ -189,7 +192,7 @@ WHERE a.run_id = %(run_id)s AND a.step_name = %(name)s AND a.outcome = 'lease_ex
 SELECT s.status, r.trace_id, r.pipeline_id
 FROM step_runs s JOIN runs r ON r.id = s.run_id
 WHERE s.run_id = %(run_id)s AND s.name = %(name)s AND r.status = 'running'
-FOR UPDATE OF s;
+FOR NO KEY UPDATE OF s;
 
 -- list_unclaimed_attempts --
 -- Open attempts nobody claimed for a while: their wake-up may be lost; send it again.

@@ -59,7 +59,7 @@ WHERE p.id = %(pipeline_id)s;
 
 -- lock_pipeline --
 -- Lock a pipeline row so concurrent PATCHes number their revisions one after the other.
-SELECT id, name, revision FROM pipelines WHERE id = %(pipeline_id)s FOR UPDATE;
+SELECT id, name, revision FROM pipelines WHERE id = %(pipeline_id)s FOR NO KEY UPDATE;
 
 -- update_pipeline_revision --
 -- Point a pipeline at its new current revision.
@@ -133,7 +133,7 @@ LIMIT %(limit)s;
 -- lock_run --
 -- Lock a run row for a state change (cancel, resume) against the dag-advancer.
 SELECT id, pipeline_id, revision, status, trace_id, cancel_requested FROM runs
-WHERE id = %(run_id)s FOR UPDATE;
+WHERE id = %(run_id)s FOR NO KEY UPDATE;
 
 -- list_step_runs --
 -- The step rows of some runs, in plan order.

@@ -15,7 +15,7 @@ SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_f
        last_run_id, deleted_at
 FROM schedules
 WHERE id = %(schedule_id)s
-FOR UPDATE;
+FOR NO KEY UPDATE;
 
 -- record_schedule_fire --
 -- After a fire: the newest fire time and its run win (a late duplicate of an older fire

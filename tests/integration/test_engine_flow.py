@@ -211,7 +211,8 @@ def test_policies_on_a_failing_branch_and_resume_reruns_only_it(stack: Stack) ->
     assert after["good"]["attempts"] == before["good"]
     assert [a["outcome"] for a in after["bad"]["attempts"]] == ["failed", "succeeded"]
     for name in ("bad_out", "good_slow", "good_out"):
-        assert after[name]["status"] == "succeeded" and len(after[name]["attempts"]) == 1
+        step = after[name]
+        assert step["status"] == "succeeded" and len(step["attempts"]) == 1, step
 
 
 def test_cancel_queued_and_running_and_fifo_order(stack: Stack) -> None:

@@ -1,0 +1,87 @@
+"""Lock order of the advancer against an executor's commit, on real PostgreSQL.
+
+The interleaving CI once hit: an executor's commit updates its step row twice (checkpoint,
+then finish), and the second update's foreign-key check takes FOR KEY SHARE on the run row,
+while the advancer holds the run row and waits for the step rows. With FOR UPDATE on the run
+this was a deadlock (the executor's attempt failed); with FOR NO KEY UPDATE both go through."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+
+import psycopg2
+import pytest
+
+from actors.sql import QUERIES
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _seed_running_run(conn) -> tuple[str, str]:
+    pid, rid = str(uuid.uuid4()), str(uuid.uuid4())
+    plan = {"steps": [{"name": "read", "type": "ingest",
+                       "config": {"source": "file", "path": "p.csv"}}]}  # fmt: skip
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, 'p', 1)", (pid,))
+        cur.execute(
+            "INSERT INTO revisions (pipeline_id, number, plan, created_by) VALUES (%s, 1, %s, 't')",
+            (pid, json.dumps(plan)),
+        )
+        cur.execute(
+            "INSERT INTO runs (id, pipeline_id, revision, status, trigger_key, trace_id,"
+            " created_by) VALUES (%s, %s, 1, 'running', 'k', 't', 't')",
+            (rid, pid),
+        )
+        cur.execute(
+            "INSERT INTO step_runs (run_id, name, type, position, status)"
+            " VALUES (%s, 'read', 'ingest', 0, 'running')",
+            (rid,),
+        )
+    conn.commit()
+    return pid, rid
+
+
+def test_advancer_locks_do_not_deadlock_with_an_executor_commit(db_url: str) -> None:
+    executor = psycopg2.connect(db_url)
+    advancer = psycopg2.connect(db_url)
+    try:
+        pid, rid = _seed_running_run(executor)
+        step = {"run_id": rid, "name": "read"}
+        with executor.cursor() as ex:
+            ex.execute("SET deadlock_timeout = '100ms'")
+            executor.commit()
+            # 1. The executor's commit begins: its checkpoint update locks the step row.
+            ex.execute("UPDATE step_runs SET records_in = 500 WHERE run_id = %(run_id)s", step)
+            # 2. The advancer locks the pipeline and the run, then waits for the step rows.
+            adv = advancer.cursor()
+            adv.execute(QUERIES["lock_pipeline"], {"pipeline_id": pid})
+            adv.execute(QUERIES["get_pipeline_run"], {"pipeline_id": pid, "status": "running"})
+            assert adv.rowcount == 1
+            waited: list[BaseException | list] = []
+
+            def lock_steps() -> None:
+                try:
+                    adv.execute(QUERIES["lock_step_runs"], {"run_id": rid})
+                    waited.append(adv.fetchall())
+                except BaseException as exc:  # reported by the assertion below
+                    waited.append(exc)
+
+            t = threading.Thread(target=lock_steps)
+            t.start()
+            t.join(0.5)
+            assert t.is_alive(), "the advancer should wait for the executor's step row"
+            # 3. The executor finishes the step: a second update of the same row, whose
+            # foreign-key check locks the run row FOR KEY SHARE. No deadlock, no wait.
+            ex.execute(QUERIES["finish_step"], {**step, "status": "succeeded", "error": None})
+            assert ex.rowcount == 1
+        executor.commit()
+        t.join(10)
+        assert not t.is_alive()
+        assert not isinstance(waited[0], BaseException), waited[0]
+        assert [r[1] for r in waited[0]] == ["succeeded"]
+        advancer.commit()
+    finally:
+        executor.close()
+        advancer.close()
