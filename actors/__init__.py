@@ -11,6 +11,7 @@ from actors.broker import (
 )
 from actors.errors import ActorError, LeaseLost
 from actors.faults import Faults
+from actors.purge import PurgeReport, purge_finished_runs
 from actors.runner import ExecutorSettings, StepRunner
 from actors.sweep import release_own_leases, sweep_once
 from actors.workers import register_advancer, register_step_runner, start_worker
@@ -23,10 +24,12 @@ __all__ = [
     "ExecutorSettings",
     "Faults",
     "LeaseLost",
+    "PurgeReport",
     "StepRunner",
     "advance_pipeline",
     "advance_run",
     "build_broker",
+    "purge_finished_runs",
     "register_advancer",
     "register_step_runner",
     "release_own_leases",

@@ -78,10 +78,14 @@ class ChunkedFile:
             os.replace(self.stage_dir, tombstone)
             shutil.rmtree(tombstone, ignore_errors=True)
 
-    def discard(self) -> None:
-        """Remove the stage directory and every staged chunk; the final file is left alone."""
+    def discard(self) -> bool:
+        """Remove the stage directory and every staged chunk; the final file is left alone.
+        True if there was a stage to remove."""
+        found = False
         for directory in (self.stage_dir, self._tombstone()):
+            found = found or directory.exists()
             shutil.rmtree(directory, ignore_errors=True)
+        return found
 
     def _tombstone(self) -> Path:
         return self.stage_dir.with_name(self.stage_dir.name + ".published")

@@ -222,10 +222,10 @@ class TableExport:
                 column=key_column,
             )
         self.key_column = key_column
-        digest = hashlib.sha256(f"{self.run_id}\x00{step_name}".encode()).hexdigest()
-        self.staging_name = f"s_{digest[:40]}"
+        digest = _staging_digest(self.run_id, step_name)
+        self.staging_name = f"s_{digest}"
         self._staging = sql.Identifier(STAGE_SCHEMA, self.staging_name)
-        self._batch = sql.Identifier("pg_temp", f"b_{digest[:40]}")
+        self._batch = sql.Identifier("pg_temp", f"b_{digest}")
         self._target = sql.Identifier(SANDBOX_SCHEMA, self.table)
         names = [sql.Identifier(c) for c in self.columns]
         self._column_defs = sql.SQL(", ").join(
@@ -467,6 +467,24 @@ class TableExport:
                     "such column",
                     column=col,
                 )
+
+
+def drop_staging(conn: Connection, run_id: object, step_name: str) -> bool:
+    """Drop the staging table a table export of `step_name` in `run_id` left behind (a step
+    that failed or was abandoned before it published), in its own sandbox transaction.
+    True if there was one. `sandbox.<table>` is left alone."""
+    name = f"s_{_staging_digest(str(uuid.UUID(str(run_id))), step_name)}"
+    with conn, conn.cursor() as cur:
+        if _get_relation(cur, STAGE_SCHEMA, name) is None:
+            return False
+        staging = sql.Identifier(STAGE_SCHEMA, name)
+        cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=staging))
+    return True
+
+
+def _staging_digest(run_id: str, step_name: str) -> str:
+    """Names a step's staging table and its per-session batch table."""
+    return hashlib.sha256(f"{run_id}\x00{step_name}".encode()).hexdigest()[:40]
 
 
 def _get_relation(cur: Any, schema: str, name: str) -> tuple[int, str] | None:

@@ -159,13 +159,19 @@ def resume_run(
     """Put a failed run back at the end of its pipeline's queue, under the same limits as a
     trigger. Steps that did not succeed start over (counters, checkpoint, digests, output
     batches cleared); succeeded steps keep their committed output; attempts stay as history.
-    Raises `NotFound`, or `Conflict` unless the run is `failed`. A limit gives `refused`."""
+    Raises `NotFound`, or `Conflict` unless the run is `failed` and not purged. A limit
+    gives `refused`."""
     lock_admission(cur)
     row = fetch_one(cur, "lock_run", {"run_id": run_id})
     if row is None:
         raise NotFound(f"run {run_id} not found")
     if row["status"] != "failed":
         raise Conflict(f"run {run_id} is {row['status']}; only a failed run can be resumed")
+    if row["purged_at"] is not None:
+        raise Conflict(
+            f"run {run_id} cannot be resumed: its intermediate outputs were purged at"
+            f" {row['purged_at'].isoformat()} (retention); trigger a new run"
+        )
     reason = refusal_reason(cur, row["pipeline_id"])
     if reason is None:
         execute(cur, "requeue_run", {"run_id": run_id})

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg2
+
 import ddl
 from dag.plan import parse_plan, topological_order, validate_plan
 from service import drills, processes, supervisor
 from service.auth import ADMIN, ROLES, generate_token, hash_token
-from service.config import Config
+from service.config import Config, ConfigError
 from service.db import Database, execute, fetch_one
 from service.scheduler import build_scheduler
 
@@ -209,6 +211,37 @@ def run_executor(args: argparse.Namespace) -> int:
     return processes.run_executor(Config.from_env(), args.name)
 
 
+def configure_purge(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--older-than-days",
+        type=float,
+        default=None,
+        metavar="DAYS",
+        help="purge runs that finished at least DAYS ago (default: ETL_RETENTION_DAYS, 7);"
+        " 0 purges every finished run",
+    )
+
+
+def run_purge(args: argparse.Namespace) -> int:
+    """Purge the intermediate outputs of finished runs (see actors/purge.py) now."""
+    cfg = Config.from_env()
+    days = cfg.retention_days if args.older_than_days is None else args.older_than_days
+    if days < 0:
+        print("error: --older-than-days must be >= 0", file=sys.stderr)
+        return 2
+    conn = psycopg2.connect(cfg.database_url, application_name="etl-purge")
+    try:
+        report = processes.purge_runs(cfg, conn, older_than_days=days, limit=None)
+    finally:
+        conn.close()
+    print(
+        f"purged {len(report.runs)} run(s) finished at least {days:g} day(s) ago:"
+        f" {report.batches} output batch(es), {report.staging_tables} staging table(s),"
+        f" {report.stages} chunk folder(s)"
+    )
+    return 0
+
+
 def run_up(args: argparse.Namespace) -> int:
     """Coordinator + executor-1 + executor-2 in the foreground; restarts dead children."""
     return supervisor.run_up()
@@ -221,6 +254,9 @@ SUBCOMMANDS.update(
         ),
         "executor": Subcommand("one executor process", configure_executor, run_executor),
         "up": Subcommand("coordinator and two executors in the foreground", _no_arguments, run_up),
+        "purge": Subcommand(
+            "purge intermediate outputs of old finished runs", configure_purge, run_purge
+        ),
         "drill": Subcommand(
             "failure drills and the report", drills.configure_drill, drills.run_drill
         ),
@@ -240,4 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `etl` with `argv` (default: the process arguments); returns the exit status."""
     args = build_parser().parse_args(argv)
-    return SUBCOMMANDS[args.command].run(args)
+    try:
+        return SUBCOMMANDS[args.command].run(args)
+    except ConfigError as exc:
+        print(f"etl: configuration error: {exc}", file=sys.stderr)
+        return 2

@@ -10,6 +10,10 @@ from pathlib import Path
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/etl"
 
 
+class ConfigError(ValueError):
+    """An `ETL_*` variable with a value that cannot be used; the message names it."""
+
+
 @dataclass(frozen=True)
 class Config:
     database_url: str = DEFAULT_DATABASE_URL
@@ -26,6 +30,7 @@ class Config:
     api_workers: int = 2
     fault: str | None = None  # fault injection for drills and tests, off by default
     log_level: str = "INFO"
+    retention_days: float = 7.0  # a finished run's intermediate outputs are purged after this
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -40,11 +45,29 @@ class Config:
             reject_dir=Path(env.get("ETL_REJECT_DIR", "./var/rejects")).absolute(),
             api_bind=env.get("ETL_API_BIND", "127.0.0.1:8080"),
             admin_token=env.get("ETL_ADMIN_TOKEN") or None,
-            lease_ttl_s=float(env.get("ETL_LEASE_TTL_S", "30")),
-            heartbeat_s=float(env.get("ETL_HEARTBEAT_S", "10")),
-            sweep_s=float(env.get("ETL_SWEEP_S", "2")),
-            step_timeout_s=float(env.get("ETL_STEP_TIMEOUT_S", "300")),
-            api_workers=int(env.get("ETL_API_WORKERS", "2")),
+            lease_ttl_s=_number(env, "ETL_LEASE_TTL_S", float, "30"),
+            heartbeat_s=_number(env, "ETL_HEARTBEAT_S", float, "10"),
+            sweep_s=_number(env, "ETL_SWEEP_S", float, "2"),
+            step_timeout_s=_number(env, "ETL_STEP_TIMEOUT_S", float, "300"),
+            api_workers=_number(env, "ETL_API_WORKERS", int, "2"),
             fault=env.get("ETL_FAULT") or None,
             log_level=env.get("ETL_LOG_LEVEL", "INFO"),
+            retention_days=_number(env, "ETL_RETENTION_DAYS", float, "7", minimum=0),
         )
+
+
+def _number(
+    env: Mapping[str, str], name: str, kind: type, default: str, *, minimum: float | None = None
+):
+    """`env[name]` (or `default`) as an int or float; a bad value is a `ConfigError` naming
+    the variable, not a bare conversion error."""
+    raw = env.get(name, default)
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(
+            f"{name}: expected {'an integer' if kind is int else 'a number'}, got {raw!r}"
+        ) from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{name}: must be >= {minimum:g}, got {raw!r}")
+    return value

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Callable
 
@@ -19,8 +20,10 @@ from actors import (
     STEPS_QUEUE,
     ExecutorSettings,
     Faults,
+    PurgeReport,
     StepRunner,
     build_broker,
+    purge_finished_runs,
     register_advancer,
     register_step_runner,
     release_own_leases,
@@ -33,6 +36,8 @@ from service.config import Config
 from service.logs import configure_logging
 
 log = logging.getLogger("etl.process")
+PURGE_EVERY_S = 300.0  # how often the coordinator's sweep purges runs past the retention
+PURGE_RUNS_PER_PASS = 20  # a sweep pass stays short; the next pass takes the rest
 
 
 def _connector(
@@ -111,6 +116,19 @@ def run_executor(cfg: Config, name: str) -> int:
     return 0
 
 
+def purge_runs(cfg: Config, conn, *, older_than_days: float, limit: int | None) -> PurgeReport:
+    """Purge the intermediate outputs of runs that finished at least `older_than_days` ago
+    (at most `limit` runs; all of them when None)."""
+    return purge_finished_runs(
+        conn,
+        older_than_s=older_than_days * 86400,
+        export_dir=cfg.export_dir,
+        reject_dir=cfg.reject_dir,
+        connect_sandbox=_connector(cfg.sandbox_url, "etl-purge", statement_timeout_s=30),
+        limit=limit,
+    )
+
+
 def run_coordinator(
     cfg: Config, api_argv: list[str], *, scheduler_factory: Callable | None = None
 ) -> int:
@@ -130,11 +148,17 @@ def run_coordinator(
     def sweep_loop() -> None:
         conn = None
         failures = 0
+        purge_due = time.monotonic()
         while not stop.wait(cfg.sweep_s):
             try:
                 if conn is None or conn.closed:
                     conn = psycopg2.connect(cfg.database_url, application_name="etl-sweep")
                 sweep_once(conn, broker, unclaimed_after_s=max(5.0, 2 * cfg.sweep_s))
+                if time.monotonic() >= purge_due:
+                    purge_due = time.monotonic() + PURGE_EVERY_S
+                    purge_runs(
+                        cfg, conn, older_than_days=cfg.retention_days, limit=PURGE_RUNS_PER_PASS
+                    )
             except psycopg2.OperationalError as exc:
                 log.warning("sweep: database unavailable: %s", exc)
                 conn = None

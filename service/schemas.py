@@ -162,6 +162,7 @@ class RunSchema(Schema):
     created_at = UtcDateTime()
     started_at = UtcDateTime(allow_none=True)
     finished_at = UtcDateTime(allow_none=True)
+    purged_at = UtcDateTime(allow_none=True)  # intermediate outputs purged (retention)
     queue_position = fields.Integer(allow_none=True)
     cancel_requested = fields.Boolean()
     created_by = fields.String()

@@ -225,3 +225,24 @@ WHERE a.run_id = %(run_id)s AND a.step_name = %(name)s
 SELECT v.plan FROM runs r
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.id = %(run_id)s;
+
+-- lock_purgeable_run --
+-- The oldest finished run past the retention whose outputs are not purged yet and that no
+-- attempt still works on (a canceled run's executor stops at its next batch boundary).
+SELECT r.id, v.plan
+FROM runs r
+JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
+WHERE r.purged_at IS NULL AND r.status IN ('succeeded', 'failed', 'canceled')
+  AND r.finished_at <= now() - make_interval(secs => %(older_than_s)s)
+  AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = r.id AND a.outcome IS NULL)
+ORDER BY r.finished_at
+LIMIT 1
+FOR NO KEY UPDATE OF r SKIP LOCKED;
+
+-- delete_run_batches --
+-- Every committed output batch of a run's steps.
+DELETE FROM step_batches WHERE run_id = %(run_id)s;
+
+-- mark_run_purged --
+-- The run's intermediate outputs are gone (a failed run can no longer be resumed).
+UPDATE runs SET purged_at = now() WHERE id = %(run_id)s;

@@ -111,7 +111,7 @@ RETURNING id;
 -- get_run --
 -- One run, with its 1-based position among its pipeline's queued runs when queued.
 SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.trace_id,
-       r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at,
+       r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at, r.purged_at,
        CASE WHEN r.status = 'queued' THEN (
            SELECT count(*) FROM runs q
            WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
@@ -121,7 +121,7 @@ FROM runs r WHERE r.id = %(run_id)s;
 -- list_pipeline_runs --
 -- A pipeline's newest runs first, each with its queue position when queued.
 SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.trace_id,
-       r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at,
+       r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at, r.purged_at,
        CASE WHEN r.status = 'queued' THEN (
            SELECT count(*) FROM runs q
            WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
@@ -132,7 +132,7 @@ LIMIT %(limit)s;
 
 -- lock_run --
 -- Lock a run row for a state change (cancel, resume) against the dag-advancer.
-SELECT id, pipeline_id, revision, status, trace_id, cancel_requested FROM runs
+SELECT id, pipeline_id, revision, status, trace_id, cancel_requested, purged_at FROM runs
 WHERE id = %(run_id)s FOR NO KEY UPDATE;
 
 -- list_step_runs --

@@ -1,0 +1,84 @@
+"""Retention of intermediate outputs: what a finished run leaves behind is purged once it
+finished more than the retention ago (`ETL_RETENTION_DAYS`, by the coordinator's sweep) or
+on demand (`etl purge`).
+
+A purge of one run removes, and nothing else:
+- its steps' committed output batches (`step_batches`): dependents read them during the run,
+  and a resume of a failed run reuses those of its succeeded steps;
+- what an export step that never published staged: its sandbox staging table or the chunk
+  folder of its file;
+- the reject chunks of steps that never published their reject file.
+
+The run, its steps (counters, digests, errors), attempts, the audit trail, published exports
+and reject files stay. A purged failed run can no longer be resumed (the API answers 409).
+Each run is purged in one state transaction holding the run row, so a concurrent resume
+either goes first (the run is queued again and no longer purgeable) or sees `purged_at`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import connectors
+from actors.sql import QUERIES
+from dag.plan import parse_plan
+
+log = logging.getLogger("etl.purge")
+
+
+@dataclass
+class PurgeReport:
+    runs: list[str] = field(default_factory=list)
+    batches: int = 0  # step output batches deleted
+    staging_tables: int = 0  # sandbox staging tables dropped
+    stages: int = 0  # export and reject chunk folders removed
+
+
+def purge_finished_runs(
+    conn,
+    *,
+    older_than_s: float,
+    export_dir: Path,
+    reject_dir: Path,
+    connect_sandbox: Callable,
+    limit: int | None = None,
+) -> PurgeReport:
+    """Purge the runs (at most `limit`; all when None) that finished at least `older_than_s`
+    seconds ago, oldest first. Idempotent: a purge interrupted half-way is finished by the
+    next one."""
+    report = PurgeReport()
+    sandbox = None
+    try:
+        while limit is None or len(report.runs) < limit:
+            with conn.cursor() as cur:
+                cur.execute(QUERIES["lock_purgeable_run"], {"older_than_s": older_than_s})
+                row = cur.fetchone()
+                if row is None:
+                    break
+                run_id = str(row[0])
+                for step in parse_plan(row[1]).steps:
+                    report.stages += connectors.reject_file(reject_dir, run_id, step.name).discard()
+                    if step.type != "export":
+                        continue
+                    if step.config.get("target") == "table":
+                        sandbox = sandbox or connect_sandbox()
+                        report.staging_tables += connectors.drop_staging(sandbox, run_id, step.name)
+                    else:
+                        path = step.config["path"]
+                        export = connectors.export_file(export_dir, run_id, step.name, path)
+                        report.stages += export.discard()
+                cur.execute(QUERIES["delete_run_batches"], {"run_id": run_id})
+                report.batches += cur.rowcount
+                cur.execute(QUERIES["mark_run_purged"], {"run_id": run_id})
+            conn.commit()
+            report.runs.append(run_id)
+            log.info("run purged", extra={"run_id": run_id})
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        if sandbox is not None:
+            sandbox.close()
+    return report

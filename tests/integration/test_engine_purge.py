@@ -1,0 +1,153 @@
+"""Retention: purging the intermediate outputs of finished runs (actors/purge.py), on a real
+failed run of the engine and on leftovers planted with the real connectors."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+import connectors
+from actors import purge_finished_runs
+
+from .stack import Stack
+
+DAY_S = 86400.0
+
+
+@pytest.fixture
+def stack(db_url: str, tmp_path: Path):
+    s = Stack(db_url, tmp_path)
+    yield s
+    s.stop()
+
+
+def test_a_failed_run_is_purged_and_can_no_longer_be_resumed(stack: Stack) -> None:
+    # id 100 again in the second batch: the table export fails there (on_row_error stop)
+    # with its first batch staged; the file export publishes; `read` keeps its batches.
+    ids = [*range(1, 701), 100]
+    (stack.data / "p.csv").write_text("id,name\n" + "".join(f"{i},n{i}\n" for i in ids))
+    plan = {
+        "steps": [
+            {"name": "read", "type": "ingest",
+             "config": {"source": "file", "path": "p.csv", "columns": {"id": "int"}}},
+            {"name": "to_table", "type": "export", "depends_on": ["read"],
+             "config": {"target": "table", "table": "people", "key": "id"}},
+            {"name": "to_file", "type": "export", "depends_on": ["read"],
+             "config": {"target": "file", "path": "all.jsonl"}},
+        ],
+        "on_failure": "continue_independent",
+    }  # fmt: skip
+    stack.start()
+    run = stack.wait_run(stack.trigger(stack.create("p", plan))[1]["id"])
+    rid = run["id"]
+    steps = {s["name"]: s["status"] for s in run["steps"]}
+    assert (run["status"], steps["to_table"], steps["to_file"]) == ("failed", "failed", "succeeded")
+    assert run["purged_at"] is None
+    staged = "SELECT count(*) FROM pg_tables WHERE schemaname = 'etl_stage'"
+    batches = "SELECT count(*) FROM step_batches WHERE run_id = %s"
+    assert stack.sql(staged)[0][0] == 1 and stack.sql(batches, rid)[0][0] == 2
+    published = stack.exports / rid / "all.jsonl"
+    assert len(published.read_text().splitlines()) == 701
+
+    # Within the retention nothing happens; with 0 days the run is purged.
+    out = stack.etl("purge").stdout
+    assert out.startswith("purged 0 run(s) finished at least 7 day(s) ago"), out
+    out = stack.etl("purge", "--older-than-days", "0").stdout
+    assert out.startswith("purged 1 run(s)") and "2 output batch(es), 1 staging table(s)" in out
+    assert stack.sql(staged)[0][0] == 0 and stack.sql(batches, rid)[0][0] == 0
+    assert len(published.read_text().splitlines()) == 701  # published exports stay
+    after = stack.run(rid)
+    assert after["purged_at"] is not None
+    assert [(s["name"], s["status"], s["records_in"]) for s in after["steps"]] == [
+        (s["name"], s["status"], s["records_in"]) for s in run["steps"]
+    ]  # history stays
+    code, body = stack.req("POST", f"/runs/{rid}/resume")
+    assert code == 409 and "purged" in body["error"]["message"], body
+    assert "purged 0 run(s)" in stack.etl("purge", "--older-than-days", "0").stdout
+
+
+def _seed_run(conn, pid: str, plan: dict, *, status: str, days_ago: float) -> str:
+    rid = str(uuid.uuid4())
+    with conn.cursor() as cur:
+        cur.execute(
+            "INSERT INTO runs (id, pipeline_id, revision, status, trigger_key, trace_id,"
+            " created_by, finished_at) VALUES (%s, %s, 1, %s, %s, 't', 't',"
+            " now() - make_interval(secs => %s))",
+            (rid, pid, status, rid, days_ago * DAY_S),
+        )
+        for pos, step in enumerate(plan["steps"]):
+            cur.execute(
+                "INSERT INTO step_runs (run_id, name, type, position, status)"
+                " VALUES (%s, %s, %s, %s, 'failed')",
+                (rid, step["name"], step["type"], pos),
+            )
+        cur.execute(
+            "INSERT INTO step_batches (run_id, step_name, seq, records, payload)"
+            " VALUES (%s, 'read', 0, 1, '\\x00')",
+            (rid,),
+        )
+    conn.commit()
+    return rid
+
+
+def test_purge_takes_only_runs_past_the_retention_with_no_open_attempt(
+    conn, tmp_path: Path, db_url: str
+) -> None:
+    plan = {
+        "steps": [
+            {"name": "read", "type": "ingest", "config": {"source": "file", "path": "p.csv"}},
+            {"name": "out", "type": "export", "depends_on": ["read"],
+             "config": {"target": "file", "path": "sub/out.csv", "format": "csv"}},
+        ]
+    }  # fmt: skip
+    pid = str(uuid.uuid4())
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, 'p', 1)", (pid,))
+        cur.execute(
+            "INSERT INTO revisions (pipeline_id, number, plan, created_by) VALUES (%s, 1, %s, 't')",
+            (pid, json.dumps(plan)),
+        )
+    conn.commit()
+    old = _seed_run(conn, pid, plan, status="failed", days_ago=8)
+    recent = _seed_run(conn, pid, plan, status="failed", days_ago=6)
+    busy = _seed_run(conn, pid, plan, status="canceled", days_ago=8)
+    with conn.cursor() as cur:  # an executor still on a step of the canceled run
+        cur.execute(
+            "INSERT INTO attempts (run_id, step_name, number) VALUES (%s, 'out', 1)", (busy,)
+        )
+    conn.commit()
+    exports, rejects = tmp_path / "exports", tmp_path / "rejects"
+    stages = {}
+    for rid in (old, recent, busy):
+        export = connectors.export_file(exports, rid, "out", "sub/out.csv")
+        export.write_chunk(0, b"id\n1\n")
+        reject = connectors.reject_file(rejects, rid, "read")
+        reject.write_chunk(0, b"{}\n")
+        stages[rid] = (export.stage_dir, reject.stage_dir)
+
+    report = purge_finished_runs(
+        conn,
+        older_than_s=7 * DAY_S,
+        export_dir=exports,
+        reject_dir=rejects,
+        connect_sandbox=lambda: psycopg2.connect(db_url),
+    )
+    assert (report.runs, report.batches, report.stages, report.staging_tables) == ([old], 1, 2, 0)
+    assert not any(d.exists() for d in stages[old])
+    assert all(d.exists() for d in (*stages[recent], *stages[busy]))
+    with conn.cursor() as cur:
+        cur.execute("SELECT id::text, purged_at IS NOT NULL FROM runs")
+        assert dict(cur.fetchall()) == {old: True, recent: False, busy: False}
+        cur.execute("SELECT run_id::text FROM step_batches ORDER BY 1")
+        assert sorted(r[0] for r in cur.fetchall()) == sorted([recent, busy])
+    conn.rollback()
+    # Purging again finds nothing; the open attempt keeps the canceled run until it ends.
+    again = purge_finished_runs(
+        conn, older_than_s=0, export_dir=exports, reject_dir=rejects,
+        connect_sandbox=lambda: psycopg2.connect(db_url),
+    )  # fmt: skip
+    assert again.runs == [recent]

@@ -1,0 +1,38 @@
+"""`Config.from_env`: defaults, and bad numbers named by their variable (no database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.cli import main
+from service.config import Config, ConfigError
+
+
+def test_defaults() -> None:
+    cfg = Config.from_env({})
+    assert (cfg.lease_ttl_s, cfg.heartbeat_s, cfg.sweep_s) == (30.0, 10.0, 2.0)
+    assert (cfg.api_workers, cfg.retention_days) == (2, 7.0)
+    assert Config.from_env({"ETL_RETENTION_DAYS": "0.5"}).retention_days == 0.5
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"ETL_SWEEP_S": "2s"}, "ETL_SWEEP_S: expected a number, got '2s'"),
+        ({"ETL_API_WORKERS": "2.5"}, "ETL_API_WORKERS: expected an integer, got '2.5'"),
+        ({"ETL_RETENTION_DAYS": "-1"}, "ETL_RETENTION_DAYS: must be >= 0, got '-1'"),
+    ],
+)
+def test_a_bad_number_names_its_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        Config.from_env(env)
+    assert str(exc.value) == message
+
+
+def test_the_cli_reports_a_configuration_error_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ETL_RETENTION_DAYS", "soon")
+    assert main(["purge"]) == 2
+    err = capsys.readouterr().err
+    assert err == "etl: configuration error: ETL_RETENTION_DAYS: expected a number, got 'soon'\n"
