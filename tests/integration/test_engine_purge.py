@@ -151,3 +151,27 @@ def test_purge_takes_only_runs_past_the_retention_with_no_open_attempt(
         connect_sandbox=lambda: psycopg2.connect(db_url),
     )  # fmt: skip
     assert again.runs == [recent]
+
+
+def test_the_coordinators_sweep_purges_past_the_retention(stack: Stack) -> None:
+    plan = {"steps": [{"name": "read", "type": "ingest",
+                       "config": {"source": "file", "path": "p.csv"}}]}  # fmt: skip
+    pid = str(uuid.uuid4())
+    conn = psycopg2.connect(stack.db_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, 'p', 1)", (pid,))
+            cur.execute(
+                "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
+                " VALUES (%s, 1, %s, 't')",
+                (pid, json.dumps(plan)),
+            )
+        conn.commit()
+        old = _seed_run(conn, pid, plan, status="succeeded", days_ago=7.5)
+        recent = _seed_run(conn, pid, plan, status="succeeded", days_ago=6.5)
+    finally:
+        conn.close()
+    stack.start(executors=())
+    stack.wait_for(lambda: stack.run(old)["purged_at"] is not None, what="the sweep's purge")
+    assert stack.run(recent)["purged_at"] is None
+    assert stack.sql("SELECT run_id::text FROM step_batches") == [(recent,)]

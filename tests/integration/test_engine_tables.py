@@ -92,12 +92,15 @@ def test_sigkill_during_table_export_loses_and_doubles_nothing(stack: Stack) -> 
     def reader() -> None:  # a concurrent reader of the export table
         conn = psycopg2.connect(stack.db_url)
         conn.autocommit = True
-        while not stop.is_set():
+        while True:
+            done = stop.is_set()  # one last look after the run finished
             with conn.cursor() as cur:
                 cur.execute("SELECT to_regclass('sandbox.people')")
                 if cur.fetchone()[0]:
                     cur.execute("SELECT count(*) FROM sandbox.people WHERE run_id = %s", (run_id,))
                     seen.append(cur.fetchone()[0])
+            if done:
+                break
             stop.wait(0.05)
         conn.close()
 
