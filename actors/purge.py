@@ -21,9 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg2
+
 import connectors
 from actors.sql import QUERIES
-from dag.plan import parse_plan
+from dag.plan import Plan, parse_plan
 
 log = logging.getLogger("etl.purge")
 
@@ -34,6 +36,7 @@ class PurgeReport:
     batches: int = 0  # step output batches deleted
     staging_tables: int = 0  # sandbox staging tables dropped
     stages: int = 0  # export and reject chunk folders removed
+    failed: list[str] = field(default_factory=list)  # runs skipped after an error
 
 
 def purge_finished_runs(
@@ -49,36 +52,63 @@ def purge_finished_runs(
     seconds ago, oldest first. Idempotent: a purge interrupted half-way is finished by the
     next one."""
     report = PurgeReport()
-    sandbox = None
+    sandboxes: list = []  # opened on the first table export, closed at the end
+
+    def sandbox():
+        if not sandboxes or sandboxes[0].closed:
+            sandboxes[:] = [connect_sandbox()]
+        return sandboxes[0]
+
     try:
         while limit is None or len(report.runs) < limit:
             with conn.cursor() as cur:
-                cur.execute(QUERIES["lock_purgeable_run"], {"older_than_s": older_than_s})
+                params = {"older_than_s": older_than_s, "skip": report.failed}
+                cur.execute(QUERIES["lock_purgeable_run"], params)
                 row = cur.fetchone()
                 if row is None:
+                    conn.rollback()
                     break
-                run_id = str(row[0])
-                for step in parse_plan(row[1]).steps:
-                    report.stages += connectors.reject_file(reject_dir, run_id, step.name).discard()
-                    if step.type != "export":
-                        continue
-                    if step.config.get("target") == "table":
-                        sandbox = sandbox or connect_sandbox()
-                        report.staging_tables += connectors.drop_staging(sandbox, run_id, step.name)
-                    else:
-                        path = step.config["path"]
-                        export = connectors.export_file(export_dir, run_id, step.name, path)
-                        report.stages += export.discard()
-                cur.execute(QUERIES["delete_run_batches"], {"run_id": run_id})
-                report.batches += cur.rowcount
-                cur.execute(QUERIES["mark_run_purged"], {"run_id": run_id})
+                run_id, plan = str(row[0]), parse_plan(row[1])
+                try:
+                    _purge_run(cur, run_id, plan, (export_dir, reject_dir), sandbox, report)
+                except (OSError, psycopg2.Error, connectors.ConnectorError) as exc:
+                    # One run that cannot be cleaned (sandbox down, a file in the way) is
+                    # skipped for this pass instead of blocking every newer run behind it.
+                    if conn.closed:
+                        raise
+                    conn.rollback()
+                    report.failed.append(run_id)
+                    log.warning("run not purged: %s", exc, extra={"run_id": run_id})
+                    continue
             conn.commit()
             report.runs.append(run_id)
             log.info("run purged", extra={"run_id": run_id})
     except BaseException:
-        conn.rollback()
+        if not conn.closed:
+            conn.rollback()
         raise
     finally:
-        if sandbox is not None:
-            sandbox.close()
+        for c in sandboxes:
+            c.close()
     return report
+
+
+def _purge_run(
+    cur, run_id: str, plan: Plan, dirs: tuple[Path, Path], sandbox: Callable, report: PurgeReport
+) -> None:
+    """Remove one run's leftovers, then its batches, in the caller's transaction (which holds
+    the run row until it commits). `dirs` are the export and reject directories."""
+    export_dir, reject_dir = dirs
+    for step in plan.steps:
+        report.stages += connectors.reject_file(reject_dir, run_id, step.name).discard()
+        if step.type != "export":
+            continue
+        if step.config.get("target") == "table":
+            report.staging_tables += connectors.drop_staging(sandbox(), run_id, step.name)
+        else:
+            export = connectors.export_file(export_dir, run_id, step.name, step.config["path"])
+            report.stages += export.discard()
+    cur.execute(QUERIES["delete_run_batches"], {"run_id": run_id})
+    report.batches += cur.rowcount
+    cur.execute(QUERIES["drop_checkpoint_state"], {"run_id": run_id})
+    cur.execute(QUERIES["mark_run_purged"], {"run_id": run_id})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -226,8 +227,8 @@ def run_purge(args: argparse.Namespace) -> int:
     """Purge the intermediate outputs of finished runs (see actors/purge.py) now."""
     cfg = Config.from_env()
     days = cfg.retention_days if args.older_than_days is None else args.older_than_days
-    if days < 0:
-        print("error: --older-than-days must be >= 0", file=sys.stderr)
+    if not 0 <= days < math.inf:  # also refuses nan
+        print("error: --older-than-days must be a finite number >= 0", file=sys.stderr)
         return 2
     conn = psycopg2.connect(cfg.database_url, application_name="etl-purge")
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,6 +69,8 @@ def _number(
         raise ConfigError(
             f"{name}: expected {'an integer' if kind is int else 'a number'}, got {raw!r}"
         ) from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}: expected a finite number, got {raw!r}")
     if minimum is not None and value < minimum:
         raise ConfigError(f"{name}: must be >= {minimum:g}, got {raw!r}")
     return value

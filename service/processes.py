@@ -38,6 +38,7 @@ from service.logs import configure_logging
 log = logging.getLogger("etl.process")
 PURGE_EVERY_S = 300.0  # how often the coordinator's sweep purges runs past the retention
 PURGE_RUNS_PER_PASS = 20  # a sweep pass stays short; the next pass takes the rest
+CONNECT_TIMEOUT_S = 10
 
 
 def _connector(
@@ -47,7 +48,9 @@ def _connector(
     if statement_timeout_s is not None:
         ms = int(statement_timeout_s * 1000)
         options = f"-c statement_timeout={ms} -c lock_timeout={ms}"
-    return lambda: psycopg2.connect(url, application_name=app, options=options)
+    return lambda: psycopg2.connect(
+        url, application_name=app, options=options, connect_timeout=CONNECT_TIMEOUT_S
+    )
 
 
 def _die_with_parent() -> None:
@@ -124,7 +127,7 @@ def purge_runs(cfg: Config, conn, *, older_than_days: float, limit: int | None) 
         older_than_s=older_than_days * 86400,
         export_dir=cfg.export_dir,
         reject_dir=cfg.reject_dir,
-        connect_sandbox=_connector(cfg.sandbox_url, "etl-purge", statement_timeout_s=30),
+        connect_sandbox=_connector(cfg.sandbox_url, "etl-purge", statement_timeout_s=10),
         limit=limit,
     )
 
@@ -155,10 +158,11 @@ def run_coordinator(
                     conn = psycopg2.connect(cfg.database_url, application_name="etl-sweep")
                 sweep_once(conn, broker, unclaimed_after_s=max(5.0, 2 * cfg.sweep_s))
                 if time.monotonic() >= purge_due:
-                    purge_due = time.monotonic() + PURGE_EVERY_S
-                    purge_runs(
+                    purged = purge_runs(
                         cfg, conn, older_than_days=cfg.retention_days, limit=PURGE_RUNS_PER_PASS
                     )
+                    if len(purged.runs) < PURGE_RUNS_PER_PASS:  # else more are due: next pass
+                        purge_due = time.monotonic() + PURGE_EVERY_S
             except psycopg2.OperationalError as exc:
                 log.warning("sweep: database unavailable: %s", exc)
                 conn = None

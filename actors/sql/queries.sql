@@ -235,6 +235,7 @@ JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.purged_at IS NULL AND r.status IN ('succeeded', 'failed', 'canceled')
   AND r.finished_at <= now() - make_interval(secs => %(older_than_s)s)
   AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = r.id AND a.outcome IS NULL)
+  AND r.id <> ALL(%(skip)s::uuid[])
 ORDER BY r.finished_at
 LIMIT 1
 FOR NO KEY UPDATE OF r SKIP LOCKED;
@@ -242,6 +243,12 @@ FOR NO KEY UPDATE OF r SKIP LOCKED;
 -- delete_run_batches --
 -- Every committed output batch of a run's steps.
 DELETE FROM step_batches WHERE run_id = %(run_id)s;
+
+-- drop_checkpoint_state --
+-- A purged run's checkpoints keep their input positions but lose the transform state (an
+-- aggregate's groups), which only a resume could use.
+UPDATE step_runs SET checkpoint = checkpoint - 'state'
+WHERE run_id = %(run_id)s AND checkpoint ? 'state';
 
 -- mark_run_purged --
 -- The run's intermediate outputs are gone (a failed run can no longer be resumed).

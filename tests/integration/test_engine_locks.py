@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 
 import psycopg2
@@ -43,6 +44,23 @@ def _seed_running_run(conn) -> tuple[str, str]:
     return pid, rid
 
 
+def _wait_for_lock_wait(db_url: str, pid: int, timeout_s: float = 10) -> None:
+    """Until backend `pid` waits for a row lock (or fail)."""
+    watcher = psycopg2.connect(db_url)
+    watcher.autocommit = True
+    try:
+        deadline = time.monotonic() + timeout_s
+        with watcher.cursor() as cur:
+            while time.monotonic() < deadline:
+                cur.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,))
+                if cur.fetchone()[0] == "Lock":
+                    return
+                time.sleep(0.02)
+    finally:
+        watcher.close()
+    raise AssertionError("the advancer never waited for the executor's step row")
+
+
 def test_advancer_locks_do_not_deadlock_with_an_executor_commit(db_url: str) -> None:
     executor = psycopg2.connect(db_url)
     advancer = psycopg2.connect(db_url)
@@ -50,8 +68,6 @@ def test_advancer_locks_do_not_deadlock_with_an_executor_commit(db_url: str) -> 
         pid, rid = _seed_running_run(executor)
         step = {"run_id": rid, "name": "read"}
         with executor.cursor() as ex:
-            ex.execute("SET deadlock_timeout = '100ms'")
-            executor.commit()
             # 1. The executor's commit begins: its checkpoint update locks the step row.
             ex.execute("UPDATE step_runs SET records_in = 500 WHERE run_id = %(run_id)s", step)
             # 2. The advancer locks the pipeline and the run, then waits for the step rows.
@@ -70,8 +86,8 @@ def test_advancer_locks_do_not_deadlock_with_an_executor_commit(db_url: str) -> 
 
             t = threading.Thread(target=lock_steps)
             t.start()
-            t.join(0.5)
-            assert t.is_alive(), "the advancer should wait for the executor's step row"
+            _wait_for_lock_wait(db_url, advancer.get_backend_pid())
+            assert t.is_alive()
             # 3. The executor finishes the step: a second update of the same row, whose
             # foreign-key check locks the run row FOR KEY SHARE. No deadlock, no wait.
             ex.execute(QUERIES["finish_step"], {**step, "status": "succeeded", "error": None})

@@ -20,7 +20,7 @@ DAY_S = 86400.0
 
 @pytest.fixture
 def stack(db_url: str, tmp_path: Path):
-    s = Stack(db_url, tmp_path)
+    s = Stack(db_url, tmp_path, env={"ETL_RETENTION_DAYS": "7"})
     yield s
     s.stop()
 
@@ -70,6 +70,18 @@ def test_a_failed_run_is_purged_and_can_no_longer_be_resumed(stack: Stack) -> No
     assert "purged 0 run(s)" in stack.etl("purge", "--older-than-days", "0").stdout
 
 
+def _seed_pipeline(conn, plan: dict) -> str:
+    pid = str(uuid.uuid4())
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, %s, 1)", (pid, pid))
+        cur.execute(
+            "INSERT INTO revisions (pipeline_id, number, plan, created_by) VALUES (%s, 1, %s, 't')",
+            (pid, json.dumps(plan)),
+        )
+    conn.commit()
+    return pid
+
+
 def _seed_run(conn, pid: str, plan: dict, *, status: str, days_ago: float) -> str:
     rid = str(uuid.uuid4())
     with conn.cursor() as cur:
@@ -90,6 +102,10 @@ def _seed_run(conn, pid: str, plan: dict, *, status: str, days_ago: float) -> st
             " VALUES (%s, 'read', 0, 1, '\\x00')",
             (rid,),
         )
+        cur.execute(
+            "UPDATE step_runs SET checkpoint = %s WHERE run_id = %s AND name = 'read'",
+            (json.dumps({"offset": 10, "n": 1, "state": {"groups": [1, 2]}}), rid),
+        )
     conn.commit()
     return rid
 
@@ -104,14 +120,7 @@ def test_purge_takes_only_runs_past_the_retention_with_no_open_attempt(
              "config": {"target": "file", "path": "sub/out.csv", "format": "csv"}},
         ]
     }  # fmt: skip
-    pid = str(uuid.uuid4())
-    with conn.cursor() as cur:
-        cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, 'p', 1)", (pid,))
-        cur.execute(
-            "INSERT INTO revisions (pipeline_id, number, plan, created_by) VALUES (%s, 1, %s, 't')",
-            (pid, json.dumps(plan)),
-        )
-    conn.commit()
+    pid = _seed_pipeline(conn, plan)
     old = _seed_run(conn, pid, plan, status="failed", days_ago=8)
     recent = _seed_run(conn, pid, plan, status="failed", days_ago=6)
     busy = _seed_run(conn, pid, plan, status="canceled", days_ago=8)
@@ -144,6 +153,10 @@ def test_purge_takes_only_runs_past_the_retention_with_no_open_attempt(
         assert dict(cur.fetchall()) == {old: True, recent: False, busy: False}
         cur.execute("SELECT run_id::text FROM step_batches ORDER BY 1")
         assert sorted(r[0] for r in cur.fetchall()) == sorted([recent, busy])
+        cur.execute("SELECT run_id::text, checkpoint FROM step_runs WHERE name = 'read'")
+        checkpoints = dict(cur.fetchall())
+        assert checkpoints[old] == {"offset": 10, "n": 1}  # positions stay, state goes
+        assert checkpoints[recent]["state"] == {"groups": [1, 2]}
     conn.rollback()
     # Purging again finds nothing; the open attempt keeps the canceled run until it ends.
     again = purge_finished_runs(
@@ -156,17 +169,9 @@ def test_purge_takes_only_runs_past_the_retention_with_no_open_attempt(
 def test_the_coordinators_sweep_purges_past_the_retention(stack: Stack) -> None:
     plan = {"steps": [{"name": "read", "type": "ingest",
                        "config": {"source": "file", "path": "p.csv"}}]}  # fmt: skip
-    pid = str(uuid.uuid4())
     conn = psycopg2.connect(stack.db_url)
     try:
-        with conn.cursor() as cur:
-            cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, 'p', 1)", (pid,))
-            cur.execute(
-                "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
-                " VALUES (%s, 1, %s, 't')",
-                (pid, json.dumps(plan)),
-            )
-        conn.commit()
+        pid = _seed_pipeline(conn, plan)
         old = _seed_run(conn, pid, plan, status="succeeded", days_ago=7.5)
         recent = _seed_run(conn, pid, plan, status="succeeded", days_ago=6.5)
     finally:
@@ -175,3 +180,28 @@ def test_the_coordinators_sweep_purges_past_the_retention(stack: Stack) -> None:
     stack.wait_for(lambda: stack.run(old)["purged_at"] is not None, what="the sweep's purge")
     assert stack.run(recent)["purged_at"] is None
     assert stack.sql("SELECT run_id::text FROM step_batches") == [(recent,)]
+
+
+def test_a_run_that_cannot_be_cleaned_does_not_block_the_others(conn, tmp_path: Path) -> None:
+    to_table = {"steps": [
+        {"name": "read", "type": "ingest", "config": {"source": "file", "path": "p.csv"}},
+        {"name": "out", "type": "export", "depends_on": ["read"],
+         "config": {"target": "table", "table": "people", "key": "id"}},
+    ]}  # fmt: skip
+    read_only = {"steps": to_table["steps"][:1]}
+    stuck = _seed_run(conn, _seed_pipeline(conn, to_table), to_table, status="failed", days_ago=9)
+    fine = _seed_run(conn, _seed_pipeline(conn, read_only), read_only, status="failed", days_ago=8)
+
+    def sandbox_down():
+        raise psycopg2.OperationalError("could not connect to the sandbox")
+
+    report = purge_finished_runs(
+        conn, older_than_s=7 * DAY_S, export_dir=tmp_path, reject_dir=tmp_path,
+        connect_sandbox=sandbox_down,
+    )  # fmt: skip
+    assert (report.runs, report.failed) == ([fine], [stuck])
+    with conn.cursor() as cur:
+        cur.execute("SELECT id::text, purged_at IS NOT NULL FROM runs")
+        assert dict(cur.fetchall()) == {stuck: False, fine: True}
+        cur.execute("SELECT run_id::text FROM step_batches")
+        assert cur.fetchall() == [(stuck,)]  # the stuck run keeps everything for next time

@@ -21,6 +21,8 @@ def test_defaults() -> None:
         ({"ETL_SWEEP_S": "2s"}, "ETL_SWEEP_S: expected a number, got '2s'"),
         ({"ETL_API_WORKERS": "2.5"}, "ETL_API_WORKERS: expected an integer, got '2.5'"),
         ({"ETL_RETENTION_DAYS": "-1"}, "ETL_RETENTION_DAYS: must be >= 0, got '-1'"),
+        ({"ETL_RETENTION_DAYS": "nan"}, "ETL_RETENTION_DAYS: expected a finite number, got 'nan'"),
+        ({"ETL_LEASE_TTL_S": "inf"}, "ETL_LEASE_TTL_S: expected a finite number, got 'inf'"),
     ],
 )
 def test_a_bad_number_names_its_variable(env: dict[str, str], message: str) -> None:
