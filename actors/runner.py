@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg2
+import psycopg2.extras
 from dramatiq.middleware.time_limit import TimeLimitExceeded
 
 import connectors
@@ -26,19 +27,28 @@ from actors.faults import Faults
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
 from actors.outputs import columns_from_db, columns_to_db, write_batch
 from actors.sql import QUERIES
-from actors.steps import BATCH_SIZE, StepEnv, build_compute, build_sink, build_source
+from actors.steps import InputBatch, StepEnv, build_compute, build_sink, build_source
 from dag import (
+    BATCH_SIZE,
     DIGEST_SEED,
+    AttemptOutcome,
+    Plan,
     RowValueError,
+    Step,
+    StepStatus,
+    Transform,
     chain_bytes,
     chain_digest,
     decide_retry,
     is_input_data_error,
     parse_plan,
 )
+from dag.plan import ON_ROW_ERROR_STOP
 
 log = logging.getLogger("etl.executor")
 MAX_ROW_ERRORS_SHOWN = 20
+# What `run_attempt` answers when a fence found the attempt taken over (not an outcome).
+LEASE_LOST = "lease_lost"
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,55 @@ class Progress:
             "columns": columns_to_db(self.columns),
             "row_errors": json.dumps(self.row_errors),
         }
+
+    def advance(self, batch: InputBatch, out: list[dict], errors: list, work: StepWork) -> None:
+        """Count one processed batch in: counters, running digests, types, shown row errors
+        and the checkpoint to resume after it."""
+        self.records_in += batch.records_in
+        self.records_out += len(out)
+        self.rejected += len(errors)
+        if batch.raw_bytes is not None:
+            self.input_digest = chain_bytes(self.input_digest, batch.raw_bytes)
+        elif batch.digest_items is not None:
+            self.input_digest = chain_digest(self.input_digest, batch.digest_items)
+        self.output_digest = chain_digest(self.output_digest, out)
+        self.columns = work.compute.output_columns
+        room = MAX_ROW_ERRORS_SHOWN - len(self.row_errors)
+        self.row_errors += [e.as_dict() for e in errors[: max(room, 0)]]
+        self.checkpoint = {
+            **batch.position,
+            "n": work.n_batches,
+            "chunks": work.chunks,
+            "reject_chunks": work.reject_chunks,
+            "state": work.compute.state(),
+        }
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What an attempt loads before it runs: the plan, its step, the committed progress and
+    the upstream outputs (name -> (columns, batch count) and name -> output digest)."""
+
+    plan: Plan
+    step: Step
+    progress: Progress
+    upstream: dict[str, tuple[dict[str, str] | None, int]]
+    upstream_digests: dict[str, str]
+
+
+@dataclass
+class StepWork:
+    """An attempt's open parts and its place in them (export chunks, reject chunks and
+    batches done so far, all part of the checkpoint)."""
+
+    source: Any
+    compute: Transform
+    sink: Any
+    rejects: Any
+    keep_output: bool
+    chunks: int
+    reject_chunks: int
+    n_batches: int
 
 
 class StepRunner:
@@ -146,20 +205,20 @@ class StepRunner:
         with heartbeat:
             try:
                 self._execute(conn, claim, heartbeat)
-                outcome = "succeeded"
+                outcome = AttemptOutcome.SUCCEEDED
             except LeaseLost as exc:
                 conn.rollback()
                 log.warning("lease lost, stopping: %s", exc, extra=ctx)
-                return "lease_lost"
+                return LEASE_LOST
             except ExecutorStopping:
                 conn.rollback()
                 self._release(conn, claim)
                 log.info("executor stopping: step handed to a new attempt", extra=ctx)
-                return "released"
+                return AttemptOutcome.RELEASED
             except StepCanceled:
                 conn.rollback()
-                outcome = "canceled"
-                self._end(conn, claim, "canceled", "run canceled")
+                outcome = AttemptOutcome.CANCELED
+                self._end(conn, claim, AttemptOutcome.CANCELED, "run canceled")
             except (Exception, TimeLimitExceeded) as exc:
                 conn.rollback()
                 outcome, delay_ms = self._fail(conn, claim, exc)
@@ -172,35 +231,65 @@ class StepRunner:
         return outcome
 
     def _execute(self, conn, claim: Claim, heartbeat: Heartbeat) -> None:
-        s = self.settings
-        with conn.cursor() as cur:
-            cur.execute(
-                QUERIES["get_step_context"], {"run_id": claim.run_id, "name": claim.step_name}
-            )
+        """Load the step's context, run its remaining batches, complete it: the attempt's
+        whole life between claim and outcome."""
+        ctx = self._load_context(conn, claim)
+        self.settings.faults.at_attempt_start(ctx.step.name, claim.number)
+        work = self._open(conn, claim, ctx)
+        try:
+            if ctx.progress.checkpoint is None:
+                self._start_fresh(conn, claim, work.sink, work.rejects)
+            elif work.sink is not None:
+                work.sink.start(fresh=False)
+            started = self._clock()
+            for batch in work.source.batches(ctx.progress.checkpoint, ctx.progress.records_in):
+                self._check(heartbeat, started)
+                if batch.records_in > 0:
+                    self._run_batch(conn, claim, ctx, work, batch, heartbeat)
+            self._check(heartbeat, started)
+            self._complete(conn, claim, ctx, work)
+        except StepCanceled:
+            if work.sink is not None:
+                work.sink.discard()  # a canceled step's export never becomes visible
+            raise
+        finally:
+            if work.sink is not None:
+                work.sink.close()
+
+    def _load_context(self, conn, claim: Claim) -> StepContext:
+        """The run's plan, the step's committed progress and its upstream outputs."""
+        keys = {"run_id": claim.run_id, "name": claim.step_name}
+        with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+            cur.execute(QUERIES["get_step_context"], keys)
             row = cur.fetchone()
-            plan = parse_plan(row[0])
+            plan = parse_plan(row["plan"])
             step = plan.step(claim.step_name)
-            cur.execute(
-                QUERIES["get_upstream_outputs"],
-                {"run_id": claim.run_id, "names": list(step.depends_on)},
-            )
-            rows = cur.fetchall()
-            upstream = {n: (columns_from_db(c), b) for n, c, b, _, _ in rows}
-            upstream_digests = {n: d for n, _, _, _, d in rows}
+            names = list(step.depends_on)
+            cur.execute(QUERIES["get_upstream_outputs"], {"run_id": claim.run_id, "names": names})
+            upstream = cur.fetchall()
         conn.rollback()
         progress = Progress(
-            checkpoint=row[2],
-            columns=columns_from_db(row[3]),
-            records_in=row[4],
-            records_out=row[5],
-            rejected=row[6],
-            input_digest=row[7] or DIGEST_SEED,
-            output_digest=row[8] or DIGEST_SEED,
-            batches=row[9],
-            row_errors=list(row[10] or []),
+            checkpoint=row["checkpoint"],
+            columns=columns_from_db(row["columns"]),
+            records_in=row["records_in"],
+            records_out=row["records_out"],
+            rejected=row["rejected"],
+            input_digest=row["input_digest"] or DIGEST_SEED,
+            output_digest=row["output_digest"] or DIGEST_SEED,
+            batches=row["batches"],
+            row_errors=list(row["row_errors"] or []),
         )
-        s.faults.at_attempt_start(step.name, claim.number)
-        fresh = progress.checkpoint is None
+        return StepContext(
+            plan=plan,
+            step=step,
+            progress=progress,
+            upstream={u["name"]: (columns_from_db(u["columns"]), u["batches"]) for u in upstream},
+            upstream_digests={u["name"]: u["output_digest"] for u in upstream},
+        )
+
+    def _open(self, conn, claim: Claim, ctx: StepContext) -> StepWork:
+        """The step's source, computation, sink and reject file, resumed at its checkpoint."""
+        s = self.settings
         env = StepEnv(
             run_id=claim.run_id,
             data_dir=s.data_dir,
@@ -208,117 +297,91 @@ class StepRunner:
             reject_dir=s.reject_dir,
             state_conn=conn,
             sandbox_connect=self._connect_sandbox,
-            upstream=upstream,
+            upstream=ctx.upstream,
         )
-        source = build_source(step, env, progress.columns)
+        step, cp = ctx.step, ctx.progress.checkpoint or {}
+        source = build_source(step, env, ctx.progress.columns)
         compute = build_compute(step, source)
-        cp = progress.checkpoint or {}
         if cp.get("state") is not None:
             compute.restore(cp["state"])
-        sink = build_sink(step, env, source.columns) if step.type == "export" else None
-        rejects = connectors.reject_file(s.reject_dir, claim.run_id, step.name)
-        keep_output = step.type != "export" or bool(plan.dependents(step.name))
-        on_row_error = plan.on_row_error
-        started = self._clock()
-        chunks, reject_chunks, n_batches = (
-            cp.get("chunks", 0),
-            cp.get("reject_chunks", 0),
-            cp.get("n", 0),
+        return StepWork(
+            source=source,
+            compute=compute,
+            sink=build_sink(step, env, source.columns) if step.type == "export" else None,
+            rejects=connectors.reject_file(s.reject_dir, claim.run_id, step.name),
+            keep_output=step.type != "export" or bool(ctx.plan.dependents(step.name)),
+            chunks=cp.get("chunks", 0),
+            reject_chunks=cp.get("reject_chunks", 0),
+            n_batches=cp.get("n", 0),
         )
-        try:
-            if fresh:
-                self._start_fresh(conn, claim, sink, rejects)
-            elif sink is not None:
-                sink.start(fresh=False)
-            for batch in source.batches(progress.checkpoint, progress.records_in):
-                self._check(heartbeat, started)
-                if batch.records_in == 0:
-                    continue
-                s.faults.before_batch(step.name)
-                first = progress.records_in + 1
-                out, errors = compute.apply(batch.records, first)
-                errors = [*batch.row_errors, *errors]
-                if sink is not None:
-                    sink_errors = sink.write(chunks, out, first)
-                    if sink_errors:
-                        bad = {e.record for e in sink_errors}
-                        out = [r for i, r in enumerate(out) if first + i not in bad]
-                        errors += sink_errors
-                    chunks += 1
-                if errors and on_row_error == "stop":
-                    e = errors[0]
-                    raise RowValueError(e.reason, line=e.line, column=e.column)
-                if errors:
-                    rejects.write_chunk(reject_chunks, connectors.encode_rejects(errors))
-                    reject_chunks += 1
-                n_batches += 1
-                s.faults.after_export(step.name, n_batches, claim.number)
-                progress.records_in += batch.records_in
-                progress.records_out += len(out)
-                progress.rejected += len(errors)
-                if batch.raw_bytes is not None:
-                    progress.input_digest = chain_bytes(progress.input_digest, batch.raw_bytes)
-                elif batch.digest_items is not None:
-                    progress.input_digest = chain_digest(progress.input_digest, batch.digest_items)
-                progress.output_digest = chain_digest(progress.output_digest, out)
-                progress.columns = compute.output_columns
-                room = MAX_ROW_ERRORS_SHOWN - len(progress.row_errors)
-                progress.row_errors += [e.as_dict() for e in errors[: max(room, 0)]]
-                progress.checkpoint = {
-                    **batch.position,
-                    "n": n_batches,
-                    "chunks": chunks,
-                    "reject_chunks": reject_chunks,
-                    "state": compute.state(),
-                }
-                with conn.cursor() as cur:
-                    cancel = fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s, batches=1)
-                    if keep_output and out:
-                        write_batch(
-                            cur, claim.run_id, step.name, progress.batches, out, progress.columns
-                        )
-                        progress.batches += 1
-                    cur.execute(
-                        QUERIES["save_checkpoint"], progress.params(claim.run_id, step.name)
-                    )
-                conn.commit()
-                if cancel:
-                    heartbeat.cancel.set()
-            self._check(heartbeat, started)
-            digest_of = getattr(source, "input_digest_of", None)
-            if digest_of is not None:
-                progress.input_digest = upstream_digests[digest_of]
-            final = compute.finish()
-            progress.columns = compute.output_columns
-            progress.output_digest = chain_digest(progress.output_digest, final)
-            progress.records_out += len(final)
-            if sink is not None:
-                location = sink.publish(chunks)
-                log.info(
-                    "export published to %s",
-                    location,
-                    extra={"run_id": claim.run_id, "step": step.name},
-                )
-            if reject_chunks:
-                rejects.publish(reject_chunks)
-            with conn.cursor() as cur:
-                fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
-                for i in range(0, len(final), BATCH_SIZE):
-                    part = final[i : i + BATCH_SIZE]
-                    write_batch(
-                        cur, claim.run_id, step.name, progress.batches, part, progress.columns
-                    )
-                    progress.batches += 1
-                cur.execute(QUERIES["save_checkpoint"], progress.params(claim.run_id, step.name))
-                self._finish(cur, claim, "succeeded", None, step_status="succeeded")
-            conn.commit()
-        except StepCanceled:
-            if sink is not None:
-                sink.discard()  # a canceled step's export never becomes visible
-            raise
-        finally:
-            if sink is not None:
-                sink.close()
+
+    def _run_batch(
+        self, conn, claim: Claim, ctx: StepContext, work: StepWork, batch, heartbeat: Heartbeat
+    ) -> None:
+        """One input batch: compute, write the export chunk and rejects (invisible until the
+        step commits), then commit output + checkpoint behind the fence."""
+        s, step, progress = self.settings, ctx.step, ctx.progress
+        s.faults.before_batch(step.name)
+        first = progress.records_in + 1
+        out, errors = work.compute.apply(batch.records, first)
+        errors = [*batch.row_errors, *errors]
+        if work.sink is not None:
+            sink_errors = work.sink.write(work.chunks, out, first)
+            if sink_errors:
+                bad = {e.record for e in sink_errors}
+                out = [r for i, r in enumerate(out) if first + i not in bad]
+                errors += sink_errors
+            work.chunks += 1
+        if errors and ctx.plan.on_row_error == ON_ROW_ERROR_STOP:
+            e = errors[0]
+            raise RowValueError(e.reason, line=e.line, column=e.column)
+        if errors:
+            work.rejects.write_chunk(work.reject_chunks, connectors.encode_rejects(errors))
+            work.reject_chunks += 1
+        work.n_batches += 1
+        s.faults.after_export(step.name, work.n_batches, claim.number)
+        progress.advance(batch, out, errors, work)
+        with conn.cursor() as cur:
+            cancel = fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s, batches=1)
+            if work.keep_output and out:
+                write_batch(cur, claim.run_id, step.name, progress.batches, out, progress.columns)
+                progress.batches += 1
+            cur.execute(QUERIES["save_checkpoint"], progress.params(claim.run_id, step.name))
+        conn.commit()
+        if cancel:
+            heartbeat.cancel.set()
+
+    def _complete(self, conn, claim: Claim, ctx: StepContext, work: StepWork) -> None:
+        """After the last batch: the computation's final records (aggregates), publish the
+        export and the reject file, and commit the step as succeeded behind the fence."""
+        s, step, progress = self.settings, ctx.step, ctx.progress
+        digest_of = getattr(work.source, "input_digest_of", None)
+        if digest_of is not None:
+            progress.input_digest = ctx.upstream_digests[digest_of]
+        final = work.compute.finish()
+        progress.columns = work.compute.output_columns
+        progress.output_digest = chain_digest(progress.output_digest, final)
+        progress.records_out += len(final)
+        if work.sink is not None:
+            location = work.sink.publish(work.chunks)
+            log.info(
+                "export published to %s",
+                location,
+                extra={"run_id": claim.run_id, "step": step.name},
+            )
+        if work.reject_chunks:
+            work.rejects.publish(work.reject_chunks)
+        with conn.cursor() as cur:
+            fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
+            for i in range(0, len(final), BATCH_SIZE):
+                part = final[i : i + BATCH_SIZE]
+                write_batch(cur, claim.run_id, step.name, progress.batches, part, progress.columns)
+                progress.batches += 1
+            cur.execute(QUERIES["save_checkpoint"], progress.params(claim.run_id, step.name))
+            self._finish(
+                cur, claim, AttemptOutcome.SUCCEEDED, None, step_status=StepStatus.SUCCEEDED
+            )
+        conn.commit()
 
     def _start_fresh(self, conn, claim: Claim, sink, rejects) -> None:
         """A step starting from scratch drops what an attempt that committed nothing left
@@ -386,7 +449,9 @@ class StepRunner:
         try:
             with conn.cursor() as cur:
                 fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
-                self._finish(cur, claim, "released", "executor stopped", step_status=None)
+                self._finish(
+                    cur, claim, AttemptOutcome.RELEASED, "executor stopped", step_status=None
+                )
                 cur.execute(
                     QUERIES["create_attempt"], {"run_id": claim.run_id, "name": claim.step_name}
                 )
@@ -401,11 +466,11 @@ class StepRunner:
         """Record a failed attempt: retry_wait with the next delay, or the step fails."""
         s = self.settings
         if is_input_data_error(exc):
-            outcome = "input_error"
+            outcome = AttemptOutcome.INPUT_ERROR
         elif isinstance(exc, StepTimeout | TimeLimitExceeded):
-            outcome = "timeout"
+            outcome = AttemptOutcome.TIMEOUT
         else:
-            outcome = "failed"
+            outcome = AttemptOutcome.FAILED
         error = f"{type(exc).__name__}: {exc}"
         try:
             with conn.cursor() as cur:
@@ -433,12 +498,12 @@ class StepRunner:
                         {
                             "run_id": claim.run_id,
                             "name": claim.step_name,
-                            "status": "failed",
+                            "status": StepStatus.FAILED,
                             "error": error,
                         },
                     )
             conn.commit()
         except LeaseLost:
             conn.rollback()
-            return "lease_lost", None
+            return LEASE_LOST, None
         return outcome, (int(decision.delay_s * 1000) if decision.retry else None)

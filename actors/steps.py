@@ -17,6 +17,8 @@ from typing import Any
 import connectors
 from actors.outputs import read_batches
 from dag import (
+    BATCH_SIZE,
+    MAX_SOURCE_BYTES,
     ConfigValueError,
     Position,
     RowError,
@@ -29,9 +31,6 @@ from dag import (
     read_jsonl_batches,
     type_records,
 )
-
-BATCH_SIZE = 500
-MAX_SOURCE_BYTES = 50 * 1024 * 1024
 
 
 @dataclass

@@ -19,7 +19,7 @@ from connectors.fileexport import (
     export_file,
     reject_file,
 )
-from connectors.files import DEFAULT_MAX_BYTES, open_source
+from connectors.files import open_source
 from connectors.tables import (
     SourceTable,
     TableExport,
@@ -31,7 +31,6 @@ from connectors.tables import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_BYTES",
     "ChunkMissing",
     "ChunkedFile",
     "ConnectorError",

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from connectors.errors import ChunkMissing, ExportPathRefused
+from dag.paths import relative_path_problem, split_relative_path
 from dag.records import RowError
 
 STAGE_DIR_NAME = ".stage"
@@ -168,16 +169,12 @@ def _stage_dir(run_dir: Path, step_name: str) -> Path:
 
 
 def _rel_parts(rel_path: str) -> tuple[str, ...]:
-    if not isinstance(rel_path, str) or not rel_path.strip() or "\x00" in rel_path:
-        raise ExportPathRefused(f"export path {rel_path!r} is empty or holds a NUL byte")
-    if rel_path.startswith(("/", "\\")) or os.path.isabs(rel_path):
-        raise ExportPathRefused(f"export path {rel_path!r} is absolute; use a relative path")
-    posix = rel_path.replace("\\", "/")
-    if ".." in posix.split("/"):
-        raise ExportPathRefused(f"export path {rel_path!r} holds a '..' segment")
+    if not isinstance(rel_path, str):
+        raise ExportPathRefused(f"export path {rel_path!r} is not a string")
+    if (problem := relative_path_problem(rel_path)) is not None:
+        raise ExportPathRefused(f"export path {rel_path!r} {problem}")
+    posix = "/".join(split_relative_path(rel_path))
     parts = PurePosixPath(posix).parts
-    if not parts or posix.endswith("/"):
-        raise ExportPathRefused(f"export path {rel_path!r} names a directory, not a file")
     if parts[0] == STAGE_DIR_NAME:
         raise ExportPathRefused(f"export path {rel_path!r} is reserved for staging")
     return parts

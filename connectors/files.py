@@ -12,12 +12,13 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from connectors.errors import SourceMissing, SourceRefused, SourceTooLarge
+from dag.limits import MAX_SOURCE_BYTES
+from dag.paths import relative_path_problem
 
-DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 _PROC_FD = Path("/proc/self/fd")
 
 
-def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> BinaryIO:
+def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> BinaryIO:
     """Open `rel_path` under `data_dir` for binary reading (seekable, at offset 0).
 
     Raises `SourceRefused` for an empty or absolute path, a `..` segment, a path whose real
@@ -66,17 +67,12 @@ def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = DEFAULT_MAX_B
 
 
 def check_rel_path(rel_path: str) -> PurePosixPath:
-    """The relative path `rel_path` as a `PurePosixPath`; `SourceRefused` when it is empty,
-    absolute, holds a `..` segment or a NUL byte."""
-    if not isinstance(rel_path, str) or not rel_path.strip():
-        raise SourceRefused(f"source path {rel_path!r} is empty")
-    if "\x00" in rel_path:
-        raise SourceRefused(f"source path {rel_path!r} holds a NUL byte")
-    # Backslashes count as separators too, so a Windows-style `..\x` is refused everywhere.
-    if rel_path.startswith(("/", "\\")) or os.path.isabs(rel_path):
-        raise SourceRefused(f"source path {rel_path!r} is absolute; use a relative path")
-    if ".." in rel_path.replace("\\", "/").split("/"):
-        raise SourceRefused(f"source path {rel_path!r} holds a '..' segment")
+    """The relative path `rel_path` as a `PurePosixPath`; `SourceRefused` when it breaks the
+    relative-path rule (`dag.paths`): empty, absolute, a `..` segment, a NUL byte."""
+    if not isinstance(rel_path, str):
+        raise SourceRefused(f"source path {rel_path!r} is not a string")
+    if (problem := relative_path_problem(rel_path)) is not None:
+        raise SourceRefused(f"source path {rel_path!r} {problem}")
     return PurePosixPath(rel_path)
 
 

@@ -40,14 +40,15 @@ from psycopg2.extensions import connection as Connection
 
 from connectors.errors import TableConflict, TableRefused
 from dag.errors import ConfigValueError
+from dag.limits import BATCH_SIZE, INT64_MAX, INT64_MIN
 from dag.records import RowError
+from dag.types import ISO_DATE_TEXT
 from ddl import load_queries
 
 QUERIES = load_queries(Path(__file__).with_name("sql") / "queries.sql")
 
 SANDBOX_SCHEMA = "sandbox"
 STAGE_SCHEMA = "etl_stage"
-DEFAULT_BATCH_SIZE = 500
 EXPORT_KEY_COLUMNS = ("run_id", "step_id", "record_key")
 # The staging table's batch column; a name no step column may take.
 BATCH_SEQ_COLUMN = "_etl_batch_seq"
@@ -56,8 +57,6 @@ RESERVED_COLUMNS = (*EXPORT_KEY_COLUMNS, BATCH_SEQ_COLUMN)
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are truncated
 _INT_TYPES = frozenset({"int2", "int4", "int8"})
-_INT64 = (-(2**63), 2**63 - 1)
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # Export column types: step type -> (DDL type, catalog base type names accepted as equal).
 _EXPORT_TYPES: dict[str, tuple[sql.SQL, frozenset[str]]] = {
     "int": (sql.SQL("bigint"), frozenset({"int8"})),
@@ -143,7 +142,7 @@ def read_table_batches(
     source: SourceTable,
     *,
     after_key: list[Any] | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int = BATCH_SIZE,
 ) -> Iterator[tuple[list[dict[str, Any]], list[Any]]]:
     """Yield `(records, last_key)` batches of `source` in primary-key order, starting after
     `after_key` (a `last_key` from an earlier batch) or at the beginning.
@@ -532,7 +531,7 @@ def _check_value(kind: str, value: Any) -> str | None:
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             return f"value {value!r} is not an int"
-        if not _INT64[0] <= value <= _INT64[1]:
+        if not INT64_MIN <= value <= INT64_MAX:
             return f"value {value} is outside int64"
         return None
     if not isinstance(value, str):
@@ -541,7 +540,7 @@ def _check_value(kind: str, value: Any) -> str | None:
         return "a NUL character cannot be stored in PostgreSQL text"
     if kind == "date":
         try:
-            if not _ISO_DATE.fullmatch(value):
+            if not ISO_DATE_TEXT.fullmatch(value):
                 raise ValueError(value)
             dt.date.fromisoformat(value)
         except ValueError:

@@ -7,23 +7,60 @@ from dag.errors import (
     ConfigValueError,
     CsvFormatError,
     DagError,
+    FieldError,
     InputDataError,
     Int64OverflowError,
     PlanInvalid,
     RowValueError,
 )
 from dag.jsonparts import read_json_batches, read_jsonl_batches
-from dag.plan import FieldError, Plan, Step, parse_plan, topological_order, validate_plan
+from dag.limits import (
+    BATCH_SIZE,
+    GLOBAL_ACTIVE_LIMIT,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_SOURCE_BYTES,
+    PIPELINE_ACTIVE_LIMIT,
+    PIPELINE_QUEUE_LIMIT,
+    PIPELINE_RUNNING_LIMIT,
+    RETRY_DELAYS_S,
+)
+from dag.paths import relative_path_problem, split_relative_path
+from dag.plan import Plan, Step, parse_plan, topological_order, validate_plan
 from dag.readiness import Readiness, decide, steps_to_rerun
 from dag.records import Position, RawBatch, RawRecord, RowError
-from dag.retry import RETRY_DELAYS_S, RetryDecision, decide_retry, is_input_data_error
+from dag.retry import RetryDecision, decide_retry, is_input_data_error
+from dag.states import (
+    RUN_ACTIVE,
+    RUN_TERMINAL,
+    STEP_TERMINAL,
+    Admitted,
+    AttemptOutcome,
+    RunStatus,
+    SkipReason,
+    StepStatus,
+)
 from dag.transforms import Transform, build_transform
-from dag.types import COLUMN_TYPES, infer_columns, type_records
+from dag.types import COLUMN_TYPES, ISO_DATE_TEXT, infer_columns, type_records
 
 __all__ = [
+    "BATCH_SIZE",
     "COLUMN_TYPES",
     "DIGEST_SEED",
+    "GLOBAL_ACTIVE_LIMIT",
+    "INT64_MAX",
+    "INT64_MIN",
+    "ISO_DATE_TEXT",
+    "MAX_SOURCE_BYTES",
+    "PIPELINE_ACTIVE_LIMIT",
+    "PIPELINE_QUEUE_LIMIT",
+    "PIPELINE_RUNNING_LIMIT",
     "RETRY_DELAYS_S",
+    "RUN_ACTIVE",
+    "RUN_TERMINAL",
+    "STEP_TERMINAL",
+    "Admitted",
+    "AttemptOutcome",
     "ConfigValueError",
     "CsvFormatError",
     "DagError",
@@ -39,7 +76,10 @@ __all__ = [
     "RetryDecision",
     "RowError",
     "RowValueError",
+    "RunStatus",
+    "SkipReason",
     "Step",
+    "StepStatus",
     "Transform",
     "build_transform",
     "chain_bytes",
@@ -52,6 +92,8 @@ __all__ = [
     "read_csv_batches",
     "read_json_batches",
     "read_jsonl_batches",
+    "relative_path_problem",
+    "split_relative_path",
     "steps_to_rerun",
     "topological_order",
     "type_records",

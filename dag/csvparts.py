@@ -25,7 +25,7 @@ Contract of `read_csv_batches`:
   wrong number of fields; invalid UTF-8 (`raw` decoded with `errors="replace"`); a quote
   that is not followed by a delimiter or the end of the line (`"ab"c`); and a quote left
   open at the end of the file, which makes the rest of the file that one bad record.
-- A field longer than `FIELD_LIMIT_BYTES` (64 MiB, more than an ingest file may hold) raises
+- A field longer than `FIELD_LIMIT_BYTES` (longer than an ingest file may be) raises
   `CsvFormatError`: the reader would otherwise resume inside that quoted field.
 """
 
@@ -36,12 +36,14 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from dag.errors import CsvFormatError
+from dag.limits import BATCH_SIZE, MAX_SOURCE_BYTES
 from dag.records import Position, RawBatch, RawRecord, RowError
 
 __all__ = ["read_csv_batches"]
 
 _BOM = b"\xef\xbb\xbf"
-FIELD_LIMIT_BYTES = 64 * 1024 * 1024
+# No field of a file an ingest may read is longer than the file itself.
+FIELD_LIMIT_BYTES = MAX_SOURCE_BYTES + 1
 
 
 class _LineFeed:
@@ -162,7 +164,7 @@ def read_csv_batches(
     stream: BinaryIO,
     *,
     delimiter: str = ",",
-    batch_size: int = 500,
+    batch_size: int = BATCH_SIZE,
     start: Position | None = None,
 ) -> Iterator[RawBatch]:
     """Yield batches of at most `batch_size` records (see the module docstring)."""
@@ -170,7 +172,6 @@ def read_csv_batches(
         raise ValueError("batch_size must be at least 1")
     if len(delimiter) != 1 or delimiter in '"\r\n':
         raise ValueError(f"unusable CSV delimiter {delimiter!r}")
-    # Ingest files are at most 50 MiB, so with this limit only a longer file could hit it.
     if csv.field_size_limit() < FIELD_LIMIT_BYTES:
         csv.field_size_limit(FIELD_LIMIT_BYTES)
     header, after_header = _parse_header(stream, delimiter)

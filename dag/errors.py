@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-if TYPE_CHECKING:
-    from dag.plan import FieldError
+
+@dataclass(frozen=True)
+class FieldError:
+    """One validation problem: the field path (`plan.steps[0].name`) and what is wrong."""
+
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The `details[]` item of an API error."""
+        return {"field": self.field, "message": self.message}
 
 
 class DagError(Exception):

@@ -34,6 +34,7 @@ from itertools import chain, islice
 from typing import Any, BinaryIO
 
 from dag.errors import InputDataError
+from dag.limits import BATCH_SIZE
 from dag.records import Position, RawBatch, RawRecord, RowError
 
 __all__ = ["read_json_batches", "read_jsonl_batches"]
@@ -157,7 +158,7 @@ def _scan_jsonl(stream: BinaryIO, start: Position | None) -> tuple[Position, Ite
 
 
 def read_jsonl_batches(
-    stream: BinaryIO, *, batch_size: int = 500, start: Position | None = None
+    stream: BinaryIO, *, batch_size: int = BATCH_SIZE, start: Position | None = None
 ) -> Iterator[RawBatch]:
     """Yield batches of JSON Lines records (see the module docstring)."""
     return _read_batches(_scan_jsonl, stream, batch_size, start)
@@ -354,7 +355,7 @@ def _scan_json(stream: BinaryIO, start: Position | None) -> tuple[Position, Iter
 
 
 def read_json_batches(
-    stream: BinaryIO, *, batch_size: int = 500, start: Position | None = None
+    stream: BinaryIO, *, batch_size: int = BATCH_SIZE, start: Position | None = None
 ) -> Iterator[RawBatch]:
     """Yield batches of the elements of a top-level JSON array (see the module docstring)."""
     return _read_batches(_scan_json, stream, batch_size, start)

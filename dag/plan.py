@@ -17,31 +17,34 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from dag.errors import PlanInvalid
-
-MIN_STEPS = 1
-MAX_STEPS = 30
-DEFAULT_MAX_ATTEMPTS = 3
-MAX_ATTEMPTS = 3
+from dag.errors import FieldError, PlanInvalid
+from dag.limits import (
+    DEFAULT_MAX_ATTEMPTS,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_ATTEMPTS,
+    MAX_STEPS,
+    MIN_STEPS,
+)
+from dag.paths import relative_path_problem
+from dag.transforms import AGGREGATE_OUTPUTS
+from dag.types import COLUMN_TYPES
 
 STEP_TYPES = ("ingest", "transform", "export")
-ON_FAILURE_POLICIES = ("stop_dependents", "continue_independent")
-ON_ROW_ERROR_MODES = ("stop", "reject")
-COLUMN_TYPES = ("int", "string", "date")
+STOP_DEPENDENTS, CONTINUE_INDEPENDENT = "stop_dependents", "continue_independent"
+ON_FAILURE_POLICIES = (STOP_DEPENDENTS, CONTINUE_INDEPENDENT)
+ON_ROW_ERROR_STOP, ON_ROW_ERROR_REJECT = "stop", "reject"
+ON_ROW_ERROR_MODES = (ON_ROW_ERROR_STOP, ON_ROW_ERROR_REJECT)
 INGEST_SOURCES = ("file", "table")
 INGEST_FORMATS = ("csv", "json", "jsonl")
 EXPORT_TARGETS = ("file", "table")
 EXPORT_FORMATS = ("jsonl", "csv")
 TRANSFORM_OPS = ("trim", "normalize_whitespace", "map", "filter_eq", "parse_date", "aggregate")
-# The columns an aggregate adds to each group record; a group column may not reuse them.
-AGGREGATE_OUTPUTS = ("count", "sum", "min", "max")
 
 # Step names end up in file names (staging chunks, reject files), so keep them path-safe.
 STEP_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
 # Export tables become unquoted identifiers in `sandbox.NAME`.
 EXPORT_TABLE_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
 
 _PLAN_KEYS = ("steps", "on_failure", "on_row_error")
 _STEP_KEYS = ("name", "type", "config", "depends_on", "retry")
@@ -59,18 +62,6 @@ _OP_KEYS = {
     "parse_date": ("op", "column"),
     "aggregate": ("op", "column", "group_by"),
 }
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One validation problem: the field path (`plan.steps[0].name`) and what is wrong."""
-
-    field: str
-    message: str
-
-    def as_dict(self) -> dict[str, str]:
-        """The `details[]` item of an API error."""
-        return {"field": self.field, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -100,8 +91,8 @@ class Plan:
     """A validated DAG of steps in the order the user wrote them, plus the run policies."""
 
     steps: tuple[Step, ...]
-    on_failure: str = "stop_dependents"
-    on_row_error: str = "stop"
+    on_failure: str = STOP_DEPENDENTS
+    on_row_error: str = ON_ROW_ERROR_STOP
     _by_name: dict[str, Step] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -195,8 +186,8 @@ def parse_plan(obj: object) -> Plan:
     )
     return Plan(
         steps=steps,
-        on_failure=obj.get("on_failure", "stop_dependents"),
-        on_row_error=obj.get("on_row_error", "stop"),
+        on_failure=obj.get("on_failure", STOP_DEPENDENTS),
+        on_row_error=obj.get("on_row_error", ON_ROW_ERROR_STOP),
     )
 
 
@@ -696,22 +687,8 @@ def _check_path_key(config: Mapping[str, Any], path: str, errors: list[FieldErro
 
 
 def _check_relative_path(value: Any, path: str, errors: list[FieldError]) -> None:
-    """Shape only: a relative path without `..`; the connectors guard the real file system."""
+    """Shape only (`dag.paths`); the connectors guard the real file system."""
     if not isinstance(value, str):
         errors.append(FieldError(path, "must be a string"))
-        return
-    if not value:
-        errors.append(FieldError(path, "must not be empty"))
-        return
-    if "\x00" in value:
-        errors.append(FieldError(path, "must not contain NUL characters"))
-        return
-    # Backslashes and drive letters count too: the path must not escape on any platform.
-    if value.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", value):
-        errors.append(FieldError(path, "must be a relative path, not an absolute one"))
-        return
-    segments = re.split(r"[/\\]", value)
-    if ".." in segments:
-        errors.append(FieldError(path, "must not contain '..' segments"))
-    elif segments[-1] in ("", "."):
-        errors.append(FieldError(path, "must name a file, not a directory"))
+    elif (problem := relative_path_problem(value)) is not None:
+        errors.append(FieldError(path, problem))

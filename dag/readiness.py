@@ -13,28 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from dag.plan import Plan
+from dag.plan import STOP_DEPENDENTS, Plan
+from dag.states import STEP_TERMINAL, RunStatus, StepStatus
 
-PENDING = "pending"
-RUNNING = "running"
-RETRY_WAIT = "retry_wait"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-UPSTREAM_FAILED = "upstream_failed"
-NOT_RUN = "not_run"
-CANCELED = "canceled"
+PENDING, RUNNING, RETRY_WAIT = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.RETRY_WAIT
+SUCCEEDED, FAILED, CANCELED = StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELED
+UPSTREAM_FAILED, NOT_RUN = StepStatus.UPSTREAM_FAILED, StepStatus.NOT_RUN
 
-STEP_STATUSES = (
-    PENDING,
-    RUNNING,
-    RETRY_WAIT,
-    SUCCEEDED,
-    FAILED,
-    UPSTREAM_FAILED,
-    NOT_RUN,
-    CANCELED,
-)
-TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, UPSTREAM_FAILED, NOT_RUN, CANCELED})
+STEP_STATUSES = tuple(StepStatus)
+TERMINAL_STATUSES = STEP_TERMINAL
 # A dependency in one of these will never produce output, so its dependents cannot run.
 _BLOCKING = frozenset({FAILED, UPSTREAM_FAILED, NOT_RUN, CANCELED})
 # What a resume resets to pending: everything that ended without committed output.
@@ -93,7 +80,7 @@ def decide(plan: Plan, states: Mapping[str, str], *, cancel_requested: bool = Fa
                 settle(step.name, CANCELED)
         return _readiness(plan, status, changed, ready=())
 
-    frozen = plan.on_failure == "stop_dependents" and FAILED in status.values()
+    frozen = plan.on_failure == STOP_DEPENDENTS and FAILED in status.values()
     # Under a frozen run a not_run dependency means "stopped by the policy", not a failure.
     blocking = _BLOCKING - {NOT_RUN} if frozen else _BLOCKING
     # Plan order need not be topological, so repeat until nothing changes.
@@ -167,10 +154,10 @@ def _named(plan: Plan, changed: Mapping[str, str], new_status: str) -> tuple[str
     return tuple(s.name for s in plan.steps if changed.get(s.name) == new_status)
 
 
-def _run_status(statuses: Iterable[str]) -> str:
+def _run_status(statuses: Iterable[str]) -> RunStatus:
     values = set(statuses)
     if CANCELED in values:
-        return "canceled"
+        return RunStatus.CANCELED
     if values & {FAILED, UPSTREAM_FAILED, NOT_RUN}:
-        return "failed"
-    return "succeeded"
+        return RunStatus.FAILED
+    return RunStatus.SUCCEEDED

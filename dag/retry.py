@@ -10,11 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dag.errors import InputDataError
-
-# Delay before attempt n + 1 after attempt n failed is RETRY_DELAYS_S[n - 1].
-RETRY_DELAYS_S: tuple[float, ...] = (1.0, 2.0)
-# The delays define the ceiling, whatever a caller passes as max_attempts.
-MAX_ATTEMPTS = len(RETRY_DELAYS_S) + 1
+from dag.limits import MAX_ATTEMPTS, RETRY_DELAYS_S
 
 
 @dataclass(frozen=True)

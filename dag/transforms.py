@@ -42,13 +42,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dag.errors import ConfigValueError, Int64OverflowError
+from dag.limits import INT64_MAX, INT64_MIN
 from dag.records import RowError
-from dag.types import INT64_MAX, INT64_MIN, convert_value
+from dag.types import convert_value
 
-__all__ = ["Transform", "build_transform"]
+__all__ = ["AGGREGATE_OUTPUTS", "Transform", "build_transform"]
 
 Record = dict[str, Any]
-_AGGREGATES = ("count", "sum", "min", "max")
+# The columns an aggregate adds to each group record; a group column may not reuse them.
+AGGREGATE_OUTPUTS = ("count", "sum", "min", "max")
 
 
 class Transform:
@@ -244,7 +246,7 @@ class _Aggregate(Transform):
                 column=self._column,
             )
         for name in self._group_by:
-            if name in _AGGREGATES:
+            if name in AGGREGATE_OUTPUTS:
                 raise ConfigValueError(
                     f"aggregate: group_by column {name!r} clashes with an output column",
                     column=name,
@@ -252,7 +254,7 @@ class _Aggregate(Transform):
         if len(set(self._group_by)) != len(self._group_by):
             raise ConfigValueError("aggregate: group_by names a column twice")
         self.output_columns = {name: input_columns[name] for name in self._group_by}
-        self.output_columns.update(dict.fromkeys(_AGGREGATES, "int"))
+        self.output_columns.update(dict.fromkeys(AGGREGATE_OUTPUTS, "int"))
         # group key -> [count, sum, min, max]; dicts keep first-seen order.
         self._groups: dict[tuple[Any, ...], list[Any]] = {}
 

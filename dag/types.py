@@ -28,23 +28,22 @@ from datetime import date
 from typing import Any
 
 from dag.errors import ConfigValueError
+from dag.limits import INT64_MAX, INT64_MIN
 from dag.records import RawRecord, RowError
 
 __all__ = [
     "COLUMN_TYPES",
-    "INT64_MAX",
-    "INT64_MIN",
+    "ISO_DATE_TEXT",
     "convert_value",
     "infer_columns",
     "type_records",
 ]
 
 COLUMN_TYPES = ("int", "string", "date")
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
+# The shape of a date (ASCII digits only: `\d` would take other scripts' digits too).
+ISO_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 _INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)")
-_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 # Longer text cannot be in range, and int() refuses very long digit strings anyway.
 _INT_TEXT_MAX_LEN = len(str(INT64_MIN))
 
@@ -71,7 +70,7 @@ def _to_int(value: Any) -> int | None:
 def _to_date(value: Any) -> str | None:
     if value is None or value == "":
         return None
-    if type(value) is not str or not _DATE_TEXT.fullmatch(value):
+    if type(value) is not str or not ISO_DATE_TEXT.fullmatch(value):
         raise ValueError(f"not an ISO date (YYYY-MM-DD): {_show(value)}")
     try:
         date.fromisoformat(value)

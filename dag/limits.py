@@ -1,0 +1,31 @@
+"""The product's fixed limits, in one place: every layer (validation, readers, engine,
+admission, API messages, drills and bench) imports them from here instead of retyping them."""
+
+from __future__ import annotations
+
+# Numbers are int64 everywhere: values, sums, literals in plans, sandbox columns.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+# A plan holds 1..30 steps.
+MIN_STEPS = 1
+MAX_STEPS = 30
+
+# Records per batch: the unit of reading, checkpointing, committing and cancel checks.
+BATCH_SIZE = 500
+
+# The largest file an ingest may read.
+MAX_SOURCE_BYTES = 50 * 1024 * 1024
+
+# Delay before attempt n + 1 after attempt n failed is RETRY_DELAYS_S[n - 1]; the delays
+# define the ceiling of attempts per step.
+RETRY_DELAYS_S: tuple[float, ...] = (1.0, 2.0)
+MAX_ATTEMPTS = len(RETRY_DELAYS_S) + 1
+DEFAULT_MAX_ATTEMPTS = MAX_ATTEMPTS
+
+# Admission: per pipeline one running run and three queued; at most 20 queued or running
+# runs in all. A trigger past either limit is skipped (`queue_full` / `busy`).
+PIPELINE_RUNNING_LIMIT = 1
+PIPELINE_QUEUE_LIMIT = 3
+PIPELINE_ACTIVE_LIMIT = PIPELINE_RUNNING_LIMIT + PIPELINE_QUEUE_LIMIT
+GLOBAL_ACTIVE_LIMIT = 20

@@ -1,0 +1,32 @@
+"""The relative-path rule shared by plan validation, the ingest guard and file exports: a
+user-supplied path is relative, names a file, and cannot climb out of its directory on any
+platform. Shape only: the connectors still guard the real file system (symlinks, links)."""
+
+from __future__ import annotations
+
+import re
+
+_DRIVE = re.compile(r"[A-Za-z]:")
+_SEPARATORS = re.compile(r"[/\\]")
+
+
+def split_relative_path(value: str) -> list[str]:
+    """The segments of `value`, split on `/` and `\\` alike."""
+    return _SEPARATORS.split(value)
+
+
+def relative_path_problem(value: str) -> str | None:
+    """Why `value` is not an acceptable relative file path, or None when it is."""
+    if not value.strip():
+        return "must not be empty"
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    # Backslashes and drive letters count too: the path must not escape on any platform.
+    if value.startswith(("/", "\\")) or _DRIVE.match(value):
+        return "must be a relative path, not an absolute one"
+    segments = split_relative_path(value)
+    if ".." in segments:
+        return "must not contain '..' segments"
+    if segments[-1] in ("", "."):
+        return "must name a file, not a directory"
+    return None

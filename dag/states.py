@@ -1,0 +1,72 @@
+"""The states of runs, steps and step attempts, and the outcomes of admission: one `StrEnum`
+each, so no layer spells a state as a bare string. The values are the database's (the CHECK
+constraints in `ddl/migrations`) and the API's."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """A run's status."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    SKIPPED = "skipped"
+
+
+class StepStatus(StrEnum):
+    """A step's status within a run."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    RETRY_WAIT = "retry_wait"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UPSTREAM_FAILED = "upstream_failed"
+    NOT_RUN = "not_run"
+    CANCELED = "canceled"
+
+
+class AttemptOutcome(StrEnum):
+    """How a step attempt ended (null while it runs)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INPUT_ERROR = "input_error"
+    TIMEOUT = "timeout"
+    LEASE_EXPIRED = "lease_expired"
+    CANCELED = "canceled"
+    SUPERSEDED = "superseded"
+    RELEASED = "released"
+
+
+class SkipReason(StrEnum):
+    """Why a trigger was skipped instead of queued."""
+
+    QUEUE_FULL = "queue_full"
+    BUSY = "busy"
+
+
+class Admitted(StrEnum):
+    """What a trigger did: made a run, found the run of its key, or was skipped."""
+
+    CREATED = "created"
+    EXISTING = "existing"
+    SKIPPED = "skipped"
+
+
+RUN_ACTIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+RUN_TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
+STEP_TERMINAL = frozenset(
+    {
+        StepStatus.SUCCEEDED,
+        StepStatus.FAILED,
+        StepStatus.UPSTREAM_FAILED,
+        StepStatus.NOT_RUN,
+        StepStatus.CANCELED,
+    }
+)
