@@ -13,7 +13,13 @@ from actors.errors import ActorError, LeaseLost
 from actors.faults import Faults
 from actors.purge import PurgeReport, purge_finished_runs
 from actors.runner import ExecutorSettings, StepRunner
-from actors.sweep import release_own_leases, sweep_once
+from actors.sweep import (
+    SweepSettings,
+    purge_broker,
+    release_own_leases,
+    run_sweep,
+    sweep_once,
+)
 from actors.workers import register_advancer, register_step_runner, start_worker
 
 __all__ = [
@@ -26,13 +32,16 @@ __all__ = [
     "LeaseLost",
     "PurgeReport",
     "StepRunner",
+    "SweepSettings",
     "advance_pipeline",
     "advance_run",
     "build_broker",
+    "purge_broker",
     "purge_finished_runs",
     "register_advancer",
     "register_step_runner",
     "release_own_leases",
+    "run_sweep",
     "send_advance_run",
     "send_run_step",
     "send_wakeups",

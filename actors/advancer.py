@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from actors.broker import send_advance_run, send_run_step
 from actors.sql import QUERIES
-from dag import Plan, decide, parse_plan
+from dag import Plan, RunStatus, StepStatus, decide, parse_plan
 
 log = logging.getLogger("etl.advancer")
 
@@ -52,10 +52,10 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
             # steps only), so loop until a run is left running or the queue is empty.
             for _ in range(100):
                 key = {"pipeline_id": pipeline_id}
-                cur.execute(QUERIES["get_pipeline_run"], {**key, "status": "running"})
+                cur.execute(QUERIES["get_pipeline_run"], {**key, "status": RunStatus.RUNNING})
                 running = cur.fetchone()
                 if running is None:
-                    cur.execute(QUERIES["get_pipeline_run"], {**key, "status": "queued"})
+                    cur.execute(QUERIES["get_pipeline_run"], {**key, "status": RunStatus.QUEUED})
                     head = cur.fetchone()
                     if head is None:
                         break
@@ -91,14 +91,16 @@ def _advance_steps(
     cur.execute(QUERIES["lock_step_runs"], {"run_id": run_id})
     rows = cur.fetchall()
     states = {name: status for name, status, _due, _in_s in rows}
-    due_retries = [name for name, status, due, _in_s in rows if status == "retry_wait" and due]
-    waits = [in_s for _n, status, due, in_s in rows if status == "retry_wait" and not due]
+    due_retries = [
+        name for name, status, due, _in_s in rows if status == StepStatus.RETRY_WAIT and due
+    ]
+    waits = [in_s for _n, status, due, in_s in rows if status == StepStatus.RETRY_WAIT and not due]
 
     decision = decide(plan, states, cancel_requested=cancel_requested)
     for status, names in (
-        ("upstream_failed", decision.upstream_failed),
-        ("not_run", decision.not_run),
-        ("canceled", decision.canceled),
+        (StepStatus.UPSTREAM_FAILED, decision.upstream_failed),
+        (StepStatus.NOT_RUN, decision.not_run),
+        (StepStatus.CANCELED, decision.canceled),
     ):
         for name in names:
             cur.execute(
@@ -107,7 +109,7 @@ def _advance_steps(
             states[name] = status
     to_start = list(decision.ready)
     if not cancel_requested:
-        to_start += [n for n in due_retries if states.get(n) == "retry_wait"]
+        to_start += [n for n in due_retries if states.get(n) == StepStatus.RETRY_WAIT]
     elif waits:
         waits = []
     for name in to_start:
@@ -125,7 +127,7 @@ def _advance_steps(
             result.recheck_in_s = soonest
     if decision.finished and not to_start:
         cur.execute(QUERIES["finish_run"], {"run_id": run_id, "status": decision.run_status})
-        result.finished_runs.append((run_id, decision.run_status or "failed"))
+        result.finished_runs.append((run_id, decision.run_status or RunStatus.FAILED))
         log.info(
             "run finished",
             extra={"run_id": run_id, "trace_id": trace_id, "status": decision.run_status},

@@ -3,18 +3,27 @@
 Every few seconds it reaps attempts whose lease ran out (the step continues from its
 checkpoint in a new attempt, on any executor), re-sends wake-ups of attempts nobody claimed
 (lost between a commit and a send, or stranded on a dead executor), and advances every
-pipeline with queued or running runs (due retries, lost advancer messages, promotion)."""
+pipeline with queued or running runs (due retries, lost advancer messages, promotion).
+Every few minutes it also purges what the retention lets go: runs' intermediate outputs
+and the broker's finished messages."""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import psycopg2
 
 from actors.advancer import advance_pipeline
 from actors.broker import send_run_step
+from actors.purge import purge_finished_runs
 from actors.sql import QUERIES
+from dag import StepStatus
 
 log = logging.getLogger("etl.sweep")
 MAX_LEASE_EXPIRIES = 5  # a step that kills its executor again and again is failed
@@ -41,14 +50,14 @@ def reap_expired_leases(conn, broker) -> list[tuple[str, str]]:
                 keys = {"run_id": run_id, "name": step}
                 cur.execute(QUERIES["get_step_for_takeover"], keys)
                 row = cur.fetchone()
-                if row is None or row[0] != "running":
+                if row is None or row[0] != StepStatus.RUNNING:
                     continue
                 trace_id = row[1]
                 cur.execute(QUERIES["count_lease_expiries"], keys)
                 if cur.fetchone()[0] >= MAX_LEASE_EXPIRIES:
                     cur.execute(
                         QUERIES["finish_step"],
-                        {**keys, "status": "failed", "error": "lease expired too often"},
+                        {**keys, "status": StepStatus.FAILED, "error": "lease expired too often"},
                     )
                     continue
                 cur.execute(QUERIES["create_attempt"], keys)
@@ -99,13 +108,88 @@ def advance_active(conn, broker) -> int:
     return len(pipelines)
 
 
-def purge_broker(conn) -> int:
-    """Delete finished broker messages older than an hour."""
+def purge_broker(conn, *, older_than_s: float) -> int:
+    """Delete finished (done or rejected) broker messages older than `older_than_s`."""
     with conn.cursor() as cur:
-        cur.execute(QUERIES["purge_broker_messages"])
+        cur.execute(QUERIES["purge_broker_messages"], {"older_than_s": older_than_s})
         n = cur.rowcount
     conn.commit()
     return n
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """How often the sweep runs and what it purges: runs finished `retention_s` ago (at
+    most `purge_runs_per_pass` a pass, every `purge_every_s`), and finished broker messages
+    older than `broker_retention_s`."""
+
+    every_s: float
+    retention_s: float
+    export_dir: Path
+    reject_dir: Path
+    purge_every_s: float = 300.0
+    purge_runs_per_pass: int = 20
+    broker_retention_s: float = 3600.0
+    # A sweep failing every pass for this long stops the coordinator (a supervisor restarts it).
+    give_up_after_s: float = 60.0
+
+    @property
+    def unclaimed_after_s(self) -> float:
+        return max(5.0, 2 * self.every_s)
+
+
+def run_sweep(
+    connect: Callable[[], Any],
+    connect_sandbox: Callable[[], Any],
+    broker,
+    settings: SweepSettings,
+    stop: threading.Event,
+) -> bool:
+    """The coordinator's sweep thread: a pass every `settings.every_s` until `stop` is set.
+    A lost database is waited out; an unexpected error is logged and retried next pass.
+    Returns False (and sets `stop`) when passes kept failing for `give_up_after_s`."""
+    conn = None
+    failures = 0
+    purge_due = time.monotonic()
+    while not stop.wait(settings.every_s):
+        try:
+            if conn is None or conn.closed:
+                conn = connect()
+            sweep_once(conn, broker, unclaimed_after_s=settings.unclaimed_after_s)
+            if time.monotonic() >= purge_due:
+                more_due = purge_pass(conn, connect_sandbox, settings)
+                purge_due = time.monotonic() + (0.0 if more_due else settings.purge_every_s)
+        except psycopg2.OperationalError as exc:
+            log.warning("sweep: database unavailable: %s", exc)
+            conn = None
+        except Exception:
+            failures += 1
+            log.exception("sweep failed (%d in a row)", failures)
+            if failures * settings.every_s > settings.give_up_after_s:
+                stop.set()
+                return False
+        else:
+            failures = 0
+    if conn is not None:
+        conn.close()
+    return True
+
+
+def purge_pass(conn, connect_sandbox: Callable[[], Any], settings: SweepSettings) -> bool:
+    """Purge runs past the retention (a bounded number) and old broker messages; True when
+    more runs are due, so the next pass goes on at once."""
+    purged = purge_finished_runs(
+        conn,
+        older_than_s=settings.retention_s,
+        export_dir=settings.export_dir,
+        reject_dir=settings.reject_dir,
+        connect_sandbox=connect_sandbox,
+        limit=settings.purge_runs_per_pass,
+    )
+    messages = purge_broker(conn, older_than_s=settings.broker_retention_s)
+    if messages:
+        log.info("purged %d finished broker messages", messages)
+    return len(purged.runs) >= settings.purge_runs_per_pass
 
 
 def sweep_once(conn, broker, *, unclaimed_after_s: float) -> SweepReport:

@@ -30,7 +30,6 @@ import re
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg2
@@ -39,13 +38,11 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
 from connectors.errors import TableConflict, TableRefused
+from connectors.sql import QUERIES
 from dag.errors import ConfigValueError
 from dag.limits import BATCH_SIZE, INT64_MAX, INT64_MIN
 from dag.records import RowError
 from dag.types import ISO_DATE_TEXT
-from ddl import load_queries
-
-QUERIES = load_queries(Path(__file__).with_name("sql") / "queries.sql")
 
 SANDBOX_SCHEMA = "sandbox"
 STAGE_SCHEMA = "etl_stage"

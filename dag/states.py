@@ -51,14 +51,6 @@ class SkipReason(StrEnum):
     BUSY = "busy"
 
 
-class Admitted(StrEnum):
-    """What a trigger did: made a run, found the run of its key, or was skipped."""
-
-    CREATED = "created"
-    EXISTING = "existing"
-    SKIPPED = "skipped"
-
-
 RUN_ACTIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
 RUN_TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
 STEP_TERMINAL = frozenset(

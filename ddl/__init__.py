@@ -1,11 +1,17 @@
-"""The schema: numbered migrations (state, broker, sandbox), their runner, the SQL loader."""
+"""The schema: numbered migrations (state, broker, sandbox) and their runner; the named-SQL
+loader and the one way to open a connection, which every layer above uses."""
 
+from ddl.connect import Connection, connect, connection_kwargs, connector
 from ddl.migrate import MigrationError, apply_migrations, create_database_if_missing, migrate
 from ddl.queries import load_queries
 
 __all__ = [
+    "Connection",
     "MigrationError",
     "apply_migrations",
+    "connect",
+    "connection_kwargs",
+    "connector",
     "create_database_if_missing",
     "load_queries",
     "migrate",

@@ -15,6 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg2
 from psycopg2 import sql
 
+from ddl.connect import connect
+
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 SANDBOX_DIR = Path(__file__).with_name("sandbox")
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -57,7 +59,7 @@ def create_database_if_missing(url: str) -> bool:
     if not dbname:
         raise MigrationError(f"no database name in {url!r}")
     admin_url = urlunsplit(parts._replace(path="/postgres"))
-    conn = psycopg2.connect(admin_url)
+    conn = connect(admin_url, "etl-migrate")
     try:
         conn.autocommit = True
         with conn.cursor() as cur:
@@ -80,7 +82,7 @@ def apply_migrations(
     own transaction; return the names applied. Safe to call twice and concurrently."""
     migrations = discover(directory)
     create_database_if_missing(url)
-    conn = psycopg2.connect(url)
+    conn = connect(url, "etl-migrate")
     applied_now: list[str] = []
     try:
         conn.autocommit = True

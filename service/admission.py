@@ -17,16 +17,45 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
-from dag import parse_plan, steps_to_rerun
+from dag import (
+    GLOBAL_ACTIVE_LIMIT,
+    PIPELINE_ACTIVE_LIMIT,
+    PIPELINE_QUEUE_LIMIT,
+    PIPELINE_RUNNING_LIMIT,
+    RunStatus,
+    SkipReason,
+    parse_plan,
+    steps_to_rerun,
+)
 from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
 from service.errors import Conflict, NotFound
 
 ADMISSION_LOCK_KEY = 0x45544C41  # "ETLA": one admission at a time, database-wide
-PIPELINE_ACTIVE_LIMIT = 4  # 1 running + 3 queued
-GLOBAL_ACTIVE_LIMIT = 20
-QUEUE_FULL = "queue_full"
-BUSY = "busy"
+# What a refusal says, in the words of the limits it hit.
+SKIP_MESSAGES = {
+    SkipReason.QUEUE_FULL: f"the pipeline already has {PIPELINE_RUNNING_LIMIT} running and"
+    f" {PIPELINE_QUEUE_LIMIT} queued runs",
+    SkipReason.BUSY: f"{GLOBAL_ACTIVE_LIMIT} runs are queued or running in total",
+}
+
+
+class AdmissionOutcome(StrEnum):
+    """What a trigger or resume did (see `Admission`)."""
+
+    CREATED = "created"
+    EXISTING = "existing"
+    SKIPPED = "skipped"
+    REQUEUED = "requeued"
+    REFUSED = "refused"
+
+
+class CancelOutcome(StrEnum):
+    """What a cancel did (see `Cancellation`)."""
+
+    CANCELED = "canceled"
+    CANCEL_REQUESTED = "cancel_requested"
 
 
 @dataclass(frozen=True)
@@ -44,7 +73,7 @@ class Admission:
     @property
     def needs_wake(self) -> bool:
         """True when the dag-advancer should look at the run after COMMIT."""
-        return self.outcome in ("created", "requeued")
+        return self.outcome in (AdmissionOutcome.CREATED, AdmissionOutcome.REQUEUED)
 
 
 @dataclass(frozen=True)
@@ -76,9 +105,9 @@ def refusal_reason(cur: Cursor, pipeline_id: str) -> str | None:
     Exact only under the admission lock."""
     counts = fetch_one(cur, "count_active_runs", {"pipeline_id": pipeline_id}) or {}
     if counts.get("pipeline_active", 0) >= PIPELINE_ACTIVE_LIMIT:
-        return QUEUE_FULL
+        return SkipReason.QUEUE_FULL
     if counts.get("total_active", 0) >= GLOBAL_ACTIVE_LIMIT:
-        return BUSY
+        return SkipReason.BUSY
     return None
 
 
@@ -106,8 +135,8 @@ def admit_run(
     if existing is not None:
         run = get_run(cur, existing["id"])
         assert run is not None
-        _audit_run(cur, principal, "run.trigger", run, "existing", request_id)
-        return Admission("existing", run, run["reason"])
+        _audit_run(cur, principal, "run.trigger", run, AdmissionOutcome.EXISTING, request_id)
+        return Admission(AdmissionOutcome.EXISTING, run, run["reason"])
     reason = refusal_reason(cur, pipeline_id)
     run_id = str(new_id())
     execute(
@@ -117,7 +146,7 @@ def admit_run(
             **key,
             "id": run_id,
             "revision": pipeline["revision"],
-            "status": "skipped" if reason else "queued",
+            "status": RunStatus.SKIPPED if reason else RunStatus.QUEUED,
             "reason": reason,
             "trace_id": new_id().hex,
             "created_by": principal,
@@ -125,7 +154,7 @@ def admit_run(
     )
     run = get_run(cur, run_id)
     assert run is not None
-    outcome = "skipped" if reason else "created"
+    outcome = AdmissionOutcome.SKIPPED if reason else AdmissionOutcome.CREATED
     _audit_run(cur, principal, "run.trigger", run, outcome, request_id)
     return Admission(outcome, run, reason)
 
@@ -138,13 +167,13 @@ def cancel_run(
     row = fetch_one(cur, "lock_run", {"run_id": run_id})
     if row is None:
         raise NotFound(f"run {run_id} not found")
-    if row["status"] == "queued":
+    if row["status"] == RunStatus.QUEUED:
         execute(cur, "cancel_queued_run", {"run_id": run_id})
         execute(cur, "cancel_step_runs", {"run_id": run_id})
-        outcome = "canceled"
-    elif row["status"] == "running":
+        outcome = CancelOutcome.CANCELED
+    elif row["status"] == RunStatus.RUNNING:
         execute(cur, "request_run_cancel", {"run_id": run_id})
-        outcome = "cancel_requested"
+        outcome = CancelOutcome.CANCEL_REQUESTED
     else:
         raise Conflict(f"run {run_id} is {row['status']}; only queued or running runs cancel")
     run = get_run(cur, run_id)
@@ -165,7 +194,7 @@ def resume_run(
     row = fetch_one(cur, "lock_run", {"run_id": run_id})
     if row is None:
         raise NotFound(f"run {run_id} not found")
-    if row["status"] != "failed":
+    if row["status"] != RunStatus.FAILED:
         raise Conflict(f"run {run_id} is {row['status']}; only a failed run can be resumed")
     if row["purged_at"] is not None:
         raise Conflict(
@@ -186,7 +215,7 @@ def resume_run(
         execute(cur, "delete_step_batches", {"run_id": run_id, "step_names": reset})
     run = get_run(cur, run_id)
     assert run is not None
-    outcome = "refused" if reason else "requeued"
+    outcome = AdmissionOutcome.REFUSED if reason else AdmissionOutcome.REQUEUED
     _audit_run(cur, principal, "run.resume", run, outcome, request_id, reason=reason)
     return Admission(outcome, run, reason)
 

@@ -8,8 +8,6 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import falcon
@@ -19,6 +17,7 @@ from service import resources as r
 from service.auth import AuthMiddleware
 from service.config import Config
 from service.db import Database
+from service.deps import Deps
 from service.errors import ServiceError
 from service.logs import configure_logging
 from service.openapi import API, build_spec
@@ -39,22 +38,6 @@ _HTTP_CODES = {
     415: "unsupported_media_type",
     429: "too_many_requests",
 }
-
-
-def now_utc() -> datetime:
-    """The production clock: an aware UTC datetime."""
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class Deps:
-    """What the resources need. `wake_run(run_id, trace_id)` asks the dag-advancer to look
-    at a run; `now` and `new_id` are injected so tests control time and ids."""
-
-    db: Database
-    wake_run: Callable[[str, str], None]
-    now: Callable[[], datetime] = now_utc
-    new_id: Callable[[], uuid.UUID] = uuid.uuid4
 
 
 class RequestIdMiddleware:

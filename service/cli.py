@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg2
-
 import ddl
 from dag.plan import parse_plan, topological_order, validate_plan
 from service import drills, processes, supervisor
@@ -230,7 +228,7 @@ def run_purge(args: argparse.Namespace) -> int:
     if not 0 <= days < math.inf:  # also refuses nan
         print("error: --older-than-days must be a finite number >= 0", file=sys.stderr)
         return 2
-    conn = psycopg2.connect(cfg.database_url, application_name="etl-purge")
+    conn = ddl.connect(cfg.database_url, "etl-purge")
     try:
         report = processes.purge_runs(cfg, conn, older_than_days=days, limit=None)
     finally:

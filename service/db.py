@@ -7,19 +7,18 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import psycopg2
 import psycopg2.extras
 import psycopg2.pool
 
-from ddl import load_queries
+from ddl import connection_kwargs
 from service.errors import DatabaseUnavailable
+from service.sql import QUERIES
 
 log = logging.getLogger(__name__)
 
-QUERIES: dict[str, str] = load_queries(Path(__file__).with_name("sql") / "queries.sql")
 
 Cursor = psycopg2.extras.RealDictCursor
 
@@ -86,9 +85,7 @@ class Database:
                     0,
                     self.max_connections,
                     self.url,
-                    options="-c timezone=UTC",
-                    connect_timeout=5,
-                    application_name=self.application_name,
+                    **connection_kwargs(self.application_name, connect_timeout_s=5),
                 )
             return self._pool
 

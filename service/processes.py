@@ -9,11 +9,8 @@ import os
 import signal
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Callable
-
-import psycopg2
 
 from actors import (
     COORDINATOR_QUEUE,
@@ -22,35 +19,22 @@ from actors import (
     Faults,
     PurgeReport,
     StepRunner,
+    SweepSettings,
     build_broker,
     purge_finished_runs,
     register_advancer,
     register_step_runner,
     release_own_leases,
+    run_sweep,
     send_advance_run,
     send_run_step,
     start_worker,
-    sweep_once,
 )
+from ddl import connect, connector
 from service.config import Config
 from service.logs import configure_logging
 
 log = logging.getLogger("etl.process")
-PURGE_EVERY_S = 300.0  # how often the coordinator's sweep purges runs past the retention
-PURGE_RUNS_PER_PASS = 20  # a sweep pass stays short; the next pass takes the rest
-CONNECT_TIMEOUT_S = 10
-
-
-def _connector(
-    url: str, app: str, *, statement_timeout_s: float | None = None
-) -> Callable[[], psycopg2.extensions.connection]:
-    options = ""
-    if statement_timeout_s is not None:
-        ms = int(statement_timeout_s * 1000)
-        options = f"-c statement_timeout={ms} -c lock_timeout={ms}"
-    return lambda: psycopg2.connect(
-        url, application_name=app, options=options, connect_timeout=CONNECT_TIMEOUT_S
-    )
 
 
 def _die_with_parent() -> None:
@@ -93,8 +77,8 @@ def run_executor(cfg: Config, name: str) -> int:
         settings,
         # No statement may outlive the step timeout: a lock held by some reader of the
         # sandbox must fail the attempt (retryable), not hang the run.
-        connect_state=_connector(cfg.database_url, f"etl-{name}", statement_timeout_s=60),
-        connect_sandbox=_connector(
+        connect_state=connector(cfg.database_url, f"etl-{name}", statement_timeout_s=60),
+        connect_sandbox=connector(
             cfg.sandbox_url, f"etl-{name}-sandbox", statement_timeout_s=cfg.step_timeout_s
         ),
         wake_run=lambda run_id, trace_id, delay_ms: send_advance_run(
@@ -104,7 +88,7 @@ def run_executor(cfg: Config, name: str) -> int:
         stopping=stop,
     )
     register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
-    conn = psycopg2.connect(cfg.database_url, application_name=f"etl-{name}-boot")
+    conn = connect(cfg.database_url, f"etl-{name}-boot")
     try:
         taken = release_own_leases(conn, broker, name=name, owner=owner)
     finally:
@@ -119,6 +103,10 @@ def run_executor(cfg: Config, name: str) -> int:
     return 0
 
 
+def _purge_sandbox(cfg: Config):
+    return connector(cfg.sandbox_url, "etl-purge", statement_timeout_s=10)
+
+
 def purge_runs(cfg: Config, conn, *, older_than_days: float, limit: int | None) -> PurgeReport:
     """Purge the intermediate outputs of runs that finished at least `older_than_days` ago
     (at most `limit` runs; all of them when None)."""
@@ -127,7 +115,7 @@ def purge_runs(cfg: Config, conn, *, older_than_days: float, limit: int | None) 
         older_than_s=older_than_days * 86400,
         export_dir=cfg.export_dir,
         reject_dir=cfg.reject_dir,
-        connect_sandbox=_connector(cfg.sandbox_url, "etl-purge", statement_timeout_s=10),
+        connect_sandbox=_purge_sandbox(cfg),
         limit=limit,
     )
 
@@ -141,41 +129,23 @@ def run_coordinator(
     stop = _stop_on_signals()
     api = subprocess.Popen(api_argv, preexec_fn=_die_with_parent)
     broker = build_broker(cfg.database_url, max_connections=12)
-    register_advancer(broker, _connector(cfg.database_url, "etl-advancer"))
+    register_advancer(broker, connector(cfg.database_url, "etl-advancer"))
     worker = start_worker(broker, [COORDINATOR_QUEUE], threads=2)
     scheduler = scheduler_factory(cfg, broker) if scheduler_factory else None
     if scheduler is not None:
         scheduler.start()
-    failed = threading.Event()
+    sweep = SweepSettings(
+        every_s=cfg.sweep_s,
+        retention_s=cfg.retention_days * 86400,
+        export_dir=cfg.export_dir,
+        reject_dir=cfg.reject_dir,
+    )
+    sweep_ok = [True]
 
     def sweep_loop() -> None:
-        conn = None
-        failures = 0
-        purge_due = time.monotonic()
-        while not stop.wait(cfg.sweep_s):
-            try:
-                if conn is None or conn.closed:
-                    conn = psycopg2.connect(cfg.database_url, application_name="etl-sweep")
-                sweep_once(conn, broker, unclaimed_after_s=max(5.0, 2 * cfg.sweep_s))
-                if time.monotonic() >= purge_due:
-                    purged = purge_runs(
-                        cfg, conn, older_than_days=cfg.retention_days, limit=PURGE_RUNS_PER_PASS
-                    )
-                    if len(purged.runs) < PURGE_RUNS_PER_PASS:  # else more are due: next pass
-                        purge_due = time.monotonic() + PURGE_EVERY_S
-            except psycopg2.OperationalError as exc:
-                log.warning("sweep: database unavailable: %s", exc)
-                conn = None
-            except Exception:
-                # One bad pass is not fatal (the next one retries); a sweep that fails every
-                # time for a minute is, so a supervisor restarts the coordinator.
-                failures += 1
-                log.exception("sweep failed (%d in a row)", failures)
-                if failures * cfg.sweep_s > 60:
-                    failed.set()
-                    stop.set()
-            else:
-                failures = 0
+        sweep_ok[0] = run_sweep(
+            connector(cfg.database_url, "etl-sweep"), _purge_sandbox(cfg), broker, sweep, stop
+        )
 
     sweeper = threading.Thread(target=sweep_loop, name="sweep", daemon=True)
     sweeper.start()
@@ -186,7 +156,7 @@ def run_coordinator(
             log.error("API server exited with %s", api.returncode)
             code = 1
             break
-    if failed.is_set():
+    if not sweep_ok[0]:
         code = 1
     stop.set()
     if scheduler is not None:

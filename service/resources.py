@@ -6,20 +6,28 @@ method (enforced by `service.auth.AuthMiddleware`), reads its body through `read
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import falcon
 import psycopg2.extras
 from marshmallow import Schema
 
 from service import schemas
-from service.admission import Admission, admit_run, cancel_run, next_fire_at, resume_run
+from service.admission import (
+    SKIP_MESSAGES,
+    Admission,
+    AdmissionOutcome,
+    Cancellation,
+    admit_run,
+    cancel_run,
+    next_fire_at,
+    resume_run,
+)
 from service.auth import ADMIN_ONLY, OPERATE, READ
 from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
+from service.deps import Deps
 from service.errors import Conflict, NotFound, PayloadTooLarge, PreconditionFailed, ValidationFailed
-
-if TYPE_CHECKING:
-    from service.app import Deps
 
 log = logging.getLogger(__name__)
 
@@ -270,16 +278,21 @@ class PipelineRunsResource(_Resource):
             (view,) = fetch_run_views(cur, [admission.run])
         if admission.needs_wake:
             self.wake(admission.run)
-        status = {"created": 201, "existing": 200, "skipped": 429}[admission.outcome]
-        extra = {"error": _refusal(admission)} if admission.outcome == "skipped" else None
+        status = _TRIGGER_STATUS[admission.outcome]
+        skipped = admission.outcome == AdmissionOutcome.SKIPPED
+        extra = {"error": _refusal(admission)} if skipped else None
         answer_run(resp, status, view, extra)
 
 
+_TRIGGER_STATUS = {
+    AdmissionOutcome.CREATED: 201,
+    AdmissionOutcome.EXISTING: 200,
+    AdmissionOutcome.SKIPPED: 429,
+}
+
+
 def _refusal(admission: Admission) -> dict:
-    message = {
-        "queue_full": "the pipeline already has 1 running and 3 queued runs",
-        "busy": "20 runs are queued or running in total",
-    }.get(admission.reason or "", "refused")
+    message = SKIP_MESSAGES.get(admission.reason or "", "refused")
     return {"code": admission.reason, "message": message, "details": []}
 
 
@@ -295,38 +308,35 @@ class RunResource(_Resource):
         answer_run(resp, 200, view)
 
 
-class RunCancelResource(_Resource):
+class _RunAction(_Resource):
+    """POST /runs/{id}/cancel and /runs/{id}/resume: one path, only `act` differs. A change
+    answers 202; a resume the limits refuse answers 429 with the run (it stays failed)."""
+
     roles = {"POST": OPERATE}
+    act: Callable[..., Admission | Cancellation]
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
         read_json(req, schemas.EmptyBodySchema(), optional=True)
         with self.deps.db.transaction() as cur:
-            change = cancel_run(
+            change = self.act(
                 cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
             )
             (view,) = fetch_run_views(cur, [change.run])
         if change.needs_wake:
             self.wake(change.run)
-        answer_run(resp, 202, view)
-
-
-class RunResumeResource(_Resource):
-    roles = {"POST": OPERATE}
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
-        read_json(req, schemas.EmptyBodySchema(), optional=True)
-        with self.deps.db.transaction() as cur:
-            admission = resume_run(
-                cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
-            )
-            (view,) = fetch_run_views(cur, [admission.run])
-        if admission.needs_wake:
-            self.wake(admission.run)
-        if admission.outcome == "requeued":
-            answer_run(resp, 202, view)
-        else:  # the run stays failed; the refusal is the error
-            extra = {"error": _refusal(admission), "reason": admission.reason}
+        if change.outcome == AdmissionOutcome.REFUSED:
+            extra = {"error": _refusal(change), "reason": change.reason}
             answer_run(resp, 429, view, extra)
+        else:
+            answer_run(resp, 202, view)
+
+
+class RunCancelResource(_RunAction):
+    act = staticmethod(cancel_run)
+
+
+class RunResumeResource(_RunAction):
+    act = staticmethod(resume_run)
 
 
 class SchedulesResource(_Resource):

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg2
@@ -34,14 +33,13 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from actors import send_advance_run
-from ddl import load_queries
-from service.admission import Admission, admit_run, next_fire_at
+from service.admission import Admission, AdmissionOutcome, admit_run, next_fire_at
 from service.config import Config
 from service.db import Cursor
+from service.sql import SCHEDULE_QUERIES as QUERIES
 
 log = logging.getLogger("etl.scheduler")
 
-QUERIES: dict[str, str] = load_queries(Path(__file__).with_name("sql") / "schedules.sql")
 
 PRINCIPAL = "scheduler"  # who the audit trail names for schedule fires
 DEFAULT_RELOAD_S = 2.0
@@ -328,7 +326,7 @@ class Scheduler:
             "pipeline_id": spec.pipeline_id,
             "status": run["status"],
         }
-        if admission.outcome == "skipped":
+        if admission.outcome == AdmissionOutcome.SKIPPED:
             log.warning("%s skipped: %s", key, admission.reason, extra=context)
         else:
             log.info("%s: %s run", key, admission.outcome, extra=context)
@@ -363,9 +361,7 @@ def build_scheduler(cfg: Config, broker: Any) -> Scheduler:
     dag-advancer through `broker` (`run_coordinator(cfg, scheduler_factory=build_scheduler)`)."""
 
     def connect() -> psycopg2.extensions.connection:
-        return psycopg2.connect(
-            cfg.database_url, application_name="etl-scheduler", options="-c timezone=UTC"
-        )
+        return connect(cfg.database_url, "etl-scheduler")
 
     def wake(run_id: str, trace_id: str) -> None:
         send_advance_run(broker, run_id, trace_id)

@@ -12,6 +12,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from dag import RunStatus, StepStatus
 from dag.plan import validate_plan
 from service.errors import InvalidPlan, MalformedJson, UnsupportedMediaType, ValidationFailed
 
@@ -283,15 +284,20 @@ def step_view(row: Mapping[str, Any], attempts: list[Mapping[str, Any]]) -> dict
 
 # The status of the steps of a run that never started: a queued run's steps are pending, a
 # canceled one's canceled, a skipped one's never run.
-_UNSTARTED_STEP_STATUS = {"canceled": "canceled", "skipped": "not_run"}
+_UNSTARTED_STEP_STATUS = {
+    RunStatus.CANCELED: StepStatus.CANCELED,
+    RunStatus.SKIPPED: StepStatus.NOT_RUN,
+}
 
 
-def pending_step_view(step: Mapping[str, Any], run_status: str = "queued") -> dict[str, Any]:
+def pending_step_view(
+    step: Mapping[str, Any], run_status: str = RunStatus.QUEUED
+) -> dict[str, Any]:
     """A plan step of a run that has no step rows (it never started): zero counters."""
     return {
         "name": step.get("name"),
         "type": step.get("type"),
-        "status": _UNSTARTED_STEP_STATUS.get(run_status, "pending"),
+        "status": _UNSTARTED_STEP_STATUS.get(run_status, StepStatus.PENDING),
         "attempts": [],
         "records_in": 0,
         "records_out": 0,
@@ -325,7 +331,7 @@ def run_view(
     else:
         plan_steps = (plan or {}).get("steps", [])
         steps = [pending_step_view(s, run["status"]) for s in plan_steps]
-    failed = next((s for s in steps if s["status"] == "failed"), None)
+    failed = next((s for s in steps if s["status"] == StepStatus.FAILED), None)
     view = dict(run)
     view["steps"] = steps
     view["error"] = f"step {failed['name']}: {failed['error']}" if failed else None

@@ -207,9 +207,9 @@ WHERE a.outcome IS NULL AND a.lease_owner IS NULL
 SELECT DISTINCT pipeline_id FROM runs WHERE status IN ('queued', 'running');
 
 -- purge_broker_messages --
--- Drop finished broker rows (dramatiq-pg purges them only rarely by itself).
+-- Drop finished broker rows older than the given age (dramatiq-pg rarely purges by itself).
 DELETE FROM dramatiq.queue
-WHERE state IN ('done', 'rejected') AND mtime < now() - interval '1 hour';
+WHERE state IN ('done', 'rejected') AND mtime < now() - make_interval(secs => %(older_than_s)s);
 
 -- count_failed_attempts --
 -- Failed attempts of the step since it (re)started: a resume gives a fresh retry budget,

@@ -16,7 +16,8 @@ import falcon.testing
 import psycopg2
 import pytest
 
-from service.app import Deps, create_app
+from service.app import create_app
+from service.deps import Deps
 from service.auth import ADMIN, OPERATOR, VIEWER, hash_token
 from service.db import Database
 
