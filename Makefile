@@ -31,7 +31,7 @@ drills: install
 test: lint unit integration drills
 
 demo: install
-	$(BIN)/python -m service.demo
+	$(BIN)/python -m drills.demo
 
 bench: install
 	$(BIN)/python -m bench.import_100k

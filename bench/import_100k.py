@@ -27,12 +27,13 @@ import threading
 import time
 from pathlib import Path
 
-import psycopg2
-
-from service.drillkit import Topology, generate_csv, import_plan, seconds
+from dag import BATCH_SIZE
+from ddl import connect
+from drills.report import seconds
+from drills.topology import Topology
+from drills.workload import generate_csv, import_plan
 
 RECORDS = 100_000
-BATCH = 500
 TARGETS = {"ratio": 2.5, "rss_mib": 100.0, "overhead_ms": 100.0, "trigger_ms": 50.0}
 BASELINE_DDL = """
 DROP TABLE IF EXISTS bench_customers, bench_checkpoint;
@@ -55,7 +56,7 @@ ON CONFLICT (job) DO UPDATE SET byte_offset = EXCLUDED.byte_offset, records = EX
 
 def baseline(db_url: str, path: Path) -> float:
     """The hand-written import (b); returns its wall time in seconds."""
-    conn = psycopg2.connect(db_url)
+    conn = connect(db_url, "etl-bench-baseline")
     with conn.cursor() as cur:
         cur.execute(BASELINE_DDL)
     conn.commit()
@@ -67,7 +68,7 @@ def baseline(db_url: str, path: Path) -> float:
         for row in rows:
             row[1], row[6] = " ".join(row[1].split()), " ".join(row[6].split())
             batch.append(row)
-            if len(batch) == BATCH:
+            if len(batch) == BATCH_SIZE:
                 done += _commit_batch(conn, cur, batch, done)
                 batch = []
         if batch:

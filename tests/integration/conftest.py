@@ -7,11 +7,16 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import falcon.testing
 import psycopg2
 import pytest
 from psycopg2 import sql
 
 import ddl
+from service.app import create_app
+from service.db import Database
+from service.deps import Deps
+from tests.integration.testapp import NOW, Api, seed_principals
 
 PG = os.environ.get("ETL_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 
@@ -66,3 +71,20 @@ def conn(db_url: str) -> Iterator[psycopg2.extensions.connection]:
     c = psycopg2.connect(db_url)
     yield c
     c.close()
+
+
+@pytest.fixture
+def api(db_url: str) -> Iterator[Api]:
+    """The app on a fresh database with three principals, a fixed clock and a recording
+    `wake_run`."""
+    seed_principals(db_url)
+    wakes: list[tuple[str, str]] = []
+    db = Database(db_url)
+    deps = Deps(
+        db=db,
+        wake_run=lambda run_id, trace_id: wakes.append((run_id, trace_id)),
+        now=lambda: NOW,
+        new_id=uuid.uuid4,
+    )
+    yield Api(falcon.testing.TestClient(create_app(deps)), db_url, wakes)
+    db.close()

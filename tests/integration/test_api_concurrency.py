@@ -4,55 +4,38 @@ and the database must agree with every answer."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
-import threading
-import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg2
 import pytest
 
-from service.admission import GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT
+from dag import GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT
+from drills import ApiClient, concurrently, free_port, run_sql
 from service.auth import ADMIN
 from service.cli import gunicorn_argv
 from service.config import Config
-from tests.integration.test_api_app import TOKENS, plan_copy, seed_principals
+from tests.integration.testapp import TOKENS, plan_copy, seed_principals
 
 WORKERS = 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _request(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    headers = {"Authorization": f"Bearer {TOKENS[ADMIN]}", "Content-Type": "application/json"}
-    req = urllib.request.Request(f"{base}{path}", data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+    return ApiClient(base.removesuffix("/api/v1"), TOKENS[ADMIN], timeout_s=30).call(
+        method, path, body
+    )
 
 
 @pytest.fixture
 def server(db_url: str) -> Iterator[str]:
     """`etl api`'s gunicorn command with 3 workers on this test's database; its base URL."""
     seed_principals(db_url)
-    port = _free_port()
+    port = free_port()
     cfg = Config(database_url=db_url, api_bind=f"127.0.0.1:{port}", api_workers=WORKERS)
     env = {**os.environ, "ETL_DATABASE_URL": db_url, "ETL_LOG_LEVEL": "WARNING"}
     log = Path(tempfile.mkstemp(prefix="gunicorn-", suffix=".log")[1])
@@ -61,18 +44,13 @@ def server(db_url: str) -> Iterator[str]:
             gunicorn_argv(cfg), env=env, stdout=out, stderr=subprocess.STDOUT, cwd=os.getcwd()
         )
     base = f"http://127.0.0.1:{port}"
+
+    def alive() -> None:
+        if proc.poll() is not None:
+            pytest.fail(f"gunicorn did not start: {log.read_text()[-3000:]}")
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"gunicorn did not start: {log.read_text()[-3000:]}")
-            time.sleep(0.1)
+        ApiClient(base).wait_healthy(timeout=30, alive=alive)
         yield f"{base}/api/v1"
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -86,30 +64,7 @@ def server(db_url: str) -> Iterator[str]:
 
 def _burst(calls: list[tuple[str, str, Any]], base: str) -> list[tuple[int, Any]]:
     """Send every call from its own thread, all released together."""
-    barrier = threading.Barrier(len(calls))
-    answers: list[tuple[int, Any]] = [(0, None)] * len(calls)
-
-    def send(i: int) -> None:
-        method, path, body = calls[i]
-        barrier.wait()
-        answers[i] = _request(base, method, path, body)
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return answers
-
-
-def _db(db_url: str, query: str) -> list[tuple]:
-    conn = psycopg2.connect(db_url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(query)
-            return cur.fetchall()
-    finally:
-        conn.close()
+    return concurrently([lambda c=c: _request(base, *c) for c in calls])
 
 
 def test_thirty_simultaneous_triggers_respect_both_limits(server: str, db_url: str) -> None:
@@ -142,7 +97,7 @@ def test_thirty_simultaneous_triggers_respect_both_limits(server: str, db_url: s
     assert max(admitted.values()) <= PIPELINE_ACTIVE_LIMIT
 
     # The database agrees with every answer ...
-    rows = _db(
+    rows = run_sql(
         db_url,
         "SELECT id::text, pipeline_id::text, status, reason FROM runs ORDER BY queue_seq",
     )
@@ -164,7 +119,7 @@ def test_thirty_simultaneous_triggers_respect_both_limits(server: str, db_url: s
             active[pipeline_id] += 1
         assert (status, reason) == expected
     # One dag-advancer wake-up per admitted run, through the real broker.
-    woken = _db(db_url, "SELECT message->'args'->>0 FROM dramatiq.queue")
+    woken = run_sql(db_url, "SELECT message->'args'->>0 FROM dramatiq.queue")
     assert sorted(r[0] for r in woken) == sorted(
         body["id"] for status, body in answers if status == 201
     )
@@ -179,5 +134,5 @@ def test_fifty_simultaneous_requests_with_one_key_create_one_run(server: str, db
     print(f"\n50 identical triggers: {dict(statuses)}")
     assert statuses == {201: 1, 200: 49}
     assert len({body["id"] for _, body in answers}) == 1
-    assert _db(db_url, "SELECT count(*) FROM runs") == [(1,)]
-    assert _db(db_url, "SELECT count(*) FROM dramatiq.queue") == [(1,)]
+    assert run_sql(db_url, "SELECT count(*) FROM runs") == [(1,)]
+    assert run_sql(db_url, "SELECT count(*) FROM dramatiq.queue") == [(1,)]

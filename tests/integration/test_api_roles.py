@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from service.auth import ADMIN, OPERATOR, VIEWER
-from tests.integration.test_api_app import PLAN, Api, api_fixture  # noqa: F401
+from tests.integration.testapp import PLAN, Api
 
 ANYONE = {ADMIN, OPERATOR, VIEWER}
 OPERATE = {ADMIN, OPERATOR}

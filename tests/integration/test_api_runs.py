@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from service.auth import ADMIN, OPERATOR
-from tests.integration.test_api_app import Api, api_fixture, plan_copy  # noqa: F401
+from tests.integration.testapp import Api, plan_copy
 
 UTC_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 RUN_FIELDS = {

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.admission import next_fire_at
-from tests.integration.test_api_app import NOW, Api, api_fixture  # noqa: F401
+from tests.integration.testapp import Api
 
 BAD_BODIES = [
     ({"every_minutes": 4}, "every_minutes"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from tests.integration.test_api_app import Api, api_fixture, plan_copy  # noqa: F401
+from tests.integration.testapp import Api, plan_copy
 
 
 def _details(body: dict) -> dict[str, str]:

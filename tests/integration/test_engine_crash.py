@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .stack import Stack
+from drills import Stack
 
 N = 6000
 PLAN = {

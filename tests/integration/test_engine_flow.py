@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .stack import Stack
+from drills import Stack
 
 
 @pytest.fixture

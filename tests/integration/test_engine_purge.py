@@ -12,8 +12,7 @@ import pytest
 
 import connectors
 from actors import purge_finished_runs
-
-from .stack import Stack
+from drills import Stack
 
 DAY_S = 86400.0
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from .stack import Stack
+from drills import Stack
 
 N = 10_500
 BATCHES = -(-N // 500)  # 21

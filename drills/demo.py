@@ -1,7 +1,7 @@
 """`make demo`: migrate, seed, start the local topology (`etl up`), run the sample pipeline
 (`fixtures/plans/demo.json`) on `fixtures/`, print the run with its steps and outputs, stop.
 
-Run with the project's virtualenv: `python -m service.demo`. The configuration comes from
+Run with the project's virtualenv: `python -m drills.demo`. The configuration comes from
 the usual `ETL_*` variables; `ETL_ADMIN_TOKEN` defaults to a demo token here."""
 
 from __future__ import annotations
@@ -12,56 +12,18 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime
-from pathlib import Path
 
-import psycopg2
-
+from dag import RUN_TERMINAL
+from ddl import connect
+from drills.harness import ROOT, ApiClient
 from service.config import Config
 
-ROOT = Path(__file__).resolve().parents[1]
 DEMO_TOKEN = "demo-admin-token-change-me"
-
-
-class Client:
-    """A tiny JSON client of our REST API."""
-
-    def __init__(self, bind: str, token: str):
-        self.base = f"http://{bind}"
-        self.token = token
-
-    def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {self.token}"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        url = self.base + ("" if path == "/health" else "/api/v1") + path
-        req = urllib.request.Request(url, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return resp.status, json.loads(resp.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"null")
 
 
 def _etl(*args: str, env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "-m", "service", *args], env=env, cwd=ROOT, check=True)
-
-
-def _wait_healthy(client: Client, up: subprocess.Popen, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if up.poll() is not None:
-            raise SystemExit(f"etl up exited with {up.returncode}")
-        try:
-            if client.call("GET", "/health")[0] == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit("the API did not become healthy in time")
 
 
 def _print_run(run: dict, cfg: Config) -> None:
@@ -89,7 +51,7 @@ def _print_run(run: dict, cfg: Config) -> None:
     for path in sorted((cfg.reject_dir / run["id"]).rglob("*.jsonl")):
         lines = path.read_text().splitlines()
         print(f"    {path}  ({len(lines)} rejected rows), first: {lines[0][:140] if lines else ''}")
-    with psycopg2.connect(cfg.sandbox_url) as conn, conn.cursor() as cur:
+    with connect(cfg.sandbox_url, "etl-demo") as conn, conn.cursor() as cur:
         cur.execute(
             "SELECT count(*) FROM sandbox.demo_active_customers WHERE run_id = %s", (run["id"],)
         )
@@ -110,9 +72,14 @@ def main() -> int:
         up = subprocess.Popen(
             [sys.executable, "-m", "service", "up"], env=env, cwd=ROOT, stdout=log, stderr=log
         )
-    client = Client(cfg.api_bind, env["ETL_ADMIN_TOKEN"])
+    client = ApiClient(f"http://{cfg.api_bind}", env["ETL_ADMIN_TOKEN"], timeout_s=30)
+
+    def alive() -> None:
+        if up.poll() is not None:
+            raise SystemExit(f"etl up exited with {up.returncode}")
+
     try:
-        _wait_healthy(client, up)
+        client.wait_healthy(timeout=60, alive=alive)
         doc = json.loads((ROOT / "fixtures" / "plans" / "demo.json").read_text())
         name = f"{doc['name']}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
         code, pipeline = client.call("POST", "/pipelines", {"name": name, "plan": doc["plan"]})
@@ -124,7 +91,7 @@ def main() -> int:
         )
         print(f"== triggered: HTTP {code}, run {run['id']} {run['status']}")
         deadline = time.monotonic() + 120
-        while run["status"] not in ("succeeded", "failed", "canceled"):
+        while run["status"] not in RUN_TERMINAL:
             if time.monotonic() > deadline:
                 raise SystemExit(f"run not finished in time: {run}")
             time.sleep(0.3)

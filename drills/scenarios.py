@@ -12,12 +12,13 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import psycopg2
-
-from service import drillkit
-from service.drillkit import COLUMNS, DrillResult, Topology, concurrently, import_plan, seconds
+from dag import BATCH_SIZE
+from ddl import connect, connector
+from drills.harness import concurrently
+from drills.report import DrillResult, parse_ts, seconds, write_report
+from drills.topology import Topology
+from drills.workload import COLUMNS, generate_csv, import_plan
 from service.scheduler import Scheduler, trigger_key
 
 
@@ -65,15 +66,15 @@ def _check_exports(topo: Topology, res: DrillResult, run: dict, n: int, jsonl: b
 def drill_import_100k(topo: Topology, res: DrillResult, records: int) -> None:
     """A clean reference run, then the same pipeline again with the executor that holds the
     table export's attempt SIGKILLed a third of the way into the export."""
-    n, n_batches = records, -(-records // drillkit.BATCH)
-    res.figures["input"] = drillkit.generate_csv(topo.data / "customers.csv", n)
+    n, n_batches = records, -(-records // BATCH_SIZE)
+    res.figures["input"] = generate_csv(topo.data / "customers.csv", n)
     pipeline = topo.create("import-100k", import_plan())
     clean = topo.wait_run(topo.trigger(pipeline, "clean")[1]["id"], timeout=900)
     res.add_run("clean reference run", clean)
     res.expect("clean run", clean["status"], "succeeded")
     run_id = topo.trigger(pipeline, "drill")[1]["id"]
     _, executor, _ = _await_batches(topo, run_id, "to_table", max(1, n_batches // 3))
-    kill = topo.kill(executor.split(":")[0])
+    kill = topo.kill_role(executor.split(":")[0])
     run = topo.wait_run(run_id, timeout=900)
     res.add_run("drill run: executor SIGKILLed mid-export", run)
     res.expect("drill run", run["status"], "succeeded")
@@ -106,7 +107,7 @@ def drill_import_100k(topo: Topology, res: DrillResult, records: int) -> None:
     }
     res.figures["records_processed_twice"] = {
         "committed_batches_redone": sum(done) - n_batches,
-        "at_most_records": drillkit.BATCH,
+        "at_most_records": BATCH_SIZE,
         "why": f"attempt 1 committed {done[0]} of {n_batches} batches; only the batch in flight "
         f"at the kill (#{done[0] + 1}) was processed again",
     }
@@ -118,7 +119,7 @@ def drill_crash_after_export(topo: Topology, res: DrillResult, records: int) -> 
     """ETL_FAULT makes the executor SIGKILL itself right after exporting batch 3 of to_table,
     before that batch's checkpoint commits; the recovery exports batch 3 again."""
     n = 5000
-    drillkit.generate_csv(topo.data / "customers.csv", n)
+    generate_csv(topo.data / "customers.csv", n)
     run = topo.wait_run(topo.trigger(topo.create("crash", import_plan(jsonl=False)))[1]["id"])
     res.add_run("run with crash_after_export:step=to_table:batch=3", run)
     res.expect("run", run["status"], "succeeded")
@@ -133,17 +134,17 @@ def drill_crash_after_export(topo: Topology, res: DrillResult, records: int) -> 
     res.check("to_table output digest == its input's", same, step["output_digest"])
     res.expect("executor kills in up.log", topo.log_tail(10**8).count("exited with -9"), 1)
     res.figures["records_processed_twice"] = {
-        "records": drillkit.BATCH,
+        "records": BATCH_SIZE,
         "why": "batch 3: exported twice",
     }
 
 
 def drill_coordinator_restart(topo: Topology, res: DrillResult, records: int) -> None:
     """SIGKILL the coordinator mid-run (normalize slowed by ETL_FAULT); `etl up` restarts it."""
-    drillkit.generate_csv(topo.data / "customers.csv", 5000)
+    generate_csv(topo.data / "customers.csv", 5000)
     run_id = topo.trigger(topo.create("coordinator", import_plan(jsonl=False)))[1]["id"]
     _await_batches(topo, run_id, "normalize", 2)
-    kill = topo.kill("coordinator")
+    kill = topo.kill_role("coordinator")
     run = topo.wait_run(run_id)
     res.add_run("run with the coordinator SIGKILLed", run)
     res.expect("run", run["status"], "succeeded")
@@ -169,7 +170,7 @@ def drill_coordinator_restart(topo: Topology, res: DrillResult, records: int) ->
 def _sample_active(topo: Topology, stop: threading.Event, peaks: dict[str, int]) -> None:
     """Until `stop`: peaks of the queued+running total, and per pipeline of running runs and
     of waiting ones (behind the head: an admitted run is `queued` until the advancer starts it)."""
-    conn = psycopg2.connect(topo.db_url, application_name="etl-drill-sampler")
+    conn = connect(topo.db_url, "etl-drill-sampler")
     conn.autocommit = True
     with conn.cursor() as cur:
         while not stop.wait(0.02):
@@ -193,7 +194,7 @@ TINY_PLAN = {"steps": [{"name": "read", "type": "ingest",
 
 def drill_burst_30(topo: Topology, res: DrillResult, records: int) -> None:
     """30 concurrent triggers over 8 pipelines of slow one-step runs (6, 6, then 3 each)."""
-    drillkit.generate_csv(topo.data / "tiny.csv", 10)
+    generate_csv(topo.data / "tiny.csv", 10)
     pipes = [topo.create(f"burst-{i}", TINY_PLAN) for i in range(8)]
     peaks = dict.fromkeys(("samples", "total", "running", "queued", "waiting"), 0)
     stop = threading.Event()
@@ -229,7 +230,7 @@ def drill_burst_30(topo: Topology, res: DrillResult, records: int) -> None:
     res.expect("admitted runs by status", statuses, Counter({"succeeded": codes[201]}))
     recorded = topo.sql("SELECT count(*) FROM runs WHERE status = 'skipped'")[0][0]
     res.expect("skipped runs recorded", recorded, codes[429])
-    started = {r["id"]: drillkit.parse_ts(r["started_at"]) for r in runs}
+    started = {r["id"]: parse_ts(r["started_at"]) for r in runs}
     query = "SELECT id::text FROM runs WHERE pipeline_id = %s AND status <> 'skipped'"
     disorder = []
     for p in pipes:
@@ -242,7 +243,7 @@ def drill_burst_30(topo: Topology, res: DrillResult, records: int) -> None:
 
 def drill_repeat_trigger(topo: Topology, res: DrillResult, records: int) -> None:
     """50 concurrent POSTs with one trigger key; one schedule fire delivered twice."""
-    drillkit.generate_csv(topo.data / "tiny.csv", 10)
+    generate_csv(topo.data / "tiny.csv", 10)
     pipeline = topo.create("repeat", TINY_PLAN)
     answers = concurrently([lambda: topo.trigger(pipeline, "same-key")] * 50)
     res.expect("answers by status", Counter(c for c, _ in answers), Counter({201: 1, 200: 49}))
@@ -255,8 +256,8 @@ def drill_repeat_trigger(topo: Topology, res: DrillResult, records: int) -> None
     res.expect("that run", run["status"], "succeeded")
     code, schedule = topo.call("POST", f"/pipelines/{pipeline}/schedules", {"every_minutes": 5})
     res.expect("schedule created", code, 201)
-    fire_time = drillkit.parse_ts(schedule["next_fire_at"])
-    connect = lambda: psycopg2.connect(topo.db_url, options="-c timezone=UTC")  # noqa: E731
+    fire_time = parse_ts(schedule["next_fire_at"])
+    connect = connector(topo.db_url, "etl-drill-scheduler")
     scheduler = Scheduler(connect, lambda run_id, trace_id: None)  # the sweep advances it
     fires = concurrently([lambda: scheduler.fire(schedule["id"], fire_time)] * 2)
     outcomes = sorted(a.outcome for a in fires)
@@ -287,7 +288,7 @@ def _branch_plan(policy: str) -> dict:
 
 def drill_branch_failure(topo: Topology, res: DrillResult, records: int) -> None:
     """A failing branch under both policies, then a resume that re-runs only what failed."""
-    drillkit.generate_csv(topo.data / "customers.csv", 1500)
+    generate_csv(topo.data / "customers.csv", 1500)
     branch_a = {"read": "succeeded", "a1": "succeeded"}
     branch_b = {"b_fail": "failed", "b_down": "upstream_failed"}
     for policy, a2 in (("continue_independent", "succeeded"), ("stop_dependents", "not_run")):
@@ -428,69 +429,6 @@ def run_drill(args: argparse.Namespace) -> int:
           f"{time.monotonic() - started:.0f} s; report: {args.report_dir}/report.md"
           + (f"; FAILED: {', '.join(failed)}" if failed else ""))  # fmt: skip
     return 1 if failed else 0
-
-
-# --- the report ------------------------------------------------------------------------------
-
-
-def write_report(report_dir: Path, sections: list[dict[str, Any]], *, merge: bool) -> None:
-    """Write `report.json` and `report.md`; with `merge`, keep the other drills' sections
-    of an existing report and replace only these."""
-    report_dir.mkdir(parents=True, exist_ok=True)
-    path = report_dir / "report.json"
-    drills = json.loads(path.read_text())["drills"] if merge and path.exists() else {}
-    drills.update({s["name"]: s for s in sections})
-    doc = {"generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "drills": drills}
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    (report_dir / "report.md").write_text(render_markdown(doc))
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    cell = lambda v: "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-
-
-def render_markdown(doc: dict[str, Any]) -> str:
-    """The human-readable report: a summary table, then one section per drill."""
-    drills = doc["drills"]
-    out = ["# Failure drills report", "", f"Generated {doc['generated_at']}.", ""]
-    summary = [[n, d["verdict"], d["duration_s"], f"`{d['command']}`"] for n, d in drills.items()]
-    out += _table(["drill", "verdict", "duration s", "reproduce"], summary)
-    for name, d in drills.items():
-        env = " ".join(f"{k}={v}" for k, v in d["env"].items())
-        window = f"{d['started_at']} .. {d['finished_at']} ({d['duration_s']} s)"
-        out += ["", f"## {name}: {d['verdict']}", "", f"Reproduce: `{d['command']}`", ""]
-        out += [f"Environment of its topology: `{env}`", "", f"Window: {window}", ""]
-        out += [f"**Error:** `{d['error']}`", ""] if d.get("error") else []
-        checks = [[c["check"], "PASS" if c["passed"] else "FAIL", c["detail"]] for c in d["checks"]]
-        out += [*_table(["check", "verdict", "got"], checks), ""]
-        out += [f"- {k}: `{json.dumps(v)}`" for k, v in d["figures"].items()]
-        out += [f"- note: {n}" for n in d.get("notes", [])]
-        for r in d["runs"]:
-            times = f"created {r['created_at']}, started {r['started_at']}, finished"
-            times += f" {r['finished_at']} ({r['duration_s']} s)"
-            title = f"Run `{r['id']}` ({r['label']}): **{r['status']}**, trace id `{r['trace_id']}`"
-            out += ["", f"{title}, {times}", ""]
-            rows = [[s[k] for k in STEP_COLUMNS] + ["; ".join(map(_attempt, s["attempts"]))]
-                    for s in r["steps"]]  # fmt: skip
-            out += _table([*STEP_COLUMNS, "attempts"], rows)
-        out += ["", "Peak memory, from /proc/PID/status (VmHWM; VmRSS, RssAnon every 200 ms):", ""]
-        rows = [
-            [m["process"], m["pid"], m["peak_rss_mib"], m["peak_anon_mib"]] for m in d["memory"]
-        ]
-        out += _table(["process", "pid", "peak RSS MiB", "peak private (anon) MiB"], rows)
-    return "\n".join(out) + "\n"
-
-
-STEP_COLUMNS = ("name", "status", "started_at", "finished_at", "duration_s",
-                "records_in", "records_out", "rejected")  # fmt: skip
-
-
-def _attempt(a: dict) -> str:
-    who = (a["executor"] or "-").split(":")[0]
-    times = f"{a['started_at']}..{a['finished_at']} ({a['duration_s']} s)"
-    return f"#{a['number']} {who} {a['outcome']} {times}"
 
 
 if __name__ == "__main__":

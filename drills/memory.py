@@ -1,0 +1,101 @@
+"""Peak memory of a topology's processes and of its database's backends, sampled from
+/proc in a background thread (the figures of the drill report and the benchmarks)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Protocol
+
+import psycopg2
+
+from ddl import connect
+
+
+class Sampled(Protocol):
+    """What the sampler watches: the topology's live processes and its database."""
+
+    server_url: str
+    db_name: str
+
+    def processes(self) -> dict[int, str]: ...
+
+
+def _status_kib(pid: int) -> tuple[int, int, int] | None:
+    """(VmRSS, VmHWM, RssAnon) of a live process in KiB, or None."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return None
+    fields = (line.partition(":") for line in lines)
+    kib = {k: int(v.split()[0]) for k, _, v in fields if k in ("VmRSS", "VmHWM", "RssAnon")}
+    return kib.get("VmRSS", 0), kib.get("VmHWM", 0), kib.get("RssAnon", 0)
+
+
+class MemorySampler:
+    """Every `interval_s`, from a background thread: VmRSS/VmHWM/RssAnon of every process
+    of the topology and of the drill database's PostgreSQL backends; the peak per pid.
+    VmHWM is the kernel's own peak, so a spike between two samples is not missed."""
+
+    def __init__(self, topology: Sampled, interval_s: float = 0.2):
+        self.topology = topology
+        self.interval_s = interval_s
+        self.peaks: dict[int, list] = {}  # pid -> [role, first seen, rss, hwm, anon]
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _loop(self) -> None:
+        conn, backends, tick = None, {}, 0
+        query = (
+            "SELECT pid, 'postgres backend (' || coalesce(nullif(application_name, ''),"
+            " backend_type) || ')' FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()"
+        )
+        while not self._stop.wait(self.interval_s):
+            if tick % 5 == 0:  # backends come and go rarely; the catalog is not free
+                try:
+                    if conn is None:
+                        conn = connect(f"{self.topology.server_url}/postgres", "etl-drill-sampler")
+                        conn.autocommit = True
+                    with conn.cursor() as cur:
+                        cur.execute(query, (self.topology.db_name,))
+                        backends = dict(cur.fetchall())
+                except psycopg2.Error:
+                    conn = None
+            tick += 1
+            for pid, role in {**self.topology.processes(), **backends}.items():
+                self.sample(pid, role)
+        if conn is not None:
+            conn.close()
+
+    def sample(self, pid: int, role: str) -> None:
+        if (kib := _status_kib(pid)) is None:
+            return
+        peak = self.peaks.setdefault(pid, [role, time.monotonic(), 0, 0, 0])
+        peak[0] = role  # e.g. a gunicorn master that became an orphan
+        peak[2:] = [max(a, b) for a, b in zip(peak[2:], kib, strict=True)]
+
+    def table(self) -> list[dict[str, Any]]:
+        """Peaks in MiB, one row per process; coordinator/executor incarnations numbered."""
+        rows, seen = [], Counter()
+        for pid, (role, _, rss, hwm, anon) in sorted(self.peaks.items(), key=lambda p: p[1][:2]):
+            seen[role] += 1
+            label = f"{role} #{seen[role]}" if role.startswith(("executor", "coord")) else role
+            mib = {
+                "peak_rss_mib": round(max(rss, hwm) / 1024, 1),
+                "peak_anon_mib": round(anon / 1024, 1),
+            }
+            rows.append({"process": label, "pid": pid, **mib})
+        return rows
