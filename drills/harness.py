@@ -272,7 +272,6 @@ class Stack:
             except ProcessLookupError:
                 pass
 
-
     def log_text(self, chars: int = 4000) -> str:
         return "\n".join(
             f"--- {n}\n{p.read_text(errors='replace')[-chars:]}"
