@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from dag import BATCH_SIZE
+from dag import BATCH_SIZE, RUN_TERMINAL, RunStatus
 from ddl import connect
 from drills.report import seconds
 from drills.topology import Topology
@@ -94,10 +94,10 @@ def run_pipeline(topo: Topology, pipeline_id: str) -> tuple[float, dict]:
     started = time.perf_counter()
     code, run = topo.trigger(pipeline_id)
     assert code == 201, run
-    while run["status"] not in ("succeeded", "failed", "canceled"):
+    while run["status"] not in RUN_TERMINAL:
         time.sleep(0.02)
         run = topo.run(run["id"])
-    if run["status"] != "succeeded":
+    if run["status"] != RunStatus.SUCCEEDED:
         raise SystemExit(f"benchmark run {run['id']} {run['status']}: {run}")
     return time.perf_counter() - started, run
 

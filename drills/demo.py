@@ -14,7 +14,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from dag import RUN_TERMINAL
+from dag import RUN_TERMINAL, RunStatus
 from ddl import connect
 from drills.harness import ROOT, ApiClient
 from service.config import Config
@@ -97,7 +97,7 @@ def main() -> int:
             time.sleep(0.3)
             run = client.call("GET", f"/runs/{run['id']}")[1]
         _print_run(run, cfg)
-        return 0 if run["status"] == "succeeded" else 1
+        return 0 if run["status"] == RunStatus.SUCCEEDED else 1
     finally:
         print("\n== stopping etl up")
         up.send_signal(signal.SIGTERM)

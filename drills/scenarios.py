@@ -13,13 +13,27 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from dag import BATCH_SIZE
+from dag import (
+    BATCH_SIZE,
+    GLOBAL_ACTIVE_LIMIT,
+    PIPELINE_ACTIVE_LIMIT,
+    PIPELINE_QUEUE_LIMIT,
+    PIPELINE_RUNNING_LIMIT,
+    AttemptOutcome,
+    RunStatus,
+    SkipReason,
+    StepStatus,
+)
+from dag.plan import CONTINUE_INDEPENDENT, STOP_DEPENDENTS
 from ddl import connect, connector
 from drills.harness import concurrently
 from drills.report import DrillResult, parse_ts, seconds, write_report
 from drills.topology import Topology
 from drills.workload import COLUMNS, generate_csv, import_plan
 from service.scheduler import Scheduler, trigger_key
+
+SUCCEEDED, LEASE_EXPIRED = AttemptOutcome.SUCCEEDED, AttemptOutcome.LEASE_EXPIRED
+SKIPPED = RunStatus.SKIPPED
 
 
 def _step(run: dict, name: str) -> dict:
@@ -71,15 +85,15 @@ def drill_import_100k(topo: Topology, res: DrillResult, records: int) -> None:
     pipeline = topo.create("import-100k", import_plan())
     clean = topo.wait_run(topo.trigger(pipeline, "clean")[1]["id"], timeout=900)
     res.add_run("clean reference run", clean)
-    res.expect("clean run", clean["status"], "succeeded")
+    res.expect("clean run", clean["status"], RunStatus.SUCCEEDED)
     run_id = topo.trigger(pipeline, "drill")[1]["id"]
     _, executor, _ = _await_batches(topo, run_id, "to_table", max(1, n_batches // 3))
     kill = topo.kill_role(executor.split(":")[0])
     run = topo.wait_run(run_id, timeout=900)
     res.add_run("drill run: executor SIGKILLed mid-export", run)
-    res.expect("drill run", run["status"], "succeeded")
+    res.expect("drill run", run["status"], RunStatus.SUCCEEDED)
     step = _step(run, "to_table")
-    res.expect("to_table attempt outcomes", _outcomes(step), ["lease_expired", "succeeded"])
+    res.expect("to_table attempt outcomes", _outcomes(step), [LEASE_EXPIRED, SUCCEEDED])
     _check_exports(topo, res, run, n, jsonl=True)
     digests = {s["name"]: (s["input_digest"], s["output_digest"]) for s in run["steps"]}
     clean_digests = {s["name"]: (s["input_digest"], s["output_digest"]) for s in clean["steps"]}
@@ -122,9 +136,9 @@ def drill_crash_after_export(topo: Topology, res: DrillResult, records: int) -> 
     generate_csv(topo.data / "customers.csv", n)
     run = topo.wait_run(topo.trigger(topo.create("crash", import_plan(jsonl=False)))[1]["id"])
     res.add_run("run with crash_after_export:step=to_table:batch=3", run)
-    res.expect("run", run["status"], "succeeded")
+    res.expect("run", run["status"], RunStatus.SUCCEEDED)
     step = _step(run, "to_table")
-    res.expect("to_table attempt outcomes", _outcomes(step), ["lease_expired", "succeeded"])
+    res.expect("to_table attempt outcomes", _outcomes(step), [LEASE_EXPIRED, SUCCEEDED])
     _check_exports(topo, res, run, n, jsonl=False)
     done = _batches_done(topo, run["id"], "to_table")
     res.expect("to_table batches_done per attempt", done, [2, 8])
@@ -147,9 +161,9 @@ def drill_coordinator_restart(topo: Topology, res: DrillResult, records: int) ->
     kill = topo.kill_role("coordinator")
     run = topo.wait_run(run_id)
     res.add_run("run with the coordinator SIGKILLed", run)
-    res.expect("run", run["status"], "succeeded")
+    res.expect("run", run["status"], RunStatus.SUCCEEDED)
     attempts = {s["name"]: _outcomes(s) for s in run["steps"]}
-    res.expect("attempt outcomes", attempts, {n: ["succeeded"] for n in attempts})
+    res.expect("attempt outcomes", attempts, {n: [SUCCEEDED] for n in attempts})
     _check_exports(topo, res, run, 5000, jsonl=False)
     time.sleep(8)  # long enough for a crash-looping coordinator to show
     roles = Counter(topo.processes().values())
@@ -210,25 +224,45 @@ def drill_burst_30(topo: Topology, res: DrillResult, records: int) -> None:
     by_reason = dict(Counter(str(b.get("reason")) for b in skipped))
     res.figures["answers"] = {"by_status": dict(codes), "skipped_by_reason": by_reason}
     res.expect("answers other than 201 and 429", sum(codes.values()) - codes[201] - codes[429], 0)
-    odd = set(reasons) - {("skipped", "queue_full"), ("skipped", "busy")}
+    odd = set(reasons) - {(SKIPPED, SkipReason.QUEUE_FULL), (SKIPPED, SkipReason.BUSY)}
     res.expect("429 answers other than skipped/queue_full|busy", odd, set())
     runs = [b for c, b in answers if c == 201]
-    res.check("at most 20 admitted", len(runs) <= 20, len(runs))
-    res.check("at most 4 admitted per pipeline", per_pipe[0] <= 4, per_pipe)
-    full = {b["pipeline_id"] for b in skipped if b.get("reason") == "queue_full"}
-    fits = all(admitted[p] == 4 for p in full) and (
-        not reasons["skipped", "busy"] or len(runs) == 20
+    res.check(
+        f"at most {GLOBAL_ACTIVE_LIMIT} admitted", len(runs) <= GLOBAL_ACTIVE_LIMIT, len(runs)
     )
-    res.check("queue_full only at 1 running + 3 queued, busy only at 20", fits, per_pipe)
+    res.check(
+        f"at most {PIPELINE_ACTIVE_LIMIT} admitted per pipeline",
+        per_pipe[0] <= PIPELINE_ACTIVE_LIMIT,
+        per_pipe,
+    )
+    full = {b["pipeline_id"] for b in skipped if b.get("reason") == SkipReason.QUEUE_FULL}
+    fits = all(admitted[p] == PIPELINE_ACTIVE_LIMIT for p in full) and (
+        not reasons[SKIPPED, SkipReason.BUSY] or len(runs) == GLOBAL_ACTIVE_LIMIT
+    )
+    res.check(
+        f"queue_full only at {PIPELINE_RUNNING_LIMIT} running + {PIPELINE_QUEUE_LIMIT} queued,"
+        f" busy only at {GLOBAL_ACTIVE_LIMIT}",
+        fits,
+        per_pipe,
+    )
     runs = [topo.wait_run(b["id"]) for b in runs]
     stop.set()
     sampler.join(10)
     res.figures["sampled_peaks"] = peaks
-    limits = peaks["total"] <= 20 and peaks["running"] <= 1 and peaks["waiting"] <= 3
-    res.check("sampled peaks: total <= 20, per pipeline running <= 1, waiting <= 3", limits, peaks)
+    limits = (
+        peaks["total"] <= GLOBAL_ACTIVE_LIMIT
+        and peaks["running"] <= PIPELINE_RUNNING_LIMIT
+        and peaks["waiting"] <= PIPELINE_QUEUE_LIMIT
+    )
+    res.check(
+        f"sampled peaks: total <= {GLOBAL_ACTIVE_LIMIT}, per pipeline running <="
+        f" {PIPELINE_RUNNING_LIMIT}, waiting <= {PIPELINE_QUEUE_LIMIT}",
+        limits,
+        peaks,
+    )
     statuses = Counter(r["status"] for r in runs)
-    res.expect("admitted runs by status", statuses, Counter({"succeeded": codes[201]}))
-    recorded = topo.sql("SELECT count(*) FROM runs WHERE status = 'skipped'")[0][0]
+    res.expect("admitted runs by status", statuses, Counter({RunStatus.SUCCEEDED: codes[201]}))
+    recorded = topo.sql("SELECT count(*) FROM runs WHERE status = %s", SKIPPED)[0][0]
     res.expect("skipped runs recorded", recorded, codes[429])
     started = {r["id"]: parse_ts(r["started_at"]) for r in runs}
     query = "SELECT id::text FROM runs WHERE pipeline_id = %s AND status <> 'skipped'"
@@ -253,7 +287,7 @@ def drill_repeat_trigger(topo: Topology, res: DrillResult, records: int) -> None
     res.expect("run rows with the key", topo.sql(query, pipeline)[0][0], 1)
     run = topo.wait_run(ids.pop())
     res.add_run("the one run of 50 identical triggers", run)
-    res.expect("that run", run["status"], "succeeded")
+    res.expect("that run", run["status"], RunStatus.SUCCEEDED)
     code, schedule = topo.call("POST", f"/pipelines/{pipeline}/schedules", {"every_minutes": 5})
     res.expect("schedule created", code, 201)
     fire_time = parse_ts(schedule["next_fire_at"])
@@ -268,7 +302,7 @@ def drill_repeat_trigger(topo: Topology, res: DrillResult, records: int) -> None
     if rows:
         fired = topo.wait_run(rows[0][0])
         res.add_run("the scheduled run", fired)
-        res.expect("the scheduled run", fired["status"], "succeeded")
+        res.expect("the scheduled run", fired["status"], RunStatus.SUCCEEDED)
 
 
 def _branch_plan(policy: str) -> dict:
@@ -289,26 +323,27 @@ def _branch_plan(policy: str) -> dict:
 def drill_branch_failure(topo: Topology, res: DrillResult, records: int) -> None:
     """A failing branch under both policies, then a resume that re-runs only what failed."""
     generate_csv(topo.data / "customers.csv", 1500)
-    branch_a = {"read": "succeeded", "a1": "succeeded"}
-    branch_b = {"b_fail": "failed", "b_down": "upstream_failed"}
-    for policy, a2 in (("continue_independent", "succeeded"), ("stop_dependents", "not_run")):
+    branch_a = {"read": StepStatus.SUCCEEDED, "a1": StepStatus.SUCCEEDED}
+    branch_b = {"b_fail": StepStatus.FAILED, "b_down": StepStatus.UPSTREAM_FAILED}
+    policies = ((CONTINUE_INDEPENDENT, StepStatus.SUCCEEDED), (STOP_DEPENDENTS, StepStatus.NOT_RUN))
+    for policy, a2 in policies:
         pipeline = topo.create(f"branch-{policy}", _branch_plan(policy))
         run = topo.wait_run(topo.trigger(pipeline)[1]["id"])
         res.add_run(f"{policy}: first run", run)
-        res.expect(f"{policy}: run status", run["status"], "failed")
+        res.expect(f"{policy}: run status", run["status"], RunStatus.FAILED)
         states = {s["name"]: s["status"] for s in run["steps"]}
         res.expect(f"{policy}: step states", states, {**branch_a, "a2": a2, **branch_b})
         ran = lambda r, n: (_step(r, n)["attempts"], _step(r, n)["output_digest"])  # noqa: E731
-        kept = {n: ran(run, n) for n, state in states.items() if state == "succeeded"}
+        kept = {n: ran(run, n) for n, state in states.items() if state == StepStatus.SUCCEEDED}
         code = topo.call("POST", f"/runs/{run['id']}/resume")[0]
         res.expect(f"{policy}: POST /runs/{{id}}/resume", code, 202)
         after = topo.wait_run(run["id"])
         res.add_run(f"{policy}: after the resume", after)
-        res.expect(f"{policy}: resumed run", after["status"], "succeeded")
+        res.expect(f"{policy}: resumed run", after["status"], RunStatus.SUCCEEDED)
         same = {n: ran(after, n) for n in kept} == kept
         res.check(f"{policy}: succeeded steps kept their attempts and output", same, sorted(kept))
         rerun = {s["name"]: _outcomes(s) for s in after["steps"] if s["name"] not in kept}
-        want = {n: ["failed"] * (n == "b_fail") + ["succeeded"] for n in rerun}
+        want = {n: [AttemptOutcome.FAILED] * (n == "b_fail") + [SUCCEEDED] for n in rerun}
         res.expect(f"{policy}: attempts of the re-run steps", rerun, want)
 
 
@@ -335,8 +370,9 @@ def drill_reject_file(topo: Topology, res: DrillResult, records: int) -> None:
         path = topo.rejects / run["id"] / "read.jsonl"
         if mode == "stop":
             states = (run["status"], read["status"], _step(run, "out")["status"])
-            res.expect("stop: run, read, out", states, ("failed", "failed", "upstream_failed"))
-            res.expect("stop: read attempt outcomes", _outcomes(read), ["input_error"])
+            failed = (RunStatus.FAILED, StepStatus.FAILED, StepStatus.UPSTREAM_FAILED)
+            res.expect("stop: run, read, out", states, failed)
+            res.expect("stop: read attempt outcomes", _outcomes(read), [AttemptOutcome.INPUT_ERROR])
             error = read["error"] or ""
             res.check(
                 "stop: error names line 8, column amount", "line 8, column 'amount'" in error, error
@@ -349,7 +385,7 @@ def drill_reject_file(topo: Topology, res: DrillResult, records: int) -> None:
         want = [(line, column, True) for line, column, _ in EXPECTED_REJECTS]
         res.expect("reject file: (line, column, reason fits and raw kept)", got, want)
         res.figures["reject_file"] = lines
-        res.expect("reject: run", run["status"], "succeeded")
+        res.expect("reject: run", run["status"], RunStatus.SUCCEEDED)
         counters = (read["records_in"], read["records_out"], read["rejected"])
         res.expect("reject: read records in, out, rejected", counters, (21, 17, 4))
         out = topo.exports / run["id"] / "good.jsonl"
