@@ -26,7 +26,14 @@ from actors.faults import Faults
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
 from actors.outputs import columns_from_db, columns_to_db, write_batch
 from actors.sql import QUERIES
-from actors.steps import BATCH_SIZE, StepEnv, build_compute, build_sink, build_source
+from actors.steps import (
+    BATCH_SIZE,
+    StepEnv,
+    build_compute,
+    build_sink,
+    build_source,
+    compute_batch,
+)
 from dag import (
     DIGEST_SEED,
     RowValueError,
@@ -236,8 +243,7 @@ class StepRunner:
                     continue
                 s.faults.before_batch(step.name)
                 first = progress.records_in + 1
-                out, errors = compute.apply(batch.records, first)
-                errors = [*batch.row_errors, *errors]
+                out, errors = compute_batch(compute, batch, first)
                 if sink is not None:
                     sink_errors = sink.write(chunks, out, first)
                     if sink_errors:
