@@ -14,6 +14,7 @@ from dag.errors import (
 )
 from dag.jsonparts import read_json_batches, read_jsonl_batches
 from dag.plan import FieldError, Plan, Step, parse_plan, topological_order, validate_plan
+from dag.preview import PreviewWarning, inference_evidence, step_warnings
 from dag.readiness import Readiness, decide, steps_to_rerun
 from dag.records import Position, RawBatch, RawRecord, RowError
 from dag.retry import RETRY_DELAYS_S, RetryDecision, decide_retry, is_input_data_error
@@ -33,6 +34,7 @@ __all__ = [
     "Plan",
     "PlanInvalid",
     "Position",
+    "PreviewWarning",
     "RawBatch",
     "RawRecord",
     "Readiness",
@@ -47,11 +49,13 @@ __all__ = [
     "decide",
     "decide_retry",
     "infer_columns",
+    "inference_evidence",
     "is_input_data_error",
     "parse_plan",
     "read_csv_batches",
     "read_json_batches",
     "read_jsonl_batches",
+    "step_warnings",
     "steps_to_rerun",
     "topological_order",
     "type_records",
