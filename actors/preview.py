@@ -368,7 +368,7 @@ def preview_plan(
         export_dir=Path(export_dir),
         reject_dir=Path(export_dir),
         state_conn=None,
-        sandbox_connect=_read_only(sandbox_connect),
+        sandbox_connect=read_only_connect(sandbox_connect),
     )
     wanted = None if step is None else {step, *_ancestors(plan, step)}
     previewer = _Previewer(plan, env, records, deadline)
@@ -380,7 +380,7 @@ def preview_plan(
     return PlanPreview(records, plan.on_row_error, plan.on_failure, steps)
 
 
-def _read_only(connect: Callable[[], Any] | None) -> Callable[[], Any]:
+def read_only_connect(connect: Callable[[], Any] | None) -> Callable[[], Any]:
     """`connect` returning read-only sessions: the preview can read the sandbox, not change it."""
 
     def open_read_only() -> Any:
