@@ -25,3 +25,7 @@ class ExecutorStopping(ActorError):
 
 class InjectedCrash(ActorError):
     """A fault injected for tests and drills (a transient, retryable failure)."""
+
+
+class PreviewTimeLimit(ActorError):
+    """A preview ran past its time limit; it stops at a batch boundary."""

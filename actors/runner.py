@@ -27,7 +27,14 @@ from actors.faults import Faults
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
 from actors.outputs import columns_from_db, columns_to_db, write_batch
 from actors.sql import QUERIES
-from actors.steps import InputBatch, StepEnv, build_compute, build_sink, build_source
+from actors.steps import (
+    InputBatch,
+    StepEnv,
+    build_compute,
+    build_sink,
+    build_source,
+    compute_batch,
+)
 from dag import (
     BATCH_SIZE,
     DIGEST_SEED,
@@ -323,8 +330,7 @@ class StepRunner:
         s, step, progress = self.settings, ctx.step, ctx.progress
         s.faults.before_batch(step.name)
         first = progress.records_in + 1
-        out, errors = work.compute.apply(batch.records, first)
-        errors = [*batch.row_errors, *errors]
+        out, errors = compute_batch(work.compute, batch, first)
         if work.sink is not None:
             sink_errors = work.sink.write(work.chunks, out, first)
             if sink_errors:

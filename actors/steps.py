@@ -21,6 +21,7 @@ from dag import (
     MAX_SOURCE_BYTES,
     ConfigValueError,
     Position,
+    RawRecord,
     RowError,
     Step,
     Transform,
@@ -60,12 +61,19 @@ class StepEnv:
 
 
 class FileSource:
-    """Ingest from a file in the data directory, typed as declared or inferred."""
+    """Ingest from a file in the data directory, typed as declared or inferred.
 
-    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str] | None):
+    With `limit` (a preview) it reads only the first `limit` input records; typing is still
+    inferred on a whole first batch, as in a run, and a cut batch has no resumable position."""
+
+    def __init__(
+        self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
+    ):
         self.config = step.config
         self.env = env
         self.columns = columns
+        self.limit = limit
+        self.inferred_from: list[RawRecord] = []  # the raw records inference looked at
 
     def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
         cfg = self.config
@@ -87,6 +95,15 @@ class FileSource:
             for raw in raw_batches:
                 if self.columns is None:
                     self.columns = infer_columns(raw.header, raw.records, cfg.get("columns") or {})
+                    self.inferred_from = raw.records
+                if self.limit is not None and raw.size >= self.limit - (ordinal - 1):
+                    records, row_errors = raw.head(self.limit - (ordinal - 1))
+                    typed, type_errors = type_records(records, self.columns, first_ordinal=ordinal)
+                    errors = sorted(
+                        [*row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
+                    )
+                    yield InputBatch(typed, errors, len(records) + len(row_errors), {}, None)
+                    return
                 typed, type_errors = type_records(raw.records, self.columns, first_ordinal=ordinal)
                 errors = sorted(
                     [*raw.row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
@@ -100,12 +117,16 @@ class FileSource:
 
 
 class TableSource:
-    """Ingest from a sandbox table in primary-key order (keyset pagination)."""
+    """Ingest from a sandbox table in primary-key order (keyset pagination); with `limit` (a
+    preview) only its first `limit` rows."""
 
-    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str] | None):
+    def __init__(
+        self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
+    ):
         self.config = step.config
         self.env = env
         self.columns = columns
+        self.limit = limit
 
     def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
         conn = self.env.sandbox_connect()
@@ -113,9 +134,15 @@ class TableSource:
             source = connectors.resolve_source_table(conn, self.config["table"])
             self.columns = self.columns or dict(source.columns)
             after = (checkpoint or {}).get("after_key")
+            left = self.limit
             for records, last_key in connectors.read_table_batches(
                 conn, source, after_key=after, batch_size=BATCH_SIZE
             ):
+                if left is not None and len(records) >= left:
+                    yield InputBatch(records[:left], [], left, {}, None)
+                    return
+                if left is not None:
+                    left -= len(records)
                 yield InputBatch(records, [], len(records), {"after_key": last_key}, records)
         finally:
             conn.close()
@@ -250,13 +277,24 @@ class TableSink:
         self.conn.close()
 
 
-def build_source(step: Step, env: StepEnv, columns: dict[str, str] | None):
-    """The input of `step`."""
+def build_source(
+    step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
+):
+    """The input of `step` (an ingest's: its first `limit` records only, for a preview)."""
     if step.type == "ingest":
         if step.config.get("source") == "table":
-            return TableSource(step, env, columns)
-        return FileSource(step, env, columns)
+            return TableSource(step, env, columns, limit)
+        return FileSource(step, env, columns, limit)
     return UpstreamSource(step, env)
+
+
+def compute_batch(
+    compute: Transform, batch: InputBatch, first_ordinal: int
+) -> tuple[list[dict], list[RowError]]:
+    """One input batch through the step's computation: its output records and its row
+    errors, the reading errors first. A run and a preview both call this."""
+    out, errors = compute.apply(batch.records, first_ordinal)
+    return out, [*batch.row_errors, *errors]
 
 
 def build_compute(step: Step, source):

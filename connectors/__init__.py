@@ -23,11 +23,14 @@ from connectors.files import open_source
 from connectors.tables import (
     SourceTable,
     TableExport,
+    check_export_columns,
     check_table_name,
     drop_staging,
+    duplicate_key_error,
     map_column_type,
     read_table_batches,
     resolve_source_table,
+    screen_export_batch,
 )
 
 __all__ = [
@@ -42,8 +45,10 @@ __all__ = [
     "TableConflict",
     "TableExport",
     "TableRefused",
+    "check_export_columns",
     "check_table_name",
     "drop_staging",
+    "duplicate_key_error",
     "encode_csv",
     "encode_jsonl",
     "encode_rejects",
@@ -53,4 +58,5 @@ __all__ = [
     "read_table_batches",
     "reject_file",
     "resolve_source_table",
+    "screen_export_batch",
 ]

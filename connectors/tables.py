@@ -211,12 +211,7 @@ class TableExport:
         self.table = check_table_name(table)
         self.run_id = str(uuid.UUID(str(run_id)))
         self.step_name = step_name
-        self.columns = _check_export_columns(columns)
-        if key_column is not None and key_column not in self.columns:
-            raise ConfigValueError(
-                f"export key column {key_column!r} is not a column of the step's input",
-                column=key_column,
-            )
+        self.columns = check_export_columns(columns, key_column)
         self.key_column = key_column
         digest = _staging_digest(self.run_id, step_name)
         self.staging_name = f"s_{digest}"
@@ -272,34 +267,19 @@ class TableExport:
                 pass  # a value that does not fit its column: find it record by record below
             else:
                 return [
-                    self._duplicate(key, first_ordinal + i, records[i], None)
+                    duplicate_key_error(self.key_column, key, first_ordinal + i, records[i], None)
                     for i, key in enumerate(keys)
                     if key not in written
                 ]
-        errors: list[RowError] = []
-        staged: dict[str, tuple[int, Mapping[str, Any]]] = {}
-        lines: list[str] = []
-        for i, record in enumerate(records):
-            ordinal = first_ordinal + i
-            fields, problem = self._encode_fields(record)
-            if problem is not None:
-                errors.append(RowError(problem[1], record=ordinal, column=problem[0], raw=record))
-                continue
-            record_key = self._record_key(record, ordinal)
-            if record_key is None:
-                reason = f"key column {self.key_column!r} is null"
-                errors.append(RowError(reason, record=ordinal, column=self.key_column, raw=record))
-                continue
-            if record_key in staged:
-                errors.append(self._duplicate(record_key, ordinal, record, staged[record_key][0]))
-                continue
-            staged[record_key] = (ordinal, record)
-            lines.append(f"{fields},{_csv_text(record_key)}\n")
+        staged, errors = screen_export_batch(self.columns, self.key_column, records, first_ordinal)
         if staged:
+            lines = [f"{fields},{_csv_text(key)}\n" for key, (_, _, fields) in staged.items()]
             written = self._stage(seq, io.StringIO("".join(lines)))
-            for record_key, (ordinal, record) in staged.items():
+            for record_key, (ordinal, record, _) in staged.items():
                 if record_key not in written:
-                    errors.append(self._duplicate(record_key, ordinal, record, None))
+                    errors.append(
+                        duplicate_key_error(self.key_column, record_key, ordinal, record, None)
+                    )
         errors.sort(key=lambda e: e.record or 0)
         return errors
 
@@ -390,41 +370,6 @@ class TableExport:
             )
             return {row[0] for row in cur.fetchall()}
 
-    def _record_key(self, record: Mapping[str, Any], ordinal: int) -> str | None:
-        if self.key_column is None:
-            return str(ordinal)
-        value = record.get(self.key_column)
-        return None if value is None else str(value)
-
-    def _duplicate(
-        self, record_key: str, ordinal: int, record: Mapping[str, Any], first: int | None
-    ) -> RowError:
-        where = f"record {first}" if first is not None else "an earlier batch"
-        return RowError(
-            f"duplicate key {record_key!r} in column {self.key_column!r}: already exported by "
-            f"{where} of this step",
-            record=ordinal,
-            column=self.key_column,
-            raw=record,
-        )
-
-    def _encode_fields(
-        self, record: Mapping[str, Any]
-    ) -> tuple[str, None] | tuple[None, tuple[str, str]]:
-        """The record's values as one CSV line (no key, no newline), or `(None, (column,
-        reason))` for a value that does not fit its column."""
-        fields = []
-        for column, kind in self.columns.items():
-            value = record.get(column)
-            if value is None:
-                fields.append("")
-                continue
-            problem = _check_value(kind, value)
-            if problem is not None:
-                return None, (column, problem)
-            fields.append(str(value) if kind == "int" else _csv_text(value))
-        return ",".join(fields), None
-
     def _fit_export_table(self, cur: Any, oid: int, relkind: str) -> None:
         """Check an existing `sandbox.<table>` can take this step's rows; add missing columns."""
         name = f"{SANDBOX_SCHEMA}.{self.table}"
@@ -463,6 +408,96 @@ class TableExport:
                     "such column",
                     column=col,
                 )
+
+
+def check_export_columns(
+    columns: Mapping[str, str], key_column: str | None = None
+) -> dict[str, str]:
+    """The columns of a table export, checked (types, names PostgreSQL can hold, no clash
+    with the export's own columns) and the key column among them; raises
+    `ConfigValueError`/`TableConflict` like the engine's export does."""
+    checked = _check_export_columns(columns)
+    if key_column is not None and key_column not in checked:
+        raise ConfigValueError(
+            f"export key column {key_column!r} is not a column of the step's input",
+            column=key_column,
+        )
+    return checked
+
+
+def screen_export_batch(
+    columns: Mapping[str, str],
+    key_column: str | None,
+    records: list[Mapping[str, Any]],
+    first_ordinal: int,
+) -> tuple[dict[str, tuple[int, Mapping[str, Any], str]], list[RowError]]:
+    """One export batch before staging, without a database: the records it can stage by
+    record key, as (ordinal, record, CSV fields), and the row errors of the others (a value
+    that does not fit its column, a null key, a key repeated in the batch), in record order.
+    The export and a preview both call it; only staging finds keys of earlier batches."""
+    errors: list[RowError] = []
+    staged: dict[str, tuple[int, Mapping[str, Any], str]] = {}
+    for i, record in enumerate(records):
+        ordinal = first_ordinal + i
+        fields, problem = _encode_fields(columns, record)
+        if problem is not None:
+            errors.append(RowError(problem[1], record=ordinal, column=problem[0], raw=record))
+            continue
+        record_key = _record_key(key_column, record, ordinal)
+        if record_key is None:
+            reason = f"key column {key_column!r} is null"
+            errors.append(RowError(reason, record=ordinal, column=key_column, raw=record))
+            continue
+        if record_key in staged:
+            first = staged[record_key][0]
+            errors.append(duplicate_key_error(key_column, record_key, ordinal, record, first))
+            continue
+        staged[record_key] = (ordinal, record, fields)
+    return staged, errors
+
+
+def duplicate_key_error(
+    key_column: str | None,
+    record_key: str,
+    ordinal: int,
+    record: Mapping[str, Any],
+    first: int | None,
+) -> RowError:
+    """The row error of a record whose key record `first` of the batch (None: an earlier
+    batch) already took."""
+    where = f"record {first}" if first is not None else "an earlier batch"
+    return RowError(
+        f"duplicate key {record_key!r} in column {key_column!r}: already exported by "
+        f"{where} of this step",
+        record=ordinal,
+        column=key_column,
+        raw=record,
+    )
+
+
+def _record_key(key_column: str | None, record: Mapping[str, Any], ordinal: int) -> str | None:
+    if key_column is None:
+        return str(ordinal)
+    value = record.get(key_column)
+    return None if value is None else str(value)
+
+
+def _encode_fields(
+    columns: Mapping[str, str], record: Mapping[str, Any]
+) -> tuple[str, None] | tuple[None, tuple[str, str]]:
+    """The record's values as one CSV line (no key, no newline), or `(None, (column,
+    reason))` for a value that does not fit its column."""
+    fields = []
+    for column, kind in columns.items():
+        value = record.get(column)
+        if value is None:
+            fields.append("")
+            continue
+        problem = _check_value(kind, value)
+        if problem is not None:
+            return None, (column, problem)
+        fields.append(str(value) if kind == "int" else _csv_text(value))
+    return ",".join(fields), None
 
 
 def drop_staging(conn: Connection, run_id: object, step_name: str) -> bool:

@@ -27,6 +27,7 @@ from dag.limits import (
 )
 from dag.paths import relative_path_problem, split_relative_path
 from dag.plan import Plan, Step, parse_plan, topological_order, validate_plan
+from dag.preview import PreviewWarning, inference_evidence, step_warnings
 from dag.readiness import Readiness, decide, steps_to_rerun
 from dag.records import Position, RawBatch, RawRecord, RowError
 from dag.retry import RetryDecision, decide_retry, is_input_data_error
@@ -68,6 +69,7 @@ __all__ = [
     "Plan",
     "PlanInvalid",
     "Position",
+    "PreviewWarning",
     "RawBatch",
     "RawRecord",
     "Readiness",
@@ -85,6 +87,7 @@ __all__ = [
     "decide",
     "decide_retry",
     "infer_columns",
+    "inference_evidence",
     "is_input_data_error",
     "parse_plan",
     "read_csv_batches",
@@ -92,6 +95,7 @@ __all__ = [
     "read_jsonl_batches",
     "relative_path_problem",
     "split_relative_path",
+    "step_warnings",
     "steps_to_rerun",
     "topological_order",
     "type_records",

@@ -65,3 +65,16 @@ class RawBatch:
     def size(self) -> int:
         """Input records consumed by this batch, good and bad."""
         return len(self.records) + len(self.row_errors)
+
+    def head(self, n: int) -> tuple[list[RawRecord], list[RowError]]:
+        """The batch's first `n` input records in file order (by line), good and malformed,
+        as (records, row errors); a preview reads a run's input up to there."""
+        if n >= self.size:
+            return list(self.records), list(self.row_errors)
+        items = sorted(
+            [(r.line, 0, i) for i, r in enumerate(self.records)]
+            + [(e.line or 0, 1, i) for i, e in enumerate(self.row_errors)]
+        )[: max(n, 0)]
+        keep_records = sorted(i for _, kind, i in items if kind == 0)
+        keep_errors = sorted(i for _, kind, i in items if kind == 1)
+        return [self.records[i] for i in keep_records], [self.row_errors[i] for i in keep_errors]

@@ -21,6 +21,7 @@ from service.deps import Deps
 from service.errors import ServiceError
 from service.logs import configure_logging
 from service.openapi import API, build_spec
+from service.preview_api import PreviewResource
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/health", r.HealthResource(deps))
     app.add_route(f"{API}/openapi.json", r.OpenApiResource(build_spec()))
     app.add_route(f"{API}/pipelines", r.PipelinesResource(deps))
+    app.add_route(f"{API}/pipelines/preview", PreviewResource(deps))
     app.add_route(pipeline, r.PipelineResource(deps))
     app.add_route(f"{pipeline}/revisions", r.RevisionsResource(deps))
     app.add_route(f"{pipeline}/revisions/{{number:int(min=1)}}", r.RevisionResource(deps))
@@ -122,4 +124,4 @@ def get_app() -> falcon.App:
     def wake_run(run_id: str, trace_id: str) -> None:
         send_advance_run(broker, run_id, trace_id)
 
-    return create_app(Deps(db=Database(cfg.database_url), wake_run=wake_run))
+    return create_app(Deps(db=Database(cfg.database_url), wake_run=wake_run, config=cfg))

@@ -7,7 +7,6 @@ own by inserting an entry before `main` builds the parser."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shutil
@@ -16,14 +15,15 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import ddl
-from dag.plan import parse_plan, topological_order, validate_plan
+from dag.plan import parse_plan, topological_order
 from service import processes, supervisor
 from service.auth import ADMIN, ROLES, generate_token, hash_token
 from service.config import Config, ConfigError
 from service.db import Database, execute, fetch_one
+from service.plandoc import read_plan_document
+from service.preview import configure_preview, run_preview
 from service.scheduler import build_scheduler
 
 
@@ -122,25 +122,15 @@ def run_validate(args: argparse.Namespace) -> int:
     """Validate a plan offline: a `{"name", "plan"}` document or a bare plan object. Exit 0
     with `ok: N steps: a -> b -> c` (execution order), or 1 with one `field: message` line
     per problem."""
-    try:
-        doc: Any = json.loads(args.path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        print(f"{args.path}: {exc}", file=sys.stderr)
+    doc = read_plan_document(args.path)
+    if doc.unreadable is not None:
+        print(f"{args.path}: {doc.unreadable}", file=sys.stderr)
         return 1
-    problems: list[tuple[str, str]] = []
-    plan = doc
-    if isinstance(doc, dict) and "plan" in doc and "steps" not in doc:
-        plan = doc["plan"]
-        name = doc.get("name")
-        if not isinstance(name, str) or not name:
-            problems.append(("name", "must be a non-empty string"))
-        problems += [(k, "unknown field") for k in doc if k not in ("name", "plan")]
-    problems += [(e.field, e.message) for e in validate_plan(plan)]
-    if problems:
-        for field, message in problems:
+    if doc.problems:
+        for field, message in doc.problems:
             print(f"{field}: {message}")
         return 1
-    order = topological_order(parse_plan(plan))
+    order = topological_order(parse_plan(doc.plan))
     print(f"ok: {len(order)} steps: {' -> '.join(order)}")
     return 0
 
@@ -182,6 +172,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "seed": Subcommand("create the pipeline_admin token", _no_arguments, run_seed),
     "token": Subcommand("manage principals and tokens", configure_token, run_token),
     "validate": Subcommand("validate a plan offline", configure_validate, run_validate),
+    "preview": Subcommand("a plan's effect on its first records", configure_preview, run_preview),
     "api": Subcommand("serve the REST API with gunicorn", _no_arguments, run_api),
 }
 

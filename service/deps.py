@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from service.config import Config
 from service.db import Database
 
 
@@ -25,3 +26,4 @@ class Deps:
     wake_run: Callable[[str, str], None]
     now: Callable[[], datetime] = now_utc
     new_id: Callable[[], uuid.UUID] = uuid.uuid4
+    config: Config = field(default_factory=Config)  # directories and sandbox of previews

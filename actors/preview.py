@@ -1,0 +1,395 @@
+"""A plan's preview: every step run on the first N records of the plan's ingests through the
+engine's own code path, stopping before any export writes.
+
+The sources, typing, transforms and batch computation are the engine's (`actors.steps`:
+`build_source` with a record limit, `build_compute`, `compute_batch`), so a preview and a run
+agree record for record on the same input. What differs is only what a run persists: a
+step's output stays in memory and feeds its dependents; an export is screened (the table
+export's own pure checks, `connectors.screen_export_batch`) and shown, never written; a table
+ingest reads the sandbox through a read-only connection. Nothing is persisted.
+
+Policies as in a run: a dependent of a failed step does not run (`upstream_failed`); in
+`stop` mode a row error fails its step, with the error the run would fail with. The preview
+still goes through the rest of that step's sample so every row error of it is listed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+
+import connectors
+from actors.errors import PreviewTimeLimit
+from actors.steps import (
+    BATCH_SIZE,
+    InputBatch,
+    StepEnv,
+    UpstreamSource,
+    build_compute,
+    build_source,
+    compute_batch,
+)
+from dag import (
+    InputDataError,
+    Plan,
+    RowError,
+    RowValueError,
+    Step,
+    StepStatus,
+    inference_evidence,
+    step_warnings,
+    topological_order,
+)
+from dag.plan import ON_ROW_ERROR_STOP
+
+DEFAULT_RECORDS = 100
+MAX_RECORDS = 5000
+SAMPLE_ROWS = 5
+MAX_ROW_ERRORS = 50  # per step; `row_errors_total` counts them all
+PREVIEW_RUN_ID = "00000000-0000-0000-0000-000000000000"  # stands for the run's id in paths
+_TABLE_KEY_COLUMNS = {"run_id": "uuid", "step_id": "text", "record_key": "text"}
+_SQL_TYPES = {"int": "bigint", "string": "text", "date": "date"}
+
+
+@dataclass
+class StepPreview:
+    """One step's preview: status, columns (with evidence for inferred ones), counters,
+    sample, row errors, warnings, and its source or export."""
+
+    name: str
+    type: str
+    status: str = "ok"  # ok | failed | upstream_failed
+    error: str | None = None
+    columns: dict[str, str] | None = None
+    inferred: dict[str, str] = field(default_factory=dict)
+    records_in: int = 0
+    records_out: int = 0
+    rejected: int = 0
+    sample: list[dict[str, Any]] = field(default_factory=list)
+    row_errors: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+    source: dict[str, Any] | None = None
+    export: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape (the CLI's `--json` and the API answer the same)."""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "status": self.status,
+            "error": self.error,
+            "columns": self.columns,
+            "inferred": self.inferred,
+            "records_in": self.records_in,
+            "records_out": self.records_out,
+            "rejected": self.rejected,
+            "sample": self.sample,
+            "row_errors": self.row_errors[:MAX_ROW_ERRORS],
+            "row_errors_total": len(self.row_errors),
+            "warnings": self.warnings,
+            "source": self.source,
+            "export": self.export,
+        }
+
+
+@dataclass
+class PlanPreview:
+    """The preview of a plan (or of one step and what it depends on)."""
+
+    records: int
+    on_row_error: str
+    on_failure: str
+    steps: list[StepPreview]
+
+    @property
+    def failed(self) -> bool:
+        """True when a step failed: a run of this plan on this input would fail it too."""
+        return any(s.status != "ok" for s in self.steps)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "on_row_error": self.on_row_error,
+            "on_failure": self.on_failure,
+            "ok": not self.failed,
+            "writes": "nothing: exports are shown, not written",
+            "steps": [s.as_dict() for s in self.steps],
+        }
+
+
+@dataclass
+class _Output:
+    columns: dict[str, str]
+    batches: list[list[dict]]
+
+
+class _MemoryUpstream(UpstreamSource):
+    """The engine's upstream source (columns merged and checked the same way) over the
+    dependencies' previewed output batches instead of committed ones."""
+
+    def __init__(self, step: Step, env: StepEnv, outputs: dict[str, _Output]):
+        self.outputs = outputs
+        upstream = {d: (o.columns, len(o.batches)) for d, o in outputs.items()}
+        super().__init__(step, replace(env, upstream=upstream))
+
+    def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
+        names = list(self.columns)
+        for dep in self.step.depends_on:
+            output = self.outputs[dep]
+            for records in output.batches:
+                if list(output.columns) != names:
+                    records = [{n: r.get(n) for n in names} for r in records]
+                yield InputBatch(records, [], len(records), {}, None)
+
+
+class _FileExportView:
+    """What a file export would write: its path, columns and first lines."""
+
+    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str]):
+        self.format = step.config.get("format", "jsonl")
+        self.columns = columns
+        chunked = connectors.export_file(
+            env.export_dir, PREVIEW_RUN_ID, step.name, step.config["path"]
+        )  # the engine's path checks (ExportPathRefused)
+        path = str(chunked.final_path).replace(PREVIEW_RUN_ID, "<run_id>")
+        self.view: dict[str, Any] = {
+            "target": "file",
+            "path": path,
+            "format": self.format,
+            "columns": dict(columns),
+            "rows": [],
+            "text": "",
+        }
+
+    def write(self, records: list[dict], first_ordinal: int) -> list[RowError]:
+        self._keep(records)
+        return []
+
+    def _keep(self, records: list[dict]) -> None:
+        room = SAMPLE_ROWS - len(self.view["rows"])
+        self.view["rows"] += records[: max(room, 0)]
+
+    def finish(self, final: list[dict]) -> dict[str, Any]:
+        self._keep(final)
+        rows = self.view["rows"]
+        if self.format == "csv":
+            data = connectors.encode_csv(rows, self.columns, header=True)
+        else:
+            data = connectors.encode_jsonl(rows)
+        self.view["text"] = data.decode("utf-8")
+        return self.view
+
+
+class _TableExportView:
+    """What a table export would stage: the export's own per-batch screening (bad values,
+    null and repeated keys), keys of earlier batches refused as staging refuses them."""
+
+    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str]):
+        self.key = step.config.get("key")
+        self.columns = connectors.check_export_columns(columns, self.key)
+        self.seen: set[str] = set()
+        table = connectors.check_table_name(step.config["table"])
+        self.view: dict[str, Any] = {
+            "target": "table",
+            "table": f"sandbox.{table}",
+            "key": self.key,
+            "columns": {
+                **{c: _SQL_TYPES[t] for c, t in self.columns.items()},
+                **_TABLE_KEY_COLUMNS,
+            },
+            "rows": [],
+            "note": "an existing table is not checked: the preview does not touch it",
+        }
+
+    def write(self, records: list[dict], first_ordinal: int) -> list[RowError]:
+        staged, errors = connectors.screen_export_batch(
+            self.columns, self.key, records, first_ordinal
+        )
+        for record_key, (ordinal, record, _) in staged.items():
+            if record_key in self.seen:
+                errors.append(
+                    connectors.duplicate_key_error(self.key, record_key, ordinal, record, None)
+                )
+                continue
+            self.seen.add(record_key)
+            if len(self.view["rows"]) < SAMPLE_ROWS:
+                row = {c: record.get(c) for c in self.columns}
+                self.view["rows"].append({**row, "record_key": record_key})
+        errors.sort(key=lambda e: e.record or 0)
+        return errors
+
+    def finish(self, final: list[dict]) -> dict[str, Any]:
+        return self.view
+
+
+def _build_export_view(step: Step, env: StepEnv, columns: dict[str, str]):
+    if step.config.get("target") == "table":
+        return _TableExportView(step, env, columns)
+    return _FileExportView(step, env, columns)
+
+
+def _source_view(step: Step) -> dict[str, Any] | None:
+    if step.type != "ingest":
+        return None
+    cfg = step.config
+    if cfg.get("source") == "table":
+        return {
+            "source": "table",
+            "table": f"sandbox.{cfg['table']}",
+            "read_only": True,
+            "note": "reads the sandbox table read-only, in primary-key order",
+        }
+    return {"source": "file", "path": cfg["path"], "format": cfg.get("format", "csv")}
+
+
+def _ancestors(plan: Plan, name: str) -> set[str]:
+    found: set[str] = set()
+    frontier = [name]
+    while frontier:
+        for dep in plan.step(frontier.pop()).depends_on:
+            if dep not in found:
+                found.add(dep)
+                frontier.append(dep)
+    return found
+
+
+class _Previewer:
+    def __init__(self, plan: Plan, env: StepEnv, records: int, deadline: Callable[[], None]):
+        self.plan = plan
+        self.env = env
+        self.records = records
+        self.deadline = deadline
+        self.outputs: dict[str, _Output] = {}
+
+    def step(self, step: Step) -> StepPreview:
+        view = StepPreview(step.name, step.type, source=_source_view(step))
+        failed = [d for d in step.depends_on if d not in self.outputs]
+        if failed:
+            view.status = "upstream_failed"
+            view.error = f"not run: {', '.join(failed)} did not succeed"
+            return view
+        try:
+            self._run(step, view)
+        except (InputDataError, connectors.ConnectorError, OSError, psycopg2.Error) as exc:
+            view.status, view.error = StepStatus.FAILED, f"{type(exc).__name__}: {exc}".strip()
+        except PreviewTimeLimit as exc:
+            view.status, view.error = StepStatus.FAILED, str(exc)
+        return view
+
+    def _run(self, step: Step, view: StepPreview) -> None:
+        self.deadline()
+        if step.type == "ingest":
+            source = build_source(step, self.env, None, limit=self.records)
+        else:
+            source = _MemoryUpstream(step, self.env, self.outputs)
+        compute = build_compute(step, source)
+        export = (
+            _build_export_view(step, self.env, source.columns) if step.type == "export" else None
+        )
+        inputs: list[dict] = []
+        batches: list[list[dict]] = []
+        errors: list[RowError] = []
+        for batch in source.batches(None, 0):
+            self.deadline()
+            view.columns = compute.output_columns
+            if batch.records_in == 0:
+                continue
+            first = view.records_in + 1
+            out, batch_errors = compute_batch(compute, batch, first)
+            if export is not None:
+                export_errors = export.write(out, first)
+                if export_errors:
+                    bad = {e.record for e in export_errors}
+                    out = [r for i, r in enumerate(out) if first + i not in bad]
+                    batch_errors += export_errors
+            inputs += batch.records
+            errors += batch_errors
+            view.records_in += batch.records_in
+            view.records_out += len(out)
+            if out:
+                batches.append(out)
+        view.row_errors = [e.as_dict() for e in errors]
+        view.rejected = len(errors)
+        if step.type == "ingest" and step.config.get("source") != "table":
+            declared = step.config.get("columns") or {}
+            view.inferred = inference_evidence(source.columns or {}, declared, source.inferred_from)
+        view.warnings = [
+            w.as_dict()
+            for w in step_warnings(
+                step.type, step.config, inputs, [r for b in batches for r in b], view.rejected
+            )
+        ]
+        if errors and self.plan.on_row_error == ON_ROW_ERROR_STOP:
+            e = errors[0]
+            exc = RowValueError(e.reason, line=e.line, column=e.column)
+            view.status, view.error = StepStatus.FAILED, f"{type(exc).__name__}: {exc}"
+            view.sample = [r for b in batches for r in b][:SAMPLE_ROWS]
+            return
+        final = compute.finish()
+        view.columns = compute.output_columns
+        view.records_out += len(final)
+        batches += [final[i : i + BATCH_SIZE] for i in range(0, len(final), BATCH_SIZE)]
+        view.sample = [r for b in batches for r in b][:SAMPLE_ROWS]
+        if export is not None:
+            view.export = export.finish(final)
+        self.outputs[step.name] = _Output(dict(view.columns), batches)
+
+
+def preview_plan(
+    plan: Plan,
+    *,
+    data_dir: Path,
+    export_dir: Path,
+    records: int = DEFAULT_RECORDS,
+    step: str | None = None,
+    sandbox_connect: Callable[[], Any] | None = None,
+    time_limit_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> PlanPreview:
+    """Preview `plan` on the first `records` (1..MAX_RECORDS) records of each ingest: every
+    step, or with `step` that step and the steps it depends on, in execution order.
+
+    `sandbox_connect` opens a sandbox connection for table ingests (the preview makes it
+    read-only); without one a table ingest fails its step. Past `time_limit_s` the running
+    step fails at its next batch boundary and the rest do not run."""
+    if not 1 <= records <= MAX_RECORDS:
+        raise ValueError(f"records must be 1..{MAX_RECORDS}, got {records}")
+    started = clock()
+
+    def deadline() -> None:
+        if time_limit_s is not None and clock() - started > time_limit_s:
+            raise PreviewTimeLimit(f"preview time limit of {time_limit_s:g} s exceeded")
+
+    env = StepEnv(
+        run_id=PREVIEW_RUN_ID,
+        data_dir=Path(data_dir),
+        export_dir=Path(export_dir),
+        reject_dir=Path(export_dir),
+        state_conn=None,
+        sandbox_connect=read_only_connect(sandbox_connect),
+    )
+    wanted = None if step is None else {step, *_ancestors(plan, step)}
+    previewer = _Previewer(plan, env, records, deadline)
+    steps = [
+        previewer.step(plan.step(name))
+        for name in topological_order(plan)
+        if wanted is None or name in wanted
+    ]
+    return PlanPreview(records, plan.on_row_error, plan.on_failure, steps)
+
+
+def read_only_connect(connect: Callable[[], Any] | None) -> Callable[[], Any]:
+    """`connect` returning read-only sessions: the preview can read the sandbox, not change it."""
+
+    def open_read_only() -> Any:
+        if connect is None:
+            raise connectors.TableRefused("a table ingest needs the sandbox database")
+        conn = connect()
+        conn.set_session(readonly=True)
+        return conn
+
+    return open_read_only

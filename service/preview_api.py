@@ -1,0 +1,99 @@
+"""`POST /api/v1/pipelines/preview`: the preview of a plan in the body, or of a saved
+pipeline's revision, as JSON (the same answer as `etl preview --json`).
+
+Roles as `POST /pipelines`. Bounded: at most `MAX_RECORDS` records per ingest, a time limit
+checked at every batch boundary (a step past it fails, the rest do not run), the body cap of
+every request. File ingests go through the ingest path guard; a table ingest reads the
+sandbox read-only. Nothing is persisted but one audit row."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import falcon
+import psycopg2
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+
+from actors.preview import DEFAULT_RECORDS, MAX_RECORDS, preview_plan
+from dag.plan import parse_plan
+from service.auth import ADMIN_ONLY
+from service.db import fetch_one
+from service.errors import NotFound
+from service.resources import _Resource, get_pipeline, read_json
+from service.schemas import check_plan
+
+TIME_LIMIT_S = 5.0
+
+
+class PreviewRequestSchema(Schema):
+    """`{"plan"}` (a `name` may ride along, as in `POST /pipelines`) or `{"pipeline_id",
+    "revision"?}` (default: the current revision), plus `records` (1..MAX_RECORDS)."""
+
+    name = fields.String()
+    plan = fields.Raw()
+    pipeline_id = fields.UUID()
+    revision = fields.Integer(strict=True, validate=validate.Range(min=1))
+    records = fields.Integer(
+        strict=True, validate=validate.Range(min=1, max=MAX_RECORDS), load_default=DEFAULT_RECORDS
+    )
+
+    @validates_schema
+    def validate_one_source(self, data: Mapping[str, Any], **kwargs: Any) -> None:
+        if ("plan" in data) == ("pipeline_id" in data):
+            raise ValidationError("give either plan or pipeline_id", "plan")
+        if "revision" in data and "pipeline_id" not in data:
+            raise ValidationError("revision needs pipeline_id", "revision")
+
+
+class PreviewResource(_Resource):
+    roles = {"POST": ADMIN_ONLY}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, PreviewRequestSchema())
+        if "plan" in body:
+            plan = body["plan"]
+            text = json.dumps(plan, sort_keys=True, separators=(",", ":"), default=str)
+            entity = f"plan:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+            revision = None
+        else:
+            plan, revision = self._saved_plan(str(body["pipeline_id"]), body.get("revision"))
+            entity = f"pipeline:{body['pipeline_id']}"
+        check_plan(plan)
+        cfg = self.deps.config
+
+        def connect_sandbox() -> Any:
+            return psycopg2.connect(
+                cfg.sandbox_url,
+                connect_timeout=2,
+                application_name="etl-api-preview",
+                options=f"-c statement_timeout={int(TIME_LIMIT_S * 1000)}",
+            )
+
+        preview = preview_plan(
+            parse_plan(plan),
+            data_dir=cfg.data_dir,
+            export_dir=cfg.export_dir,
+            records=body["records"],
+            sandbox_connect=connect_sandbox,
+            time_limit_s=TIME_LIMIT_S,
+        )
+        with self.deps.db.transaction() as cur:
+            what = {"records": body["records"], "ok": not preview.failed}
+            if revision is not None:
+                what["revision"] = revision
+            self.audit(cur, req, "pipeline.preview", entity, **what)
+        resp.media = preview.as_dict()
+
+    def _saved_plan(self, pipeline_id: str, number: int | None) -> tuple[Any, int]:
+        with self.deps.db.transaction() as cur:
+            if number is None:
+                row = get_pipeline(cur, pipeline_id)
+                return row["plan"], row["revision"]
+            params = {"pipeline_id": pipeline_id, "number": number}
+            row = fetch_one(cur, "get_revision", params)
+        if row is None:
+            raise NotFound(f"revision {number} of pipeline {pipeline_id} not found")
+        return row["plan"], number
