@@ -119,6 +119,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route(f"{pipeline}/runs", r.PipelineRunsResource(deps))
     app.add_route(f"{pipeline}/schedules", r.SchedulesResource(deps))
     app.add_route(f"{pipeline}/schedules/{{schedule_id:uuid}}", r.ScheduleResource(deps))
+    app.add_route(f"{API}/runs", r.RunsResource(deps))
     app.add_route(f"{API}/runs/{{run_id:uuid}}", r.RunResource(deps))
     app.add_route(f"{API}/runs/{{run_id:uuid}}/cancel", r.RunCancelResource(deps))
     app.add_route(f"{API}/runs/{{run_id:uuid}}/resume", r.RunResumeResource(deps))

@@ -12,11 +12,11 @@ import falcon
 import psycopg2.extras
 from marshmallow import Schema
 
-from service import schemas
+from service import listing, schemas
 from service.admission import Admission, admit_run, cancel_run, next_fire_at, resume_run
 from service.auth import ADMIN_ONLY, OPERATE, READ
 from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
-from service.errors import Conflict, NotFound, PayloadTooLarge, PreconditionFailed, ValidationFailed
+from service.errors import Conflict, NotFound, PayloadTooLarge, PreconditionFailed
 
 if TYPE_CHECKING:
     from service.app import Deps
@@ -24,14 +24,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
 
 PIPELINE = schemas.PipelineSchema()
 REVISION = schemas.RevisionSchema()
 RUN = schemas.RunSchema()
 SCHEDULE = schemas.ScheduleSchema()
-AUDIT = schemas.AuditSchema()
 
 
 def read_json(req: falcon.Request, schema: Schema, *, optional: bool = False) -> dict[str, Any]:
@@ -45,17 +42,9 @@ def read_json(req: falcon.Request, schema: Schema, *, optional: bool = False) ->
     return schemas.load_body(raw, req.content_type, schema, optional=optional)
 
 
-def query_limit(req: falcon.Request) -> int:
-    """The `?limit=` parameter (1..MAX_LIMIT, default DEFAULT_LIMIT)."""
-    raw = req.get_param("limit")
-    if raw is None:
-        return DEFAULT_LIMIT
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
-        raise ValidationFailed(
-            "invalid query parameter",
-            details=[{"field": "limit", "message": f"must be an integer 1..{MAX_LIMIT}"}],
-        )
-    return int(raw)
+def page_params(req: falcon.Request) -> dict[str, Any]:
+    """`limit` and `before` of a list request (see `service.listing`)."""
+    return {"limit": listing.parse_limit(req.get_param("limit")), "before": req.get_param("before")}
 
 
 def get_pipeline(cur: Cursor, pipeline_id: str) -> dict:
@@ -149,8 +138,10 @@ class PipelinesResource(_Resource):
     roles = {"GET": READ, "POST": ADMIN_ONLY}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        name = req.get_param("name")
         with self.deps.db.transaction() as cur:
-            resp.media = PIPELINE.dump(fetch_all(cur, "list_pipelines"), many=True)
+            page = listing.list_pipelines(cur, name=name, **page_params(req))
+        resp.media = listing.page_body(listing.PIPELINE_SUMMARY, page)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, schemas.PipelineCreateSchema())
@@ -227,8 +218,8 @@ class RevisionsResource(_Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         with self.deps.db.transaction() as cur:
             get_pipeline(cur, str(pipeline_id))
-            rows = fetch_all(cur, "list_revisions", {"pipeline_id": str(pipeline_id)})
-        resp.media = REVISION.dump(rows, many=True)
+            page = listing.list_revisions(cur, pipeline_id=str(pipeline_id), **page_params(req))
+        resp.media = listing.page_body(listing.REVISION_SUMMARY, page)
 
 
 class RevisionResource(_Resource):
@@ -249,11 +240,12 @@ class PipelineRunsResource(_Resource):
     roles = {"GET": READ, "POST": OPERATE}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
-        params = {"pipeline_id": str(pipeline_id), "limit": query_limit(req)}
+        params = page_params(req)
+        status = req.get_param("status")
         with self.deps.db.transaction() as cur:
             get_pipeline(cur, str(pipeline_id))
-            views = fetch_run_views(cur, fetch_all(cur, "list_pipeline_runs", params))
-        resp.media = RUN.dump(views, many=True)
+            page = listing.list_runs(cur, status=status, pipeline_id=str(pipeline_id), **params)
+        resp.media = listing.page_body(listing.RUN_SUMMARY, page)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         body = read_json(req, schemas.RunTriggerSchema(), optional=True)
@@ -281,6 +273,20 @@ def _refusal(admission: Admission) -> dict:
         "busy": "20 runs are queued or running in total",
     }.get(admission.reason or "", "refused")
     return {"code": admission.reason, "message": message, "details": []}
+
+
+class RunsResource(_Resource):
+    """`GET /runs?status=&pipeline_id=`: every pipeline's runs, newest first."""
+
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        status, pipeline_id = req.get_param("status"), req.get_param("pipeline_id")
+        with self.deps.db.transaction() as cur:
+            page = listing.list_runs(
+                cur, status=status, pipeline_id=pipeline_id, **page_params(req)
+            )
+        resp.media = listing.page_body(listing.RUN_SUMMARY, page)
 
 
 class RunResource(_Resource):
@@ -335,8 +341,8 @@ class SchedulesResource(_Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         with self.deps.db.transaction() as cur:
             get_pipeline(cur, str(pipeline_id))
-            rows = fetch_all(cur, "list_schedules", {"pipeline_id": str(pipeline_id)})
-        resp.media = SCHEDULE.dump(rows, many=True)
+            page = listing.list_schedules(cur, pipeline_id=str(pipeline_id), **page_params(req))
+        resp.media = listing.page_body(listing.SCHEDULE_SUMMARY, page)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         body = read_json(req, schemas.ScheduleCreateSchema())
@@ -384,9 +390,10 @@ class AuditResource(_Resource):
     roles = {"GET": ADMIN_ONLY}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        params = {"limit": query_limit(req), "entity_id": req.get_param("entity_id")}
+        filters = {name: req.get_param(name) for name in listing.AUDIT_FILTERS}
         with self.deps.db.transaction() as cur:
-            resp.media = AUDIT.dump(fetch_all(cur, "list_audit", params), many=True)
+            page = listing.list_audit(cur, filters=filters, **page_params(req))
+        resp.media = listing.page_body(listing.AUDIT_ENTRY, page)
 
 
 class OpenApiResource:
