@@ -24,6 +24,7 @@ import ddl
 from dag.plan import parse_plan, topological_order, validate_plan
 from service import drills, processes, supervisor
 from service.auth import ADMIN, ROLES, generate_token, hash_token
+from service.client_cli import COMMANDS as CLIENT_COMMANDS
 from service.config import Config, ConfigError
 from service.db import Database, execute, fetch_one
 from service.scheduler import build_scheduler
@@ -263,6 +264,9 @@ SUBCOMMANDS.update(
         ),
     }
 )
+
+
+SUBCOMMANDS.update({name: Subcommand(*entry) for name, entry in CLIENT_COMMANDS.items()})
 
 
 def build_parser() -> argparse.ArgumentParser:
