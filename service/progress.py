@@ -157,11 +157,11 @@ def table(run: Mapping[str, Any], lines: list[StepLine]) -> Table:
     return t
 
 
-def plain_line(ln: StepLine) -> str:
+def plain_line(ln: StepLine, name_width: int = 24) -> str:
     """One step as a plain text line (no terminal)."""
     text = (
-        f"{ln.name:<24} {ln.status:<15} records {ln.records():>13}  rate {ln.rate_text():>9}"
-        f"  attempts {ln.attempts}  executor {ln.executor or '-'}"
+        f"{ln.name:<{name_width}} {ln.status:<15} records {ln.records():>13}"
+        f"  rate {ln.rate_text():>9}  attempts {ln.attempts}  executor {ln.executor or '-'}"
     )
     if ln.error and ln.status == "failed":
         text += f"  error: {ln.error}"
@@ -175,8 +175,9 @@ def print_run(console: Console, run: Mapping[str, Any], depends_on: Mapping[str,
         console.print(table(run, lines))
     else:
         console.print(run_header(run), soft_wrap=True, highlight=False)
+        width = max((len(ln.name) for ln in lines), default=0)
         for ln in lines:
-            console.print(plain_line(ln), soft_wrap=True, highlight=False, markup=False)
+            console.print(plain_line(ln, width), soft_wrap=True, highlight=False, markup=False)
 
 
 def plan_inputs(client: ApiClient, run: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -249,14 +250,16 @@ def _watch_plain(
         if run_header(run) != header:
             header = run_header(run)
             say(header)
-        for ln in step_lines(run, inputs, meter):
+        lines = step_lines(run, inputs, meter)
+        width = max((len(ln.name) for ln in lines), default=0)
+        for ln in lines:
             key = (ln.status, ln.attempts, ln.executor)
             last = progress_at.get(ln.name)
             grew = last is not None and ln.done > last[1] and clock() - last[0] >= PLAIN_PROGRESS_S
             if shown.get(ln.name) != key or (ln.status == "running" and grew):
                 shown[ln.name] = key
                 progress_at[ln.name] = (clock(), ln.done)
-                say(plain_line(ln))
+                say(plain_line(ln, width))
         if run["status"] in TERMINAL:
             return run
         sleep(poll_s)
