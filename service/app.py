@@ -21,6 +21,7 @@ from service.config import Config
 from service.db import Database
 from service.errors import ServiceError
 from service.logs import configure_logging
+from service.metrics import MetricsResource
 from service.openapi import API, build_spec
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.req_options.strip_url_path_trailing_slash = True
     pipeline = f"{API}/pipelines/{{pipeline_id:uuid}}"
     app.add_route("/health", r.HealthResource(deps))
+    app.add_route("/metrics", MetricsResource(deps.db))
     app.add_route(f"{API}/openapi.json", r.OpenApiResource(build_spec()))
     app.add_route(f"{API}/pipelines", r.PipelinesResource(deps))
     app.add_route(pipeline, r.PipelineResource(deps))
