@@ -107,7 +107,7 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
 
 
 def create_app(deps: Deps) -> falcon.App:
-    """The WSGI app on `deps`: middleware, routes (CONTRACT.md, under /api/v1), handlers."""
+    """The WSGI app on `deps`: middleware, routes (under /api/v1; see README.md), handlers."""
     app = falcon.App(middleware=[RequestIdMiddleware(deps.new_id), AuthMiddleware(deps.db)])
     app.req_options.strip_url_path_trailing_slash = True
     pipeline = f"{API}/pipelines/{{pipeline_id:uuid}}"
