@@ -1,4 +1,4 @@
-"""Falcon resources of the REST API (README.md, "REST API"). Each declares the roles allowed per HTTP
+"""Falcon resources of the REST API (README.md). Each declares the roles allowed per HTTP
 method (enforced by `service.auth.AuthMiddleware`), reads its body through `read_json`
 (413, 415, 400 in that order), does its work in one transaction, and dumps with
 `service.schemas`. Run answers carry the run's trace id as `X-Trace-Id`."""

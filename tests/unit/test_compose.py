@@ -1,5 +1,5 @@
 """Static checks of the container topology (docker-compose.yml, Dockerfile): there is no Docker
-engine in CI, so the files are parsed and compared with the contract (README.md, "Configuration")."""
+engine in CI, so the files are parsed and compared with README.md ("Configuration")."""
 
 from __future__ import annotations
 
