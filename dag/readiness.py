@@ -2,7 +2,7 @@
 whether the run is over. Pure: the caller reads the step states, calls `decide`, and writes
 the transitions it returns.
 
-Policies (SPEC.md, "Plan-level on_failure"): the dependents of a failed step never run, they
+Policies (`on_failure` in docs/plan-format.md): the dependents of a failed step never run, they
 end `upstream_failed`. Under `stop_dependents` nothing new starts once a step has failed (the
 other pending steps end `not_run`; running and retry_wait steps finish and commit). Under
 `continue_independent` the branches that do not depend on the failure run to the end.

@@ -11,7 +11,7 @@ aggregate over a non-int column raise `ConfigValueError`) and returns a `Transfo
   transform but `aggregate`);
 - `finish()`: records only known at the end of the input (`aggregate`; else none).
 
-Ops (see CONTRACT.md for the config shapes):
+Ops (docs/plan-format.md has the config shapes):
 
 - `trim`, `normalize_whitespace`: white space is what `str.isspace()` says (Unicode, so
   NBSP, EM SPACE, tabs and newlines too). `trim` strips it at both ends;

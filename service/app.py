@@ -20,6 +20,7 @@ from service.db import Database
 from service.deps import Deps
 from service.errors import ServiceError
 from service.logs import configure_logging
+from service.metrics import MetricsResource
 from service.openapi import API, build_spec
 from service.preview_api import PreviewResource
 
@@ -90,11 +91,12 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
 
 
 def create_app(deps: Deps) -> falcon.App:
-    """The WSGI app on `deps`: middleware, routes (CONTRACT.md, under /api/v1), handlers."""
+    """The WSGI app on `deps`: middleware, routes (under /api/v1; see README.md), handlers."""
     app = falcon.App(middleware=[RequestIdMiddleware(deps.new_id), AuthMiddleware(deps.db)])
     app.req_options.strip_url_path_trailing_slash = True
     pipeline = f"{API}/pipelines/{{pipeline_id:uuid}}"
     app.add_route("/health", r.HealthResource(deps))
+    app.add_route("/metrics", MetricsResource(deps.db))
     app.add_route(f"{API}/openapi.json", r.OpenApiResource(build_spec()))
     app.add_route(f"{API}/pipelines", r.PipelinesResource(deps))
     app.add_route(f"{API}/pipelines/preview", PreviewResource(deps))
@@ -104,6 +106,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route(f"{pipeline}/runs", r.PipelineRunsResource(deps))
     app.add_route(f"{pipeline}/schedules", r.SchedulesResource(deps))
     app.add_route(f"{pipeline}/schedules/{{schedule_id:uuid}}", r.ScheduleResource(deps))
+    app.add_route(f"{API}/runs", r.RunsResource(deps))
     app.add_route(f"{API}/runs/{{run_id:uuid}}", r.RunResource(deps))
     app.add_route(f"{API}/runs/{{run_id:uuid}}/cancel", r.RunCancelResource(deps))
     app.add_route(f"{API}/runs/{{run_id:uuid}}/resume", r.RunResumeResource(deps))

@@ -20,6 +20,7 @@ import ddl
 from dag.plan import parse_plan, topological_order
 from service import processes, supervisor
 from service.auth import ADMIN, ROLES, generate_token, hash_token
+from service.client_cli import COMMANDS as CLIENT_COMMANDS
 from service.config import Config, ConfigError
 from service.db import Database, execute, fetch_one
 from service.plandoc import read_plan_document
@@ -265,6 +266,9 @@ SUBCOMMANDS.update(
         "drill": Subcommand("failure drills and the report", configure_drill, run_drill),
     }
 )
+
+
+SUBCOMMANDS.update({name: Subcommand(*entry) for name, entry in CLIENT_COMMANDS.items()})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,19 +32,22 @@ class Config:
     fault: str | None = None  # fault injection for drills and tests, off by default
     log_level: str = "INFO"
     retention_days: float = 7.0  # a finished run's intermediate outputs are purged after this
+    api_url: str = "http://127.0.0.1:8080"  # where the `etl` API client commands connect
+    token: str | None = None  # the bearer token of the `etl` API client commands
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         """Build the configuration from `env` (default: `os.environ`); no side effects."""
         env = os.environ if env is None else env
         db = env.get("ETL_DATABASE_URL", DEFAULT_DATABASE_URL)
+        bind = env.get("ETL_API_BIND", "127.0.0.1:8080")
         return cls(
             database_url=db,
             sandbox_url=env.get("ETL_SANDBOX_URL", db),
             data_dir=Path(env.get("ETL_DATA_DIR", "./fixtures")).absolute(),
             export_dir=Path(env.get("ETL_EXPORT_DIR", "./var/exports")).absolute(),
             reject_dir=Path(env.get("ETL_REJECT_DIR", "./var/rejects")).absolute(),
-            api_bind=env.get("ETL_API_BIND", "127.0.0.1:8080"),
+            api_bind=bind,
             admin_token=env.get("ETL_ADMIN_TOKEN") or None,
             lease_ttl_s=_number(env, "ETL_LEASE_TTL_S", float, "30"),
             heartbeat_s=_number(env, "ETL_HEARTBEAT_S", float, "10"),
@@ -54,6 +57,8 @@ class Config:
             fault=env.get("ETL_FAULT") or None,
             log_level=env.get("ETL_LOG_LEVEL", "INFO"),
             retention_days=_number(env, "ETL_RETENTION_DAYS", float, "7", minimum=0),
+            api_url=env.get("ETL_API_URL") or f"http://{bind}",
+            token=env.get("ETL_TOKEN") or None,
         )
 
 

@@ -1,4 +1,4 @@
-"""Falcon resources of the REST API (CONTRACT.md). Each declares the roles allowed per HTTP
+"""Falcon resources of the REST API (README.md). Each declares the roles allowed per HTTP
 method (enforced by `service.auth.AuthMiddleware`), reads its body through `read_json`
 (413, 415, 400 in that order), does its work in one transaction, and dumps with
 `service.schemas`. Run answers carry the run's trace id as `X-Trace-Id`."""
@@ -13,7 +13,7 @@ import falcon
 import psycopg2.extras
 from marshmallow import Schema
 
-from service import schemas
+from service import listing, schemas
 from service.admission import (
     SKIP_MESSAGES,
     Admission,
@@ -27,19 +27,16 @@ from service.admission import (
 from service.auth import ADMIN_ONLY, OPERATE, READ
 from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
 from service.deps import Deps
-from service.errors import Conflict, NotFound, PayloadTooLarge, PreconditionFailed, ValidationFailed
+from service.errors import Conflict, NotFound, PayloadTooLarge, PreconditionFailed
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
 
 PIPELINE = schemas.PipelineSchema()
 REVISION = schemas.RevisionSchema()
 RUN = schemas.RunSchema()
 SCHEDULE = schemas.ScheduleSchema()
-AUDIT = schemas.AuditSchema()
 
 
 def read_json(req: falcon.Request, schema: Schema, *, optional: bool = False) -> dict[str, Any]:
@@ -53,17 +50,9 @@ def read_json(req: falcon.Request, schema: Schema, *, optional: bool = False) ->
     return schemas.load_body(raw, req.content_type, schema, optional=optional)
 
 
-def query_limit(req: falcon.Request) -> int:
-    """The `?limit=` parameter (1..MAX_LIMIT, default DEFAULT_LIMIT)."""
-    raw = req.get_param("limit")
-    if raw is None:
-        return DEFAULT_LIMIT
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
-        raise ValidationFailed(
-            "invalid query parameter",
-            details=[{"field": "limit", "message": f"must be an integer 1..{MAX_LIMIT}"}],
-        )
-    return int(raw)
+def page_params(req: falcon.Request) -> dict[str, Any]:
+    """`limit` and `before` of a list request (see `service.listing`)."""
+    return {"limit": listing.parse_limit(req.get_param("limit")), "before": req.get_param("before")}
 
 
 def get_pipeline(cur: Cursor, pipeline_id: str) -> dict:
@@ -157,8 +146,10 @@ class PipelinesResource(_Resource):
     roles = {"GET": READ, "POST": ADMIN_ONLY}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        name = req.get_param("name")
         with self.deps.db.transaction() as cur:
-            resp.media = PIPELINE.dump(fetch_all(cur, "list_pipelines"), many=True)
+            page = listing.list_pipelines(cur, name=name, **page_params(req))
+        resp.media = listing.page_body(listing.PIPELINE_SUMMARY, page)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, schemas.PipelineCreateSchema())
@@ -235,8 +226,8 @@ class RevisionsResource(_Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         with self.deps.db.transaction() as cur:
             get_pipeline(cur, str(pipeline_id))
-            rows = fetch_all(cur, "list_revisions", {"pipeline_id": str(pipeline_id)})
-        resp.media = REVISION.dump(rows, many=True)
+            page = listing.list_revisions(cur, pipeline_id=str(pipeline_id), **page_params(req))
+        resp.media = listing.page_body(listing.REVISION_SUMMARY, page)
 
 
 class RevisionResource(_Resource):
@@ -257,11 +248,12 @@ class PipelineRunsResource(_Resource):
     roles = {"GET": READ, "POST": OPERATE}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
-        params = {"pipeline_id": str(pipeline_id), "limit": query_limit(req)}
+        params = page_params(req)
+        status = req.get_param("status")
         with self.deps.db.transaction() as cur:
             get_pipeline(cur, str(pipeline_id))
-            views = fetch_run_views(cur, fetch_all(cur, "list_pipeline_runs", params))
-        resp.media = RUN.dump(views, many=True)
+            page = listing.list_runs(cur, status=status, pipeline_id=str(pipeline_id), **params)
+        resp.media = listing.page_body(listing.RUN_SUMMARY, page)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         body = read_json(req, schemas.RunTriggerSchema(), optional=True)
@@ -294,6 +286,20 @@ _TRIGGER_STATUS = {
 def _refusal(admission: Admission) -> dict:
     message = SKIP_MESSAGES.get(admission.reason or "", "refused")
     return {"code": admission.reason, "message": message, "details": []}
+
+
+class RunsResource(_Resource):
+    """`GET /runs?status=&pipeline_id=`: every pipeline's runs, newest first."""
+
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        status, pipeline_id = req.get_param("status"), req.get_param("pipeline_id")
+        with self.deps.db.transaction() as cur:
+            page = listing.list_runs(
+                cur, status=status, pipeline_id=pipeline_id, **page_params(req)
+            )
+        resp.media = listing.page_body(listing.RUN_SUMMARY, page)
 
 
 class RunResource(_Resource):
@@ -345,8 +351,8 @@ class SchedulesResource(_Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         with self.deps.db.transaction() as cur:
             get_pipeline(cur, str(pipeline_id))
-            rows = fetch_all(cur, "list_schedules", {"pipeline_id": str(pipeline_id)})
-        resp.media = SCHEDULE.dump(rows, many=True)
+            page = listing.list_schedules(cur, pipeline_id=str(pipeline_id), **page_params(req))
+        resp.media = listing.page_body(listing.SCHEDULE_SUMMARY, page)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         body = read_json(req, schemas.ScheduleCreateSchema())
@@ -394,9 +400,10 @@ class AuditResource(_Resource):
     roles = {"GET": ADMIN_ONLY}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        params = {"limit": query_limit(req), "entity_id": req.get_param("entity_id")}
+        filters = {name: req.get_param(name) for name in listing.AUDIT_FILTERS}
         with self.deps.db.transaction() as cur:
-            resp.media = AUDIT.dump(fetch_all(cur, "list_audit", params), many=True)
+            page = listing.list_audit(cur, filters=filters, **page_params(req))
+        resp.media = listing.page_body(listing.AUDIT_ENTRY, page)
 
 
 class OpenApiResource:

@@ -1,7 +1,7 @@
 """Marshmallow schemas of the REST API: request bodies (load, unknown fields rejected) and
 responses (dump; also the source of the OpenAPI document), plus the conversions around them:
 raw body -> loaded request (`load_body`, `check_plan` for plans), marshmallow errors -> error
-`details` with dotted field paths, and database rows -> the run shape of CONTRACT.md."""
+`details` with dotted field paths, and database rows -> the run shape the README documents."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The coordinator's named SQL queries, loaded once: `queries.sql` (API, admission,
-listing) and `schedules.sql` (the scheduler)."""
+"""The coordinator's named SQL queries, loaded once: `queries.sql` (API, admission),
+`listing.sql` (the keyset lists), `metrics.sql` (the /metrics collector) and
+`schedules.sql` (the scheduler)."""
 
 from pathlib import Path
 
@@ -8,5 +9,7 @@ from ddl import load_queries
 _HERE = Path(__file__).parent
 QUERIES = load_queries(_HERE / "queries.sql")
 SCHEDULE_QUERIES = load_queries(_HERE / "schedules.sql")
+LISTING_QUERIES = load_queries(_HERE / "listing.sql")
+METRICS_QUERIES = load_queries(_HERE / "metrics.sql")
 
-__all__ = ["QUERIES", "SCHEDULE_QUERIES"]
+__all__ = ["LISTING_QUERIES", "METRICS_QUERIES", "QUERIES", "SCHEDULE_QUERIES"]

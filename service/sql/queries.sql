@@ -32,14 +32,6 @@ RETURNING id, name, role;
 INSERT INTO audit (principal, action, entity_type, entity_id, details, trace_id)
 VALUES (%(principal)s, %(action)s, %(entity_type)s, %(entity_id)s, %(details)s, %(trace_id)s);
 
--- list_audit --
--- Newest audit rows first, optionally for one entity.
-SELECT id, principal, action, entity_type, entity_id, details, trace_id, created_at
-FROM audit
-WHERE %(entity_id)s::text IS NULL OR entity_id = %(entity_id)s
-ORDER BY id DESC
-LIMIT %(limit)s;
-
 -- insert_pipeline --
 -- A new pipeline at revision 1; returns nothing when the name is taken.
 INSERT INTO pipelines (id, name, revision) VALUES (%(id)s, %(name)s, 1)
@@ -64,17 +56,6 @@ SELECT id, name, revision FROM pipelines WHERE id = %(pipeline_id)s FOR NO KEY U
 -- update_pipeline_revision --
 -- Point a pipeline at its new current revision.
 UPDATE pipelines SET revision = %(revision)s, updated_at = now() WHERE id = %(pipeline_id)s;
-
--- list_pipelines --
--- Every pipeline with its current plan, by name.
-SELECT p.id, p.name, p.revision, v.plan, p.created_at, p.updated_at
-FROM pipelines p JOIN revisions v ON v.pipeline_id = p.id AND v.number = p.revision
-ORDER BY p.name;
-
--- list_revisions --
--- A pipeline's revisions, oldest first.
-SELECT pipeline_id, number, plan, created_by, created_at
-FROM revisions WHERE pipeline_id = %(pipeline_id)s ORDER BY number;
 
 -- get_revision --
 -- One revision of a pipeline.
@@ -117,18 +98,6 @@ SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.tra
            WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
              AND q.queue_seq <= r.queue_seq) END AS queue_position
 FROM runs r WHERE r.id = %(run_id)s;
-
--- list_pipeline_runs --
--- A pipeline's newest runs first, each with its queue position when queued.
-SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.trace_id,
-       r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at, r.purged_at,
-       CASE WHEN r.status = 'queued' THEN (
-           SELECT count(*) FROM runs q
-           WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
-             AND q.queue_seq <= r.queue_seq) END AS queue_position
-FROM runs r WHERE r.pipeline_id = %(pipeline_id)s
-ORDER BY r.queue_seq DESC
-LIMIT %(limit)s;
 
 -- lock_run --
 -- Lock a run row for a state change (cancel, resume) against the dag-advancer.
@@ -190,13 +159,6 @@ VALUES (%(id)s, %(pipeline_id)s, %(every_minutes)s, %(daily_at)s, %(anchor_at)s,
         %(next_fire_at)s, %(created_by)s)
 RETURNING id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
           last_run_id, created_at;
-
--- list_schedules --
--- A pipeline's live (not deleted) schedules, oldest first.
-SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
-       last_run_id, created_at
-FROM schedules WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
-ORDER BY created_at, id;
 
 -- delete_schedule --
 -- Soft-delete a live schedule so it stops firing; returns nothing if unknown or deleted.

@@ -83,7 +83,8 @@ def test_pipeline_create_get_list_and_revision_one(api: Api) -> None:
     assert got.status == 200 and got.body == a.body
     assert got.headers["etag"] == '"1"'
     listed = api.call("GET", "/pipelines")
-    assert [p["id"] for p in listed.body] == [pid]
+    assert [p["id"] for p in listed.body["items"]] == [pid]
+    assert "plan" not in listed.body["items"][0] and listed.body["next"] is None
     rev = api.call("GET", f"/pipelines/{pid}/revisions/1")
     assert rev.status == 200
     assert (rev.body["revision"], rev.body["created_by"]) == (1, ADMIN)

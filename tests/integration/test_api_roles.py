@@ -64,6 +64,7 @@ ENDPOINTS: list[tuple[str, str, Prepare, set[str], int]] = [
     ("POST", "trigger", lambda a: (f"/pipelines/{_pipeline(a)}/runs", {}), OPERATE, 201),
     ("GET", "list runs", lambda a: (f"/pipelines/{_pipeline(a)}/runs", None), ANYONE, 200),
     ("GET", "get run", lambda a: (f"/runs/{_queued_run(a)}", None), ANYONE, 200),
+    ("GET", "list all runs", lambda a: ("/runs?status=queued", None), ANYONE, 200),
     ("POST", "cancel", lambda a: (f"/runs/{_queued_run(a)}/cancel", {}), OPERATE, 202),
     ("POST", "resume", lambda a: (f"/runs/{_failed_run(a)}/resume", {}), OPERATE, 202),
     (

@@ -117,7 +117,8 @@ def test_patch_leaves_a_runs_revision_and_plan_alone(api: Api) -> None:
     assert [s["name"] for s in after["steps"]] == ["read", "clean", "to_file"]
     assert api.call("GET", f"/pipelines/{pid}/revisions/1").body["plan"] == plan_copy()
     revisions = api.call("GET", f"/pipelines/{pid}/revisions").body
-    assert [r["revision"] for r in revisions] == [1, 2]
+    assert [r["revision"] for r in revisions["items"]] == [2, 1]
+    assert revisions["next"] is None and all("plan" not in r for r in revisions["items"])
     assert api.trigger(pid).body["revision"] == 2
 
 
@@ -253,8 +254,9 @@ def test_list_runs_newest_first_with_limit(api: Api) -> None:
     pid = api.create_pipeline()
     ids = [api.trigger(pid).body["id"] for _ in range(3)]
     a = api.call("GET", f"/pipelines/{pid}/runs?limit=2")
-    assert [r["id"] for r in a.body] == ids[::-1][:2]
-    assert all(r["steps"] for r in a.body)
+    assert [r["id"] for r in a.body["items"]] == ids[::-1][:2]
+    assert a.body["next"] is not None
+    assert all(r["step_counts"] == {"pending": 3} for r in a.body["items"])
 
 
 def test_every_mutating_call_writes_an_audit_row(api: Api) -> None:
@@ -267,7 +269,7 @@ def test_every_mutating_call_writes_an_audit_row(api: Api) -> None:
     api.call("POST", f"/runs/{failed}/resume")
     schedule = api.call("POST", f"/pipelines/{pid}/schedules", {"every_minutes": 5}).body
     api.call("DELETE", f"/pipelines/{pid}/schedules/{schedule['id']}")
-    rows = api.call("GET", "/audit?limit=100").body
+    rows = api.call("GET", "/audit?limit=100").body["items"]
     got = [(r["action"], r["principal"], r["details"].get("outcome")) for r in reversed(rows)]
     assert got == [
         ("pipeline.create", ADMIN, None),
@@ -285,5 +287,5 @@ def test_every_mutating_call_writes_an_audit_row(api: Api) -> None:
     assert (update["entity_id"], update["trace_id"]) == (pid, "req-7")
     runs = [r for r in rows if r["entity_id"] == run["id"]]
     assert {r["trace_id"] for r in runs} == {run["trace_id"]}
-    by_entity = api.call("GET", f"/audit?entity_id={run['id']}").body
+    by_entity = api.call("GET", f"/audit?entity_id={run['id']}").body["items"]
     assert len(by_entity) == 3

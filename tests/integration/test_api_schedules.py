@@ -84,8 +84,8 @@ def test_list_and_delete(api: Api) -> None:
     second = api.call("POST", f"/pipelines/{pid}/schedules", {"daily_at": "06:15"}).body
     listed = api.call("GET", f"/pipelines/{pid}/schedules")
     assert listed.status == 200
-    assert [s["id"] for s in listed.body] == [first["id"], second["id"]]
-    assert set(listed.body[0]) >= {
+    assert [s["id"] for s in listed.body["items"]] == [second["id"], first["id"]]
+    assert set(listed.body["items"][0]) >= {
         "id",
         "pipeline_id",
         "every_minutes",
@@ -96,7 +96,8 @@ def test_list_and_delete(api: Api) -> None:
     }
     gone = api.call("DELETE", f"/pipelines/{pid}/schedules/{first['id']}")
     assert (gone.status, gone.body) == (204, None)
-    assert [s["id"] for s in api.call("GET", f"/pipelines/{pid}/schedules").body] == [second["id"]]
+    remaining = api.call("GET", f"/pipelines/{pid}/schedules").body["items"]
+    assert [s["id"] for s in remaining] == [second["id"]]
     again = api.call("DELETE", f"/pipelines/{pid}/schedules/{first['id']}")
     assert (again.status, again.body["error"]["code"]) == (404, "not_found")
     other = api.create_pipeline()

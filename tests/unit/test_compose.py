@@ -1,5 +1,5 @@
 """Static checks of the container topology (docker-compose.yml, Dockerfile): there is no Docker
-engine in CI, so the files are parsed and compared with the contract (CONTRACT.md)."""
+engine in CI, so the files are parsed and compared with README.md ("Configuration")."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ CONFIG_SOURCE = ROOT / "service" / "config.py"
 SERVICES = {"postgres", "coordinator", "executor-1", "executor-2"}
 ETL_SERVICES = ("coordinator", "executor-1", "executor-2")
 EXECUTORS = ("executor-1", "executor-2")
-# CONTRACT.md, "Configuration (environment)".
+# README.md, "Configuration": the variables every deployment may set.
 CONTRACT_VARIABLES = {
     "ETL_DATABASE_URL",
     "ETL_SANDBOX_URL",
@@ -294,7 +294,7 @@ def test_only_contract_variables(compose, name):
     env = environment(name, service(compose, name))
     unknown = sorted(k for k in env if k.startswith("ETL_") and k not in allowed)
     assert not unknown, (
-        f"service {name!r}: key `environment` sets {unknown}, which neither CONTRACT.md nor "
+        f"service {name!r}: key `environment` sets {unknown}, which neither README.md nor "
         "service/config.py knows"
     )
 

@@ -39,7 +39,7 @@ SETTINGS = settings(
 DELETE = object()  # marks a key to remove in with_step / with_config
 PLANS_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "plans"
 
-# The plan object of CONTRACT.md.
+# The plan object of docs/plan-format.md.
 BASE: dict[str, Any] = {
     "on_failure": "stop_dependents",
     "on_row_error": "reject",

@@ -1,0 +1,440 @@
+"""The `etl` commands that drive a running coordinator through its REST API, like any other
+client: `pipelines list|show|apply`, `run`, `runs list|show|watch|cancel|resume`,
+`schedules list|add|delete`. They read `ETL_API_URL` and `ETL_TOKEN` (service/config.py);
+`--json` on every read prints the API's JSON instead of text.
+
+Exit statuses (also in README.md): 0 success (a waited-for run succeeded); 1 the run failed;
+2 usage or configuration error (e.g. no ETL_TOKEN); 3 the run was canceled; 4 the trigger or
+resume was refused, or the run was skipped; 5 the API answered with an error; 6 the API
+could not be reached; 130 interrupted while watching (the run goes on)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from service import progress
+from service.client import ApiClient, ApiError, ApiUnreachable
+from service.config import Config
+
+EXIT_USAGE = 2
+EXIT_REFUSED = 4
+EXIT_API_ERROR = 5
+EXIT_UNREACHABLE = 6
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """A command cannot start (missing token, unreadable file); exit status 2."""
+
+
+Handler = Callable[[argparse.Namespace, ApiClient, Console], int]
+
+
+def _client(cfg: Config) -> ApiClient:
+    if not cfg.token:
+        raise UsageError(
+            "ETL_TOKEN is not set: export a token of this API (e.g. the pipeline_admin token"
+            " from `etl seed`, or one from `etl token create --role pipeline_viewer --name N`)"
+        )
+    return ApiClient(cfg.api_url, cfg.token)
+
+
+def _console() -> Console:
+    return Console(soft_wrap=True, highlight=False)
+
+
+def _dispatch(handlers: dict[str, Handler], attr: str) -> Callable[[argparse.Namespace], int]:
+    """A `Subcommand.run` calling `handlers[args.<attr>]` with a client and a console, and
+    turning client errors into messages and exit statuses."""
+
+    def run(args: argparse.Namespace) -> int:
+        err = Console(stderr=True, soft_wrap=True, highlight=False)
+        try:
+            client = _client(Config.from_env())
+            return handlers[getattr(args, attr)](args, client, _console())
+        except UsageError as exc:
+            err.print(f"etl: {exc}", markup=False)
+            return EXIT_USAGE
+        except ApiUnreachable as exc:
+            err.print(f"etl: {exc} (is the coordinator running? see ETL_API_URL)", markup=False)
+            return EXIT_UNREACHABLE
+        except ApiError as exc:
+            err.print(f"etl: API error {exc.status} {exc.code}: {exc.message}", markup=False)
+            for d in exc.details:
+                err.print(f"  {d.get('field', '')}: {d.get('message', '')}", markup=False)
+            return EXIT_API_ERROR
+        except KeyboardInterrupt:
+            err.print("etl: interrupted (the run goes on)")
+            return EXIT_INTERRUPTED
+
+    return run
+
+
+def _print_json(console: Console, value: Any) -> None:
+    console.print_json(json.dumps(value)) if console.is_terminal else print(json.dumps(value))
+
+
+def _print_table(console: Console, headers: list[str], rows: list[list[Any]]) -> None:
+    """A table: rich's on a terminal, space-aligned plain columns otherwise."""
+    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    if console.is_terminal:
+        t = Table(*headers)
+        for row in cells:
+            t.add_row(*row)
+        console.print(t)
+        return
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    for row in [headers, *cells]:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the API's JSON")
+
+
+# --- pipelines -------------------------------------------------------------------------------
+
+
+def configure_pipelines(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="pipelines_command", required=True, metavar="ACTION")
+    ls = sub.add_parser("list", help="pipelines, newest first")
+    ls.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    _add_json(ls)
+    show = sub.add_parser("show", help="one pipeline and its current plan")
+    show.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    _add_json(show)
+    apply = sub.add_parser(
+        "apply", help="create a pipeline from FILE, or add a revision if its plan changed"
+    )
+    apply.add_argument("file", metavar="FILE", type=Path, help='a {"name", "plan"} JSON file')
+    _add_json(apply)
+
+
+def pipelines_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    items = client.list_pipelines(limit=args.limit)
+    if args.json:
+        _print_json(console, items)
+        return 0
+    rows = [
+        [
+            p["name"],
+            p["revision"],
+            p.get("steps"),
+            (p.get("last_run") or {}).get("status", "-"),
+            p.get("next_fire_at") or "-",
+            p["id"],
+        ]
+        for p in items
+    ]
+    _print_table(console, ["NAME", "REV", "STEPS", "LAST RUN", "NEXT FIRE", "ID"], rows)
+    return 0
+
+
+def pipelines_show(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    pipeline = client.find_pipeline(args.pipeline)
+    if args.json:
+        _print_json(console, pipeline)
+        return 0
+    plan = pipeline.get("plan") or {}
+    print(f"pipeline {pipeline['name']} ({pipeline['id']}) revision {pipeline['revision']}")
+    print(
+        f"on_failure {plan.get('on_failure', 'stop_dependents')}"
+        f"  on_row_error {plan.get('on_row_error', 'stop')}"
+    )
+    rows = [
+        [
+            s.get("name"),
+            s.get("type"),
+            ", ".join(s.get("depends_on") or []) or "-",
+            _step_summary(s.get("config") or {}),
+        ]
+        for s in plan.get("steps") or []
+    ]
+    _print_table(console, ["STEP", "TYPE", "DEPENDS ON", "CONFIG"], rows)
+    return 0
+
+
+def _step_summary(config: dict) -> str:
+    if "op" in config:
+        return f"op {config['op']}"
+    if "source" in config:
+        return f"{config['source']} {config.get('path') or config.get('table') or ''}".strip()
+    if "target" in config:
+        return f"{config['target']} {config.get('path') or config.get('table') or ''}".strip()
+    return "-"
+
+
+def _read_document(path: Path) -> tuple[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or "plan" not in doc:
+        raise UsageError(f'{path}: expected a JSON object {{"name": ..., "plan": {{...}}}}')
+    return doc["name"], doc["plan"]
+
+
+def pipelines_apply(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    """Create the pipeline named in FILE, or PATCH a new revision when its plan differs
+    from the current one (If-Match: the revision compared against); say which."""
+    name, plan = _read_document(args.file)
+    _, page = client.request("GET", "/pipelines", params={"name": name, "limit": 1})
+    if not page["items"]:
+        pipeline, outcome = client.create_pipeline(name, plan), "created"
+        message = f"created pipeline {name} ({pipeline['id']}) at revision 1"
+    else:
+        current = client.get_pipeline(page["items"][0]["id"])
+        if current["plan"] == plan:
+            pipeline, outcome = current, "unchanged"
+            message = f"unchanged: pipeline {name} stays at revision {current['revision']}"
+        else:
+            pipeline = client.update_plan(current["id"], plan, revision=current["revision"])
+            outcome = "updated"
+            message = (
+                f"updated pipeline {name} ({pipeline['id']}):"
+                f" revision {current['revision']} -> {pipeline['revision']}"
+            )
+    if args.json:
+        _print_json(console, {"outcome": outcome, "pipeline": pipeline})
+    else:
+        print(message)
+    return 0
+
+
+# --- run / runs ------------------------------------------------------------------------------
+
+
+def configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    parser.add_argument("--key", help="trigger key: repeating it returns the same run")
+    parser.add_argument("--wait", action="store_true", help="show live progress until the run ends")
+    _add_json(parser)
+
+
+def run_trigger(args: argparse.Namespace) -> int:
+    return _dispatch({"run": _trigger}, "command")(args)
+
+
+def _trigger(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    pipeline = client.find_pipeline(args.pipeline)
+    status, run = client.trigger(pipeline["id"], args.key)
+    if status == 429:
+        error = run.get("error") or {}
+        Console(stderr=True).print(
+            f"etl: trigger refused ({error.get('code')}): {error.get('message')};"
+            f" run {run['id']} recorded as skipped",
+            markup=False,
+        )
+        if args.json:
+            _print_json(console, run)
+        return EXIT_REFUSED
+    if not args.json:
+        what = "existing run for this key" if status == 200 else "triggered"
+        print(f"{what}: {progress.run_header(run)} (pipeline {pipeline['name']})")
+    if not args.wait:
+        if args.json:
+            _print_json(console, run)
+        return 0
+    final = _follow(client, run["id"], console, quiet=args.json)
+    if args.json:
+        _print_json(console, final)
+    return progress.exit_status(final)
+
+
+def _follow(client: ApiClient, run_id: str, console: Console, *, quiet: bool) -> dict:
+    """Watch a run to its end (silently polling when `quiet`); print a closing line."""
+    if quiet:
+        return progress.wait(client, run_id)
+    run = progress.watch(client, run_id, console)
+    took = progress.seconds_between(run.get("started_at"), run.get("finished_at"))
+    print(f"run {run['id']} {run['status']}" + (f" in {took:.1f} s" if took is not None else ""))
+    return run
+
+
+def configure_runs(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
+    ls = sub.add_parser("list", help="runs, newest first")
+    ls.add_argument("--status", help="only these statuses (comma-separated)")
+    ls.add_argument("--pipeline", metavar="PIPELINE", help="only this pipeline (name or id)")
+    ls.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    _add_json(ls)
+    for name, text in (
+        ("show", "one run with its steps"),
+        ("watch", "live progress until the run ends (exit status: how it ended)"),
+        ("cancel", "cancel a queued or running run"),
+        ("resume", "resume a failed run"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("run", metavar="RUN", help="run id")
+        if name != "watch":
+            _add_json(p)
+
+
+def runs_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    pipeline_id = client.find_pipeline(args.pipeline)["id"] if args.pipeline else None
+    items = client.list_runs(status=args.status, pipeline_id=pipeline_id, limit=args.limit)
+    if args.json:
+        _print_json(console, items)
+        return 0
+    rows = [
+        [
+            r["id"],
+            r.get("pipeline_name"),
+            r["status"],
+            _counts(r.get("step_counts") or {}, r.get("steps") or 0),
+            r.get("trigger_key"),
+            r.get("created_at"),
+        ]
+        for r in items
+    ]
+    _print_table(console, ["RUN", "PIPELINE", "STATUS", "STEPS", "TRIGGER KEY", "CREATED"], rows)
+    return 0
+
+
+def _counts(step_counts: dict[str, int], total: int) -> str:
+    done = step_counts.get("succeeded", 0)
+    rest = ", ".join(f"{n} {s}" for s, n in sorted(step_counts.items()) if s != "succeeded")
+    return f"{done}/{total} succeeded" + (f" ({rest})" if rest else "")
+
+
+def runs_show(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    run = client.get_run(args.run)
+    if args.json:
+        _print_json(console, run)
+        return 0
+    progress.print_run(console, run, progress.plan_inputs(client, run))
+    return 0
+
+
+def runs_watch(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    return progress.exit_status(_follow(client, args.run, console, quiet=False))
+
+
+def runs_cancel(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    run = client.cancel_run(args.run)
+    if args.json:
+        _print_json(console, run)
+    elif run["status"] == "canceled":
+        print(f"canceled: {progress.run_header(run)}")
+    else:
+        print(f"cancel requested: {progress.run_header(run)} (stops at the next batch)")
+    return 0
+
+
+def runs_resume(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    status, run = client.resume_run(args.run)
+    if args.json:
+        _print_json(console, run)
+    if status == 429:
+        error = run.get("error") or {}
+        Console(stderr=True).print(
+            f"etl: resume refused ({error.get('code')}): {error.get('message')}", markup=False
+        )
+        return EXIT_REFUSED
+    if not args.json:
+        print(f"resumed: {progress.run_header(run)}")
+    return 0
+
+
+# --- schedules -------------------------------------------------------------------------------
+
+
+def configure_schedules(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="schedules_command", required=True, metavar="ACTION")
+    ls = sub.add_parser("list", help="a pipeline's schedules")
+    ls.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    _add_json(ls)
+    add = sub.add_parser("add", help="add a schedule (UTC)")
+    add.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    kind = add.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--every-minutes", type=int, metavar="N", help="every N minutes, 5..1440")
+    kind.add_argument("--daily-at", metavar="HH:MM", help="once a day at HH:MM UTC")
+    _add_json(add)
+    delete = sub.add_parser("delete", help="delete a schedule")
+    delete.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    delete.add_argument("schedule", metavar="SCHEDULE", help="schedule id")
+
+
+def schedules_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    items = client.list_schedules(client.find_pipeline(args.pipeline)["id"])
+    if args.json:
+        _print_json(console, items)
+        return 0
+    rows = [
+        [
+            s["id"],
+            f"every {s['every_minutes']} min"
+            if s.get("every_minutes")
+            else f"daily {s['daily_at']}",
+            s.get("next_fire_at"),
+            s.get("last_fired_at") or "-",
+        ]
+        for s in items
+    ]
+    _print_table(console, ["SCHEDULE", "WHEN (UTC)", "NEXT FIRE", "LAST FIRED"], rows)
+    return 0
+
+
+def schedules_add(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    pipeline = client.find_pipeline(args.pipeline)
+    schedule = client.add_schedule(
+        pipeline["id"], every_minutes=args.every_minutes, daily_at=args.daily_at
+    )
+    if args.json:
+        _print_json(console, schedule)
+    else:
+        print(
+            f"added schedule {schedule['id']} to {pipeline['name']};"
+            f" next fire {schedule['next_fire_at']}"
+        )
+    return 0
+
+
+def schedules_delete(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    pipeline = client.find_pipeline(args.pipeline)
+    client.delete_schedule(pipeline["id"], args.schedule)
+    print(f"deleted schedule {args.schedule} of {pipeline['name']}")
+    return 0
+
+
+# (help, configure, run) of each command, registered into `service.cli.SUBCOMMANDS`.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] = {
+    "pipelines": (
+        "list, show or apply pipelines (API client)",
+        configure_pipelines,
+        _dispatch(
+            {"list": pipelines_list, "show": pipelines_show, "apply": pipelines_apply},
+            "pipelines_command",
+        ),
+    ),
+    "run": ("trigger a run of PIPELINE (API client)", configure_run, run_trigger),
+    "runs": (
+        "list, show, watch, cancel or resume runs (API client)",
+        configure_runs,
+        _dispatch(
+            {
+                "list": runs_list,
+                "show": runs_show,
+                "watch": runs_watch,
+                "cancel": runs_cancel,
+                "resume": runs_resume,
+            },
+            "runs_command",
+        ),
+    ),
+    "schedules": (
+        "list, add or delete schedules (API client)",
+        configure_schedules,
+        _dispatch(
+            {"list": schedules_list, "add": schedules_add, "delete": schedules_delete},
+            "schedules_command",
+        ),
+    ),
+}

@@ -1,0 +1,309 @@
+"""Bounded lists: every list endpoint answers one keyset page of summaries,
+`{"items": [...], "next": <cursor> | null}`, newest first.
+
+A page is at most `limit` items (default `DEFAULT_LIMIT`, at most `MAX_LIMIT`). `next` is an
+opaque cursor naming the sort key of the page's last item; passing it back as `?before=`
+gives the following page. Ties in a timestamp are broken by the row's id, so a walk over
+every page shows each row exactly once even while new rows arrive (they sort before the
+cursor). A cursor is bound to its kind of list: a runs cursor is refused by the audit list.
+
+The queries live in `service/sql/listing.sql`; items are summaries (no plan, no step
+details), dumped by the schemas below."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from marshmallow import Schema, fields
+
+from service.db import Cursor
+from service.errors import ValidationFailed
+from service.schemas import AuditSchema, ScheduleSchema, UtcDateTime, pending_step_view
+from service.sql import LISTING_QUERIES as QUERIES
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+RUN_STATUSES = ("queued", "running", "succeeded", "failed", "canceled", "skipped")
+
+_CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]{1,400}")
+
+Page = tuple[list[dict[str, Any]], str | None]
+
+
+# --- parameters ------------------------------------------------------------------------------
+
+
+def _invalid(field: str, message: str) -> ValidationFailed:
+    return ValidationFailed(
+        "invalid query parameter", details=[{"field": field, "message": message}]
+    )
+
+
+def parse_limit(raw: str | None) -> int:
+    """The `?limit=` parameter: 1..MAX_LIMIT, DEFAULT_LIMIT when absent; else a 400 naming
+    `limit`."""
+    if raw is None:
+        return DEFAULT_LIMIT
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
+        raise _invalid("limit", f"must be an integer 1..{MAX_LIMIT}")
+    return int(raw)
+
+
+def parse_statuses(raw: str | Sequence[str] | None) -> list[str] | None:
+    """`?status=`: one run status or several, comma-separated; None means every status."""
+    if raw is None:
+        return None
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    statuses = [s.strip() for s in items if s.strip()]
+    unknown = [s for s in statuses if s not in RUN_STATUSES]
+    if unknown or not statuses:
+        raise _invalid("status", f"must be one or more of {', '.join(RUN_STATUSES)}")
+    return statuses
+
+
+def parse_uuid(raw: str | None, field: str) -> str | None:
+    """An optional id parameter as a canonical UUID string; a malformed one is a 400."""
+    if raw is None:
+        return None
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise _invalid(field, "must be a UUID") from None
+
+
+# --- cursors ---------------------------------------------------------------------------------
+
+
+def encode_cursor(kind: str, *key: Any) -> str:
+    """An opaque cursor for list `kind` after the row whose sort key is `key`."""
+    values = [v.isoformat() if isinstance(v, datetime) else str(v) for v in key]
+    raw = json.dumps([kind, *values], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str, kind: str, arity: int) -> list[str]:
+    """The `arity` key values of a cursor made by `encode_cursor(kind, ...)`; anything else
+    (garbage, another list's cursor) is a 400 naming `before`."""
+    bad = _invalid("before", "is not a cursor of this list (use the `next` of a page)")
+    if not _CURSOR_TEXT.fullmatch(cursor):
+        raise bad
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        data = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise bad from None
+    ok = isinstance(data, list) and len(data) == arity + 1 and data[0] == kind
+    if not ok or not all(isinstance(v, str) for v in data[1:]):
+        raise bad
+    return data[1:]
+
+
+def _time_and_id(cursor: str | None, kind: str) -> dict[str, Any]:
+    """`before_at`/`before_id` query parameters from a (timestamp, uuid) cursor."""
+    if cursor is None:
+        return {"before_at": None, "before_id": None}
+    at, row_id = decode_cursor(cursor, kind, 2)
+    try:
+        when = datetime.fromisoformat(at)
+        parsed_id = uuid.UUID(row_id)
+    except ValueError:
+        raise _invalid("before", "is not a cursor of this list") from None
+    if when.tzinfo is None:
+        raise _invalid("before", "is not a cursor of this list")
+    return {"before_at": when, "before_id": str(parsed_id)}
+
+
+def _integer(cursor: str | None, kind: str) -> int | None:
+    if cursor is None:
+        return None
+    (value,) = decode_cursor(cursor, kind, 1)
+    if not (value.isascii() and value.isdigit()):
+        raise _invalid("before", "is not a cursor of this list")
+    return int(value)
+
+
+def _page(
+    cur: Cursor, query: str, params: Mapping[str, Any], limit: int, key: Any
+) -> tuple[list[dict[str, Any]], Any]:
+    """Up to `limit` rows of `query` and the sort key of the last one when more follow."""
+    cur.execute(QUERIES[query], {**params, "limit": limit + 1})
+    rows = [dict(r) for r in cur.fetchall()]
+    if len(rows) <= limit:
+        return rows, None
+    rows = rows[:limit]
+    return rows, key(rows[-1])
+
+
+# --- the lists -------------------------------------------------------------------------------
+
+
+def list_pipelines(
+    cur: Cursor, *, name: str | None = None, limit: int = DEFAULT_LIMIT, before: str | None = None
+) -> Page:
+    """Pipeline summaries newest first (only the one called `name` when given)."""
+    params = {"name": name, **_time_and_id(before, "pipelines")}
+    rows, last = _page(
+        cur, "list_pipeline_summaries", params, limit, lambda r: (r["created_at"], r["id"])
+    )
+    for row in rows:
+        run_id = row.pop("last_run_id")
+        status, created, finished = (
+            row.pop("last_run_status"),
+            row.pop("last_run_created_at"),
+            row.pop("last_run_finished_at"),
+        )
+        row["last_run"] = (
+            {"id": run_id, "status": status, "created_at": created, "finished_at": finished}
+            if run_id is not None
+            else None
+        )
+    return rows, last and encode_cursor("pipelines", *last)
+
+
+def list_revisions(
+    cur: Cursor, *, pipeline_id: str, limit: int = DEFAULT_LIMIT, before: str | None = None
+) -> Page:
+    """A pipeline's revision summaries, newest first."""
+    params = {"pipeline_id": pipeline_id, "before_number": _integer(before, "revisions")}
+    rows, last = _page(cur, "list_revision_summaries", params, limit, lambda r: (r["number"],))
+    return rows, last and encode_cursor("revisions", *last)
+
+
+def list_runs(
+    cur: Cursor,
+    *,
+    status: str | Sequence[str] | None,
+    pipeline_id: str | None,
+    limit: int,
+    before: str | None,
+) -> Page:
+    """Run summaries newest first, optionally of some statuses (a status, a comma-separated
+    string or a sequence) and of one pipeline. Each item has the run's fields, `steps` (how
+    many) and `step_counts` ({step status: count}) instead of step details, `records_out`
+    and `rejected` summed over its steps, and `error` (its first failed step's). Bad
+    parameters raise `ValidationFailed` naming the field."""
+    params = {
+        "statuses": parse_statuses(status),
+        "pipeline_id": parse_uuid(pipeline_id, "pipeline_id"),
+        **_time_and_id(before, "runs"),
+    }
+    rows, last = _page(
+        cur, "list_run_summaries", params, limit, lambda r: (r["created_at"], r["id"])
+    )
+    for row in rows:
+        plan_steps = row.pop("plan_steps")
+        if row["step_counts"] is None:  # never started: every plan step in one state
+            unstarted = pending_step_view({}, row["status"])["status"]
+            row["step_counts"] = {unstarted: plan_steps} if plan_steps else {}
+        row["steps"] = sum(row["step_counts"].values())
+        row["records_out"] = int(row["records_out"] or 0)
+        row["rejected"] = int(row["rejected"] or 0)
+    return rows, last and encode_cursor("runs", *last)
+
+
+def list_schedules(
+    cur: Cursor, *, pipeline_id: str, limit: int = DEFAULT_LIMIT, before: str | None = None
+) -> Page:
+    """A pipeline's live schedules, newest first."""
+    params = {"pipeline_id": pipeline_id, **_time_and_id(before, "schedules")}
+    rows, last = _page(
+        cur, "list_schedule_summaries", params, limit, lambda r: (r["created_at"], r["id"])
+    )
+    return rows, last and encode_cursor("schedules", *last)
+
+
+def list_audit(
+    cur: Cursor,
+    *,
+    filters: Mapping[str, str | None],
+    limit: int = DEFAULT_LIMIT,
+    before: str | None = None,
+) -> Page:
+    """Audit rows newest first; `filters` may hold `entity_id`, `entity_type`, `action`,
+    `principal` (exact matches)."""
+    params = {k: filters.get(k) for k in AUDIT_FILTERS}
+    params["before_id"] = _integer(before, "audit")
+    rows, last = _page(cur, "list_audit_entries", params, limit, lambda r: (r["id"],))
+    return rows, last and encode_cursor("audit", *last)
+
+
+AUDIT_FILTERS = ("entity_id", "entity_type", "action", "principal")
+
+
+# --- summaries -------------------------------------------------------------------------------
+
+
+class LastRunSchema(Schema):
+    id = fields.String()
+    status = fields.String()
+    created_at = UtcDateTime()
+    finished_at = UtcDateTime(allow_none=True)
+
+
+class PipelineSummarySchema(Schema):
+    """A pipeline in a list: no plan; its step count, last run and schedules instead."""
+
+    id = fields.String()
+    name = fields.String()
+    revision = fields.Integer()
+    steps = fields.Integer(allow_none=True)
+    last_run = fields.Nested(LastRunSchema, allow_none=True)
+    schedules = fields.Integer()
+    next_fire_at = UtcDateTime(allow_none=True)
+    created_at = UtcDateTime()
+    updated_at = UtcDateTime()
+
+
+class RevisionSummarySchema(Schema):
+    """A revision in a list: no plan; its step count."""
+
+    pipeline_id = fields.String()
+    revision = fields.Integer(attribute="number")
+    steps = fields.Integer(allow_none=True)
+    created_by = fields.String()
+    created_at = UtcDateTime()
+
+
+class RunSummarySchema(Schema):
+    """A run in a list: the run's fields, step counts by status instead of the steps."""
+
+    id = fields.String()
+    pipeline_id = fields.String()
+    pipeline_name = fields.String()
+    revision = fields.Integer()
+    status = fields.String()
+    reason = fields.String(allow_none=True)
+    trigger_key = fields.String()
+    trace_id = fields.String()
+    created_at = UtcDateTime()
+    started_at = UtcDateTime(allow_none=True)
+    finished_at = UtcDateTime(allow_none=True)
+    purged_at = UtcDateTime(allow_none=True)
+    queue_position = fields.Integer(allow_none=True)
+    cancel_requested = fields.Boolean()
+    created_by = fields.String()
+    error = fields.String(allow_none=True)
+    steps = fields.Integer()
+    step_counts = fields.Dict(keys=fields.String(), values=fields.Integer())
+    records_out = fields.Integer()
+    rejected = fields.Integer()
+
+
+def page_body(schema: Schema, page: Page) -> dict[str, Any]:
+    """`{"items": [...], "next": cursor | null}` with the items dumped by `schema`."""
+    rows, next_cursor = page
+    return {"items": schema.dump(rows, many=True), "next": next_cursor}
+
+
+PIPELINE_SUMMARY = PipelineSummarySchema()
+REVISION_SUMMARY = RevisionSummarySchema()
+RUN_SUMMARY = RunSummarySchema()
+SCHEDULE_SUMMARY = ScheduleSchema()
+AUDIT_ENTRY = AuditSchema()

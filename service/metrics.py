@@ -1,0 +1,173 @@
+"""`GET /metrics`: Prometheus text format, no token. A custom collector reads every value
+from the database at scrape time (`service/sql/metrics.sql`, one read-only snapshot), so the
+answer is the same whichever gunicorn worker or process serves it; nothing is counted in
+process memory. README.md ("Metrics") documents each metric."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import falcon
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from service.db import Cursor, Database
+from service.sql import METRICS_QUERIES as QUERIES
+
+log = logging.getLogger(__name__)
+
+
+RUN_STATUSES = ("queued", "running", "succeeded", "failed", "canceled", "skipped")
+SKIP_REASONS = ("queue_full", "busy")
+STEP_DURATION_BOUNDS_S = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+
+
+def _rows(cur: Cursor, name: str, params: dict[str, Any] | None = None) -> list[dict]:
+    cur.execute(QUERIES[name], params or {})
+    return [dict(r) for r in cur.fetchall()]
+
+
+class DatabaseCollector(Collector):
+    """The platform's metrics, read from the database on every `collect()`."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("etl_database_up", "1 if the metrics could be read, else 0")
+        try:
+            with self.db.transaction() as cur:
+                cur.execute(QUERIES["begin_metrics_snapshot"])
+                metrics = list(self._read(cur))
+        except Exception as exc:  # a scrape must answer, even without a database
+            log.warning("metrics: database unavailable: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from metrics
+
+    def _read(self, cur: Cursor) -> Iterator[Metric]:
+        runs = GaugeMetricFamily("etl_runs", "Runs by status", labels=["status"])
+        counts = {r["status"]: r["n"] for r in _rows(cur, "count_runs_by_status")}
+        for status in RUN_STATUSES:
+            runs.add_metric([status], counts.get(status, 0))
+        yield runs
+
+        queue = GaugeMetricFamily(
+            "etl_queue_depth", "Queued runs per pipeline", labels=["pipeline"]
+        )
+        for r in _rows(cur, "count_queued_runs_by_pipeline"):
+            queue.add_metric([r["pipeline"]], r["n"])
+        yield queue
+
+        skipped = CounterMetricFamily(
+            "etl_skipped_triggers", "Triggers refused by admission, by reason", labels=["reason"]
+        )
+        reasons = {r["reason"]: r["n"] for r in _rows(cur, "count_skipped_runs_by_reason")}
+        for reason in SKIP_REASONS:
+            skipped.add_metric([reason], reasons.get(reason, 0))
+        yield skipped
+
+        leases = GaugeMetricFamily(
+            "etl_active_leases", "Live step-attempt leases by executor", labels=["executor"]
+        )
+        for r in _rows(cur, "count_active_leases_by_executor"):
+            leases.add_metric([r["executor"]], r["n"])
+        yield leases
+
+        takeovers = CounterMetricFamily(
+            "etl_lease_takeovers",
+            "Attempts whose lease expired and whose step went on in a new attempt, by the"
+            " executor that lost the lease",
+            labels=["executor"],
+        )
+        for r in _rows(cur, "count_lease_takeovers_by_executor"):
+            takeovers.add_metric([r["executor"]], r["n"])
+        yield takeovers
+
+        attempts = CounterMetricFamily(
+            "etl_attempts", "Finished step attempts by outcome", labels=["outcome"]
+        )
+        for r in _rows(cur, "count_attempts_by_outcome"):
+            attempts.add_metric([r["outcome"]], r["n"])
+        yield attempts
+
+        yield self._step_durations(cur)
+        yield from self._step_records(cur)
+
+        fires = CounterMetricFamily(
+            "etl_schedule_fires",
+            "Scheduler fires by pipeline and whether admission took them",
+            labels=["pipeline", "outcome"],
+        )
+        for r in _rows(cur, "count_schedule_fires_by_pipeline"):
+            fires.add_metric([r["pipeline"], r["outcome"]], r["n"])
+        yield fires
+
+        (oldest,) = _rows(cur, "oldest_queued_run_age")
+        yield GaugeMetricFamily(
+            "etl_oldest_queued_run_age_seconds",
+            "Seconds since the oldest queued run was created (0 when none is queued)",
+            value=oldest["seconds"],
+        )
+
+    def _step_durations(self, cur: Cursor) -> Metric:
+        histogram = HistogramMetricFamily(
+            "etl_step_duration_seconds",
+            "Duration of finished steps (first start to finish), by type and status",
+            labels=["type", "status"],
+        )
+        params = {"bounds": list(STEP_DURATION_BOUNDS_S)}
+        le: dict[tuple[str, str], dict[float, int]] = {}
+        for r in _rows(cur, "step_duration_buckets", params):
+            le.setdefault((r["type"], r["status"]), {})[r["le"]] = r["n"]
+        for r in _rows(cur, "step_duration_totals"):
+            key = (r["type"], r["status"])
+            buckets = [(_bound(b), le.get(key, {}).get(b, 0)) for b in STEP_DURATION_BOUNDS_S]
+            buckets.append(("+Inf", r["n"]))
+            histogram.add_metric(list(key), buckets, sum_value=r["seconds"])
+        return histogram
+
+    def _step_records(self, cur: Cursor) -> Iterator[Metric]:
+        records = CounterMetricFamily(
+            "etl_step_records",
+            "Records read (in) and written (out) by succeeded steps, by step type",
+            labels=["type", "direction"],
+        )
+        rejected = CounterMetricFamily(
+            "etl_rejected_rows", "Rows rejected by succeeded steps, by step type", labels=["type"]
+        )
+        for r in _rows(cur, "sum_step_records_by_type"):
+            records.add_metric([r["type"], "in"], r["records_in"])
+            records.add_metric([r["type"], "out"], r["records_out"])
+            rejected.add_metric([r["type"]], r["rejected"])
+        yield records
+        yield rejected
+
+
+def _bound(value: float) -> str:
+    return repr(float(value))
+
+
+class MetricsResource:
+    """`GET /metrics` (public): the collector's values in the Prometheus text format."""
+
+    public = True
+
+    def __init__(self, db: Database):
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(DatabaseCollector(db))
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = CONTENT_TYPE_LATEST
+        resp.data = generate_latest(self.registry)

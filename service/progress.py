@@ -1,0 +1,266 @@
+"""Live progress of a run for `etl run --wait` and `etl runs watch`: one line per step with
+its state, records done / total (where known), rate, attempts and executor.
+
+On a terminal the lines update in place (rich's `Live` display); otherwise (a pipe, a log
+file, CI) a plain line is printed whenever a step changes state, attempt or executor, and
+for a running step at most every `PLAIN_PROGRESS_S` seconds while its records grow. The run
+is polled through the API; the caller turns its final status into an exit status with
+`exit_status`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from service.client import ApiClient
+
+TERMINAL = ("succeeded", "failed", "canceled", "skipped")
+# `--wait` / `watch` exit statuses by how the run ended (documented in README.md).
+EXIT_STATUS = {"succeeded": 0, "failed": 1, "canceled": 3, "skipped": 4}
+POLL_S = 0.5
+PLAIN_PROGRESS_S = 2.0
+_STYLE = {
+    "succeeded": "green",
+    "failed": "bold red",
+    "upstream_failed": "red",
+    "canceled": "yellow",
+    "not_run": "dim",
+    "running": "cyan",
+    "retry_wait": "magenta",
+    "pending": "dim",
+    "queued": "dim",
+    "skipped": "yellow",
+}
+
+
+def exit_status(run: Mapping[str, Any]) -> int:
+    """0 only for a succeeded run; see `EXIT_STATUS`."""
+    return EXIT_STATUS.get(str(run.get("status")), 1)
+
+
+@dataclass(frozen=True)
+class StepLine:
+    """What one step's progress line shows."""
+
+    name: str
+    type: str
+    status: str
+    done: int
+    total: int | None
+    rate: float | None  # records per second
+    attempts: int
+    executor: str
+    error: str | None
+
+    def records(self) -> str:
+        return f"{self.done}/{self.total}" if self.total is not None else str(self.done)
+
+    def rate_text(self) -> str:
+        return f"{self.rate:,.0f}/s" if self.rate else "-"
+
+
+@dataclass
+class RateMeter:
+    """Records-per-second of running steps from successive observations (client clock only,
+    never compared with the server's)."""
+
+    clock: Callable[[], float] = time.monotonic
+    first: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def rate(self, step: str, done: int) -> float | None:
+        now = self.clock()
+        if step not in self.first or done < self.first[step][1]:  # new, or started over
+            self.first[step] = (now, done)
+            return None
+        t0, n0 = self.first[step]
+        return (done - n0) / (now - t0) if now > t0 and done > n0 else None
+
+
+def seconds_between(start: str | None, end: str | None) -> float | None:
+    """Seconds between two ISO-8601 times of the API (both the server's clock), or None."""
+    if not start or not end:
+        return None
+    delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+    return delta.total_seconds()
+
+
+def step_lines(
+    run: Mapping[str, Any], depends_on: Mapping[str, list[str]], meter: RateMeter
+) -> list[StepLine]:
+    """The progress lines of `run` (an API run). `depends_on` (step -> inputs, from the
+    run's revision) gives a step's total: what its inputs produced, once they all have."""
+    by_name = {s["name"]: s for s in run.get("steps", [])}
+    lines = []
+    for s in run.get("steps", []):
+        done = int(s.get("records_in") or 0)
+        inputs = [by_name[d] for d in depends_on.get(s["name"], []) if d in by_name]
+        total: int | None = None
+        if s["status"] == "succeeded":
+            total = done
+        elif inputs and all(i["status"] == "succeeded" for i in inputs):
+            total = sum(int(i.get("records_out") or 0) for i in inputs)
+        if s["status"] == "running":
+            rate = meter.rate(s["name"], done)
+        else:
+            took = seconds_between(s.get("started_at"), s.get("finished_at"))
+            rate = done / took if took and done else None
+        attempts = s.get("attempts") or []
+        executor = (attempts[-1].get("executor") or "") if attempts else ""
+        lines.append(
+            StepLine(
+                name=s["name"],
+                type=s.get("type", ""),
+                status=s["status"],
+                done=done,
+                total=total,
+                rate=rate,
+                attempts=len(attempts),
+                executor=executor.split(":", 1)[0],  # name:boot-id -> name
+                error=s.get("error"),
+            )
+        )
+    return lines
+
+
+def run_header(run: Mapping[str, Any]) -> str:
+    """`run ID STATUS` plus the queue position, skip reason or first error."""
+    text = f"run {run['id']} {run['status']}"
+    if run.get("queue_position"):
+        text += f" (queue position {run['queue_position']})"
+    if run.get("reason"):
+        text += f" ({run['reason']})"
+    if run.get("status") in TERMINAL and run.get("error"):
+        text += f": {run['error']}"
+    return text
+
+
+def table(run: Mapping[str, Any], lines: list[StepLine]) -> Table:
+    """The rich table of a run's steps (terminal display)."""
+    t = Table(title=run_header(run), title_justify="left", expand=False)
+    for column in ("step", "type", "state", "records", "rate", "attempts", "executor"):
+        t.add_column(
+            column, justify="right" if column in ("records", "rate", "attempts") else "left"
+        )
+    for ln in lines:
+        state = Text(ln.status, style=_STYLE.get(ln.status, ""))
+        t.add_row(
+            ln.name, ln.type, state, ln.records(), ln.rate_text(), str(ln.attempts), ln.executor
+        )
+    return t
+
+
+def plain_line(ln: StepLine, name_width: int = 24) -> str:
+    """One step as a plain text line (no terminal)."""
+    text = (
+        f"{ln.name:<{name_width}} {ln.status:<15} records {ln.records():>13}"
+        f"  rate {ln.rate_text():>9}  attempts {ln.attempts}  executor {ln.executor or '-'}"
+    )
+    if ln.error and ln.status == "failed":
+        text += f"  error: {ln.error}"
+    return text
+
+
+def print_run(console: Console, run: Mapping[str, Any], depends_on: Mapping[str, list[str]]):
+    """A run's steps once: a table on a terminal, plain lines otherwise."""
+    lines = step_lines(run, depends_on, RateMeter())
+    if console.is_terminal:
+        console.print(table(run, lines))
+    else:
+        console.print(run_header(run), soft_wrap=True, highlight=False)
+        width = max((len(ln.name) for ln in lines), default=0)
+        for ln in lines:
+            console.print(plain_line(ln, width), soft_wrap=True, highlight=False, markup=False)
+
+
+def plan_inputs(client: ApiClient, run: Mapping[str, Any]) -> dict[str, list[str]]:
+    """step -> depends_on of the run's own revision."""
+    revision = client.get_revision(run["pipeline_id"], run["revision"])
+    steps = (revision.get("plan") or {}).get("steps") or []
+    return {s["name"]: list(s.get("depends_on") or []) for s in steps if isinstance(s, dict)}
+
+
+def wait(
+    client: ApiClient,
+    run_id: str,
+    *,
+    poll_s: float = POLL_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict:
+    """Poll a run until it ends, showing nothing; returns the final run."""
+    run = client.get_run(run_id)
+    while run["status"] not in TERMINAL:
+        sleep(poll_s)
+        run = client.get_run(run_id)
+    return run
+
+
+def watch(
+    client: ApiClient,
+    run_id: str,
+    console: Console,
+    *,
+    poll_s: float = POLL_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict:
+    """Follow a run until it ends, showing its progress on `console`; returns the final
+    run. Ctrl-C stops watching (the run goes on) and propagates `KeyboardInterrupt`."""
+    run = client.get_run(run_id)
+    inputs = plan_inputs(client, run)
+    meter = RateMeter(clock)
+    if console.is_terminal:
+        with Live(console=console, refresh_per_second=4, transient=False) as live:
+            while True:
+                live.update(table(run, step_lines(run, inputs, meter)))
+                if run["status"] in TERMINAL:
+                    break
+                sleep(poll_s)
+                run = client.get_run(run_id)
+        return run
+    return _watch_plain(client, run, inputs, console, poll_s=poll_s, clock=clock, sleep=sleep)
+
+
+def _watch_plain(
+    client: ApiClient,
+    run: dict,
+    inputs: Mapping[str, list[str]],
+    console: Console,
+    *,
+    poll_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> dict:
+    meter = RateMeter(clock)
+    shown: dict[str, tuple[str, int, str]] = {}
+    progress_at: dict[str, tuple[float, int]] = {}
+    header = ""
+
+    def say(text: str) -> None:
+        console.print(text, soft_wrap=True, highlight=False, markup=False)
+
+    while True:
+        if run_header(run) != header:
+            header = run_header(run)
+            say(header)
+        lines = step_lines(run, inputs, meter)
+        width = max((len(ln.name) for ln in lines), default=0)
+        for ln in lines:
+            key = (ln.status, ln.attempts, ln.executor)
+            last = progress_at.get(ln.name)
+            grew = last is not None and ln.done > last[1] and clock() - last[0] >= PLAIN_PROGRESS_S
+            if shown.get(ln.name) != key or (ln.status == "running" and grew):
+                shown[ln.name] = key
+                progress_at[ln.name] = (clock(), ln.done)
+                say(plain_line(ln, width))
+        if run["status"] in TERMINAL:
+            return run
+        sleep(poll_s)
+        run = client.get_run(run["id"])

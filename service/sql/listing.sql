@@ -1,0 +1,92 @@
+-- Named queries of the list endpoints (service/listing.py): keyset pages, newest first, of
+-- summaries (never a plan). Each takes `limit` (the caller asks for one row more than it
+-- shows, to know whether a next page exists) and a cursor: the sort key of the last row
+-- shown (`before_*`, all null for the first page). Ties in a timestamp are broken by the id,
+-- so every row is shown exactly once across pages.
+
+-- list_pipeline_summaries --
+-- Pipelines newest first (optionally one by exact name): current revision, step count, last run, schedules.
+SELECT p.id, p.name, p.revision, p.created_at, p.updated_at,
+       jsonb_array_length(v.plan -> 'steps') AS steps,
+       lr.id AS last_run_id, lr.status AS last_run_status, lr.created_at AS last_run_created_at,
+       lr.finished_at AS last_run_finished_at,
+       sc.schedules, sc.next_fire_at
+FROM pipelines p
+JOIN revisions v ON v.pipeline_id = p.id AND v.number = p.revision
+LEFT JOIN LATERAL (
+    SELECT r.id, r.status, r.created_at, r.finished_at FROM runs r
+    WHERE r.pipeline_id = p.id
+    ORDER BY r.created_at DESC, r.id DESC LIMIT 1) lr ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS schedules, min(s.next_fire_at) AS next_fire_at FROM schedules s
+    WHERE s.pipeline_id = p.id AND s.deleted_at IS NULL) sc ON true
+WHERE (%(name)s::text IS NULL OR p.name = %(name)s::text)
+  AND (%(before_at)s::timestamptz IS NULL
+       OR (p.created_at, p.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY p.created_at DESC, p.id DESC
+LIMIT %(limit)s;
+
+-- list_revision_summaries --
+-- A pipeline's revisions, newest first: number, author, time and step count.
+SELECT pipeline_id, number, created_by, created_at,
+       jsonb_array_length(plan -> 'steps') AS steps
+FROM revisions
+WHERE pipeline_id = %(pipeline_id)s
+  AND (%(before_number)s::integer IS NULL OR number < %(before_number)s::integer)
+ORDER BY number DESC
+LIMIT %(limit)s;
+
+-- list_run_summaries --
+-- Runs newest first, filtered by statuses and pipeline: counts of steps by status instead of the steps.
+SELECT r.id, r.pipeline_id, p.name AS pipeline_name, r.revision, r.status, r.reason,
+       r.trigger_key, r.trace_id, r.cancel_requested, r.created_by, r.created_at,
+       r.started_at, r.finished_at, r.purged_at,
+       CASE WHEN r.status = 'queued' THEN (
+           SELECT count(*) FROM runs q
+           WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
+             AND q.queue_seq <= r.queue_seq) END AS queue_position,
+       sc.step_counts, sc.records_out, sc.rejected,
+       CASE WHEN sc.step_counts IS NULL THEN (
+           SELECT jsonb_array_length(v.plan -> 'steps') FROM revisions v
+           WHERE v.pipeline_id = r.pipeline_id AND v.number = r.revision) END AS plan_steps,
+       (SELECT 'step ' || f.name || ': ' || f.error FROM step_runs f
+        WHERE f.run_id = r.id AND f.status = 'failed'
+        ORDER BY f.position LIMIT 1) AS error
+FROM runs r
+JOIN pipelines p ON p.id = r.pipeline_id
+LEFT JOIN LATERAL (
+    SELECT jsonb_object_agg(c.status, c.n) AS step_counts, sum(c.records_out) AS records_out,
+           sum(c.rejected) AS rejected
+    FROM (SELECT s.status, count(*) AS n, sum(s.records_out) AS records_out,
+                 sum(s.rejected) AS rejected
+          FROM step_runs s WHERE s.run_id = r.id GROUP BY s.status) c
+    HAVING count(*) > 0) sc ON true
+WHERE (%(statuses)s::text[] IS NULL OR r.status = ANY(%(statuses)s::text[]))
+  AND (%(pipeline_id)s::uuid IS NULL OR r.pipeline_id = %(pipeline_id)s::uuid)
+  AND (%(before_at)s::timestamptz IS NULL
+       OR (r.created_at, r.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY r.created_at DESC, r.id DESC
+LIMIT %(limit)s;
+
+-- list_schedule_summaries --
+-- A pipeline's live (not deleted) schedules, newest first.
+SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
+       last_run_id, created_at
+FROM schedules
+WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
+  AND (%(before_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- list_audit_entries --
+-- Audit rows newest first, optionally filtered by entity id, entity type, action and principal.
+SELECT id, principal, action, entity_type, entity_id, details, trace_id, created_at
+FROM audit
+WHERE (%(entity_id)s::text IS NULL OR entity_id = %(entity_id)s::text)
+  AND (%(entity_type)s::text IS NULL OR entity_type = %(entity_type)s::text)
+  AND (%(action)s::text IS NULL OR action = %(action)s::text)
+  AND (%(principal)s::text IS NULL OR principal = %(principal)s::text)
+  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ORDER BY id DESC
+LIMIT %(limit)s;
