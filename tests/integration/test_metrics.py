@@ -16,10 +16,10 @@ import falcon.testing
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from drills import ADMIN_TOKEN, ROOT, Stack
 from service.app import create_app
 from service.db import Database
 from service.deps import Deps
-from tests.integration.stack import ADMIN_TOKEN, ROOT, Stack
 from tests.integration.testapp import Api
 
 Samples = dict[tuple[str, frozenset], float]
