@@ -19,11 +19,11 @@ from typing import Any
 import psycopg2
 import pytest
 
+from drills import free_port
 from service.admission import PIPELINE_ACTIVE_LIMIT
 from service.auth import ADMIN, VIEWER
 from service.cli import gunicorn_argv
 from service.config import Config
-from tests.integration.stack import free_port
 from tests.integration.testapp import TOKENS, plan_copy, seed_principals
 
 ROOT = Path(__file__).resolve().parents[2]
