@@ -203,3 +203,21 @@ ORDER BY created_at, id;
 UPDATE schedules SET deleted_at = now()
 WHERE id = %(schedule_id)s AND pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
 RETURNING id, every_minutes, daily_at;
+
+-- list_runs --
+-- Runs newest first (created_at, id), optionally of one status and/or pipeline, after a keyset
+-- cursor; one row more than asked tells the caller whether a next page exists.
+SELECT r.id, r.pipeline_id, p.name AS pipeline_name, r.revision, r.status, r.reason,
+       r.trigger_key, r.trace_id, r.cancel_requested, r.created_by, r.created_at,
+       r.started_at, r.finished_at, r.purged_at,
+       CASE WHEN r.status = 'queued' THEN (
+           SELECT count(*) FROM runs q
+           WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
+             AND q.queue_seq <= r.queue_seq) END AS queue_position
+FROM runs r JOIN pipelines p ON p.id = r.pipeline_id
+WHERE (%(status)s::text IS NULL OR r.status = %(status)s)
+  AND (%(pipeline_id)s::uuid IS NULL OR r.pipeline_id = %(pipeline_id)s::uuid)
+  AND (%(before_at)s::timestamptz IS NULL
+       OR (r.created_at, r.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY r.created_at DESC, r.id DESC
+LIMIT %(limit)s + 1;
