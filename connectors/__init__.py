@@ -20,10 +20,12 @@ from connectors.fileexport import (
     reject_file,
 )
 from connectors.files import DEFAULT_MAX_BYTES, open_source
+from connectors.rejects import RejectPreview, read_rejects
 from connectors.tables import (
     SourceTable,
     TableExport,
     check_table_name,
+    count_run_rows,
     drop_staging,
     map_column_type,
     read_table_batches,
@@ -36,6 +38,7 @@ __all__ = [
     "ChunkedFile",
     "ConnectorError",
     "ExportPathRefused",
+    "RejectPreview",
     "SourceMissing",
     "SourceRefused",
     "SourceTable",
@@ -44,6 +47,7 @@ __all__ = [
     "TableExport",
     "TableRefused",
     "check_table_name",
+    "count_run_rows",
     "drop_staging",
     "encode_csv",
     "encode_jsonl",
@@ -51,6 +55,7 @@ __all__ = [
     "export_file",
     "map_column_type",
     "open_source",
+    "read_rejects",
     "read_table_batches",
     "reject_file",
     "resolve_source_table",
