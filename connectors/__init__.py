@@ -19,7 +19,7 @@ from connectors.fileexport import (
     export_file,
     reject_file,
 )
-from connectors.files import DEFAULT_MAX_BYTES, open_source
+from connectors.files import DEFAULT_MAX_BYTES, check_rel_path, open_source
 from connectors.rejects import RejectPreview, read_rejects
 from connectors.tables import (
     SourceTable,
@@ -46,6 +46,7 @@ __all__ = [
     "TableConflict",
     "TableExport",
     "TableRefused",
+    "check_rel_path",
     "check_table_name",
     "count_run_rows",
     "drop_staging",
