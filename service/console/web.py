@@ -3,6 +3,7 @@ middleware, security headers and the HTML error page."""
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,6 +85,12 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "\u2014"
 
 
+def _json_text(value: Any) -> str:
+    """JSON as plain text (autoescaping then makes it safe); unlike `tojson`, `<` stays
+    readable instead of becoming `\\u003c`."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _num(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else ("\u2014" if value is None else str(value))
 
@@ -104,6 +111,7 @@ class Console:
         )
         self.env.filters["when"] = _when
         self.env.filters["num"] = _num
+        self.env.filters["json_text"] = _json_text
 
     def render(self, req: falcon.Request, resp: falcon.Response, template: str, **ctx: Any) -> None:
         """Answer with `template` rendered for the signed-in caller (if any)."""
