@@ -155,7 +155,7 @@ def test_cancel_resume_viewer_escaping_and_csrf(browser: Browser, stack: Stack) 
     assert page.evaluate("() => window.__xss") is None
     # resume: the source is missing, the run fails; once the file exists, Resume finishes it
     expect(page.locator("h1 .badge")).to_have_text("failed")
-    expect(page.locator("dl.facts")).to_contain_text("later.csv")
+    expect(page.locator("#run-facts")).to_contain_text("later.csv")
     failed_id = run_id_of(page)
     (stack.data / "later.csv").write_text("id\n1\n2\n")
     page.click("#resume")
