@@ -19,12 +19,14 @@ from connectors.fileexport import (
     export_file,
     reject_file,
 )
-from connectors.files import open_source
+from connectors.files import check_rel_path, open_source
+from connectors.rejects import RejectPreview, read_rejects
 from connectors.tables import (
     SourceTable,
     TableExport,
     check_export_columns,
     check_table_name,
+    count_run_rows,
     drop_staging,
     duplicate_key_error,
     map_column_type,
@@ -38,6 +40,7 @@ __all__ = [
     "ChunkedFile",
     "ConnectorError",
     "ExportPathRefused",
+    "RejectPreview",
     "SourceMissing",
     "SourceRefused",
     "SourceTable",
@@ -46,7 +49,9 @@ __all__ = [
     "TableExport",
     "TableRefused",
     "check_export_columns",
+    "check_rel_path",
     "check_table_name",
+    "count_run_rows",
     "drop_staging",
     "duplicate_key_error",
     "encode_csv",
@@ -55,6 +60,7 @@ __all__ = [
     "export_file",
     "map_column_type",
     "open_source",
+    "read_rejects",
     "read_table_batches",
     "reject_file",
     "resolve_source_table",

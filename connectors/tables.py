@@ -513,6 +513,20 @@ def drop_staging(conn: Connection, run_id: object, step_name: str) -> bool:
     return True
 
 
+def count_run_rows(conn: Connection, table: str, run_id: object, step_name: str) -> int | None:
+    """The rows `step_name` of `run_id` published into `sandbox.<table>`, in its own sandbox
+    transaction; None when the table does not exist (nothing published yet)."""
+    name = check_table_name(table)
+    with conn, conn.cursor() as cur:
+        if _get_relation(cur, SANDBOX_SCHEMA, name) is None:
+            return None
+        query = sql.SQL(QUERIES["count_run_rows"]).format(
+            table=sql.Identifier(SANDBOX_SCHEMA, name)
+        )
+        cur.execute(query, {"run_id": str(uuid.UUID(str(run_id))), "step_id": step_name})
+        return cur.fetchone()[0]
+
+
 def _staging_digest(run_id: str, step_name: str) -> str:
     """Names a step's staging table and its per-session batch table."""
     return hashlib.sha256(f"{run_id}\x00{step_name}".encode()).hexdigest()[:40]

@@ -16,6 +16,7 @@ from actors.broker import build_broker, send_advance_run
 from service import resources as r
 from service.auth import AuthMiddleware
 from service.config import Config
+from service.console import ConsoleSettings, add_console
 from service.db import Database
 from service.deps import Deps
 from service.errors import ServiceError
@@ -90,8 +91,9 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
     resp.media = {"error": {"code": "internal_error", "message": "internal error", "details": []}}
 
 
-def create_app(deps: Deps) -> falcon.App:
-    """The WSGI app on `deps`: middleware, routes (under /api/v1; see README.md), handlers."""
+def create_app(deps: Deps, console: ConsoleSettings | None = None) -> falcon.App:
+    """The WSGI app on `deps`: middleware, routes (under /api/v1; see README.md), the
+    console under /ui, /metrics, handlers."""
     app = falcon.App(middleware=[RequestIdMiddleware(deps.new_id), AuthMiddleware(deps.db)])
     app.req_options.strip_url_path_trailing_slash = True
     pipeline = f"{API}/pipelines/{{pipeline_id:uuid}}"
@@ -114,6 +116,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(falcon.HTTPError, handle_http_error)
     app.add_error_handler(ServiceError, handle_service_error)
+    add_console(app, deps, console or ConsoleSettings())
     return app
 
 
@@ -127,4 +130,5 @@ def get_app() -> falcon.App:
     def wake_run(run_id: str, trace_id: str) -> None:
         send_advance_run(broker, run_id, trace_id)
 
-    return create_app(Deps(db=Database(cfg.database_url), wake_run=wake_run, config=cfg))
+    deps = Deps(db=Database(cfg.database_url), wake_run=wake_run, config=cfg)
+    return create_app(deps, ConsoleSettings.from_config(cfg))

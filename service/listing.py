@@ -23,6 +23,7 @@ from typing import Any
 
 from marshmallow import Schema, fields
 
+from dag import RunStatus
 from service.db import Cursor
 from service.errors import ValidationFailed
 from service.schemas import AuditSchema, ScheduleSchema, UtcDateTime, pending_step_view
@@ -30,7 +31,7 @@ from service.sql import LISTING_QUERIES as QUERIES
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
-RUN_STATUSES = ("queued", "running", "succeeded", "failed", "canceled", "skipped")
+RUN_STATUSES = tuple(RunStatus)
 
 _CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]{1,400}")
 

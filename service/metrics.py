@@ -19,13 +19,14 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from dag import RunStatus
 from service.db import Cursor, Database
 from service.sql import METRICS_QUERIES as QUERIES
 
 log = logging.getLogger(__name__)
 
 
-RUN_STATUSES = ("queued", "running", "succeeded", "failed", "canceled", "skipped")
+RUN_STATUSES = tuple(RunStatus)
 SKIP_REASONS = ("queue_full", "busy")
 STEP_DURATION_BOUNDS_S = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 

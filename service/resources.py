@@ -119,12 +119,17 @@ class _Resource:
         )
 
     def wake(self, run: dict) -> None:
-        """Wake the dag-advancer for `run`; the sweep re-sends a lost wake-up, so a
-        failure here is only logged."""
-        try:
-            self.deps.wake_run(str(run["id"]), run["trace_id"])
-        except Exception:
-            log.exception("could not wake run %s; the sweep will", run["id"])
+        """Wake the dag-advancer for `run` (see `wake_run`)."""
+        wake_run(self.deps, run)
+
+
+def wake_run(deps: Deps, run: dict) -> None:
+    """Wake the dag-advancer for `run` after COMMIT; the sweep re-sends a lost wake-up, so
+    a failure here is only logged."""
+    try:
+        deps.wake_run(str(run["id"]), run["trace_id"])
+    except Exception:
+        log.exception("could not wake run %s; the sweep will", run["id"])
 
 
 class HealthResource(_Resource):
@@ -356,25 +361,15 @@ class SchedulesResource(_Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         body = read_json(req, schemas.ScheduleCreateSchema())
-        every, daily = body.get("every_minutes"), body.get("daily_at")
-        now = self.deps.now()
-        params = {
-            "id": str(self.deps.new_id()),
-            "pipeline_id": str(pipeline_id),
-            "every_minutes": every,
-            "daily_at": daily,
-            "anchor_at": now,
-            "next_fire_at": next_fire_at(
-                every_minutes=every, daily_at=daily, anchor_at=now, now=now
-            ),
-            "created_by": req.context.principal.name,
-        }
         with self.deps.db.transaction() as cur:
-            get_pipeline(cur, str(pipeline_id))
-            row = fetch_one(cur, "insert_schedule", params)
-            assert row is not None
-            what = {k: params[k] for k in ("pipeline_id", "every_minutes", "daily_at")}
-            self.audit(cur, req, "schedule.create", f"schedule:{row['id']}", **what)
+            row = create_schedule(
+                cur,
+                self.deps,
+                str(pipeline_id),
+                body,
+                req.context.principal.name,
+                request_id=req.context.request_id,
+            )
         resp.status = 201
         resp.location = f"{req.path}/{row['id']}"
         resp.media = SCHEDULE.dump(row)
@@ -386,14 +381,66 @@ class ScheduleResource(_Resource):
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, schedule_id: Any
     ) -> None:
-        params = {"pipeline_id": str(pipeline_id), "schedule_id": str(schedule_id)}
         with self.deps.db.transaction() as cur:
-            row = fetch_one(cur, "delete_schedule", params)
-            if row is None:
-                raise NotFound(f"schedule {schedule_id} of pipeline {pipeline_id} not found")
-            entity = f"schedule:{schedule_id}"
-            self.audit(cur, req, "schedule.delete", entity, pipeline_id=params["pipeline_id"])
+            delete_schedule(
+                cur,
+                str(pipeline_id),
+                str(schedule_id),
+                req.context.principal.name,
+                request_id=req.context.request_id,
+            )
         resp.status = 204
+
+
+def create_schedule(
+    cur: Cursor, deps: Deps, pipeline_id: str, body: dict, principal: str, *, request_id: str
+) -> dict:
+    """Insert a schedule of `pipeline_id` from a loaded `ScheduleCreateSchema` body, with its
+    audit row; returns the schedule row. `NotFound` for an unknown pipeline."""
+    every, daily = body.get("every_minutes"), body.get("daily_at")
+    now = deps.now()
+    params = {
+        "id": str(deps.new_id()),
+        "pipeline_id": pipeline_id,
+        "every_minutes": every,
+        "daily_at": daily,
+        "anchor_at": now,
+        "next_fire_at": next_fire_at(every_minutes=every, daily_at=daily, anchor_at=now, now=now),
+        "created_by": principal,
+    }
+    get_pipeline(cur, pipeline_id)
+    row = fetch_one(cur, "insert_schedule", params)
+    assert row is not None
+    what = {k: params[k] for k in ("pipeline_id", "every_minutes", "daily_at")}
+    insert_audit(
+        cur,
+        principal=principal,
+        action="schedule.create",
+        entity_type="schedule",
+        entity_id=row["id"],
+        details=what,
+        trace_id=request_id,
+    )
+    return row
+
+
+def delete_schedule(
+    cur: Cursor, pipeline_id: str, schedule_id: str, principal: str, *, request_id: str
+) -> None:
+    """Soft-delete a live schedule of `pipeline_id`, with its audit row; `NotFound` if
+    unknown or already deleted."""
+    params = {"pipeline_id": pipeline_id, "schedule_id": schedule_id}
+    if fetch_one(cur, "delete_schedule", params) is None:
+        raise NotFound(f"schedule {schedule_id} of pipeline {pipeline_id} not found")
+    insert_audit(
+        cur,
+        principal=principal,
+        action="schedule.delete",
+        entity_type="schedule",
+        entity_id=schedule_id,
+        details={"pipeline_id": pipeline_id},
+        trace_id=request_id,
+    )
 
 
 class AuditResource(_Resource):

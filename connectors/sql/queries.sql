@@ -108,3 +108,7 @@ ON CONFLICT (run_id, step_id, record_key) DO UPDATE SET {assignments};
 -- drop_staging --
 -- Drop the step's staging table (after publish, or to discard an uncommitted step).
 DROP TABLE IF EXISTS {staging};
+
+-- count_run_rows --
+-- The rows one step of one run published into an export table (the console's row count).
+SELECT count(*) FROM {table} WHERE run_id = %(run_id)s::uuid AND step_id = %(step_id)s;

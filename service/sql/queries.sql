@@ -32,6 +32,51 @@ RETURNING id, name, role;
 INSERT INTO audit (principal, action, entity_type, entity_id, details, trace_id)
 VALUES (%(principal)s, %(action)s, %(entity_type)s, %(entity_id)s, %(details)s, %(trace_id)s);
 
+-- insert_console_session --
+-- A web console session: only the sha256 hex of the cookie value is stored, with an expiry.
+INSERT INTO console_sessions (id, token_hash, principal_id, expires_at)
+VALUES (%(id)s, %(token_hash)s, %(principal_id)s, now() + make_interval(secs => %(ttl_s)s));
+
+-- find_console_session --
+-- The live (unrevoked, unexpired on the database clock) session of a cookie and its principal.
+SELECT s.id, s.token_hash, s.expires_at, p.id AS principal_id, p.name, p.role
+FROM console_sessions s JOIN principals p ON p.id = s.principal_id
+WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now();
+
+-- revoke_console_session --
+-- Sign-out: the session stops working at once.
+UPDATE console_sessions SET revoked_at = now()
+WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
+RETURNING id, principal_id;
+
+-- delete_stale_console_sessions --
+-- Forget sessions that expired or were revoked more than a day ago (run at each sign-in).
+DELETE FROM console_sessions
+WHERE expires_at < now() - interval '1 day' OR revoked_at < now() - interval '1 day';
+
+-- database_now --
+-- The database clock (the console draws live attempts up to it, never to Python's clock).
+SELECT now() AS now;
+
+-- list_pipeline_overview --
+-- Every pipeline by name with its last non-skipped run and its live schedules' next fire.
+SELECT p.id, p.name, p.revision, p.updated_at,
+       lr.id AS last_run_id, lr.status AS last_run_status, lr.created_at AS last_run_at,
+       sc.schedules, sc.next_fire_at
+FROM pipelines p
+LEFT JOIN LATERAL (
+    SELECT r.id, r.status, r.created_at FROM runs r
+    WHERE r.pipeline_id = p.id AND r.status <> 'skipped'
+    ORDER BY r.created_at DESC, r.id DESC LIMIT 1) lr ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS schedules, min(s.next_fire_at) AS next_fire_at FROM schedules s
+    WHERE s.pipeline_id = p.id AND s.deleted_at IS NULL) sc ON true
+ORDER BY p.name;
+
+-- list_audit_actions --
+-- The distinct audit actions (the console's filter choices).
+SELECT DISTINCT action FROM audit ORDER BY action;
+
 -- insert_pipeline --
 -- A new pipeline at revision 1; returns nothing when the name is taken.
 INSERT INTO pipelines (id, name, revision) VALUES (%(id)s, %(name)s, 1)
@@ -165,3 +210,4 @@ RETURNING id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, las
 UPDATE schedules SET deleted_at = now()
 WHERE id = %(schedule_id)s AND pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
 RETURNING id, every_minutes, daily_at;
+

@@ -18,7 +18,7 @@ from connectors import (
     read_table_batches,
     resolve_source_table,
 )
-from connectors.tables import QUERIES, STAGE_SCHEMA
+from connectors.tables import QUERIES, STAGE_SCHEMA, count_run_rows
 from dag.errors import ConfigValueError, InputDataError
 
 COLUMNS = {"id": "int", "name": "string", "signup": "date"}
@@ -557,6 +557,7 @@ def test_every_named_query_is_loaded() -> None:
         "lock_staging",
         "publish_staging",
         "drop_staging",
+        "count_run_rows",
     } == set(QUERIES)
 
 
@@ -581,3 +582,15 @@ def test_a_late_write_after_publish_fails_and_leaks_nothing(conn, other) -> None
         stale.write_batch(1, _records(5, start=6), 6)
     assert _count(other, run_id) == 5  # the connection is usable again: rolled back
     assert _staging_tables(conn) == []
+
+
+def test_count_run_rows_counts_one_run_and_step_once_published(conn) -> None:
+    run_id, other_run = uuid.uuid4(), uuid.uuid4()
+    assert count_run_rows(conn, "customers", run_id, "to_table") is None  # no table yet
+    export = _export(conn, run_id)
+    export.write_batch(0, _records(7), 1)
+    assert count_run_rows(conn, "customers", run_id, "to_table") == 0  # staged, not published
+    export.publish()
+    _export(conn, other_run).write_batch(0, _records(3), 1)
+    assert count_run_rows(conn, "customers", run_id, "to_table") == 7
+    assert count_run_rows(conn, "customers", run_id, "another_step") == 0

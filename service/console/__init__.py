@@ -1,0 +1,47 @@
+"""The web console: server-rendered pages under /ui/ on the coordinator's falcon app
+(Jinja2 with autoescaping, static CSS/JS, sessions from a token sign-in). See docs/console.md."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from service.console import pages as p
+from service.console.web import (
+    PREFIX,
+    Console,
+    ConsoleError,
+    ConsoleMiddleware,
+    ConsoleSettings,
+    console_error_handler,
+)
+
+if TYPE_CHECKING:
+    import falcon
+
+    from service.deps import Deps
+
+__all__ = ["PREFIX", "ConsoleSettings", "add_console"]
+
+
+def add_console(app: falcon.App, deps: Deps, settings: ConsoleSettings) -> None:
+    """Register the console's middleware, routes and HTML error page on `app`."""
+    console = Console(deps, settings)
+    app.add_middleware(ConsoleMiddleware(console))
+    app.add_error_handler(ConsoleError, console_error_handler(console))
+    pipeline = f"{PREFIX}/pipelines/{{pipeline_id:uuid}}"
+    run = f"{PREFIX}/runs/{{run_id:uuid}}"
+    app.add_route(PREFIX, p.PipelinesPage(console))
+    app.add_route(f"{PREFIX}/static/{{name}}", p.StaticFile(console))
+    app.add_route(f"{PREFIX}/login", p.LoginPage(console))
+    app.add_route(f"{PREFIX}/logout", p.LogoutAction(console))
+    app.add_route(pipeline, p.PipelinePage(console))
+    app.add_route(f"{pipeline}/trigger", p.TriggerAction(console))
+    app.add_route(f"{pipeline}/schedules", p.ScheduleAddAction(console))
+    app.add_route(
+        f"{pipeline}/schedules/{{schedule_id:uuid}}/delete", p.ScheduleDeleteAction(console)
+    )
+    app.add_route(f"{PREFIX}/runs", p.RunsPage(console))
+    app.add_route(run, p.RunPage(console))
+    app.add_route(f"{run}/cancel", p.CancelAction(console))
+    app.add_route(f"{run}/resume", p.ResumeAction(console))
+    app.add_route(f"{PREFIX}/audit", p.AuditPage(console))

@@ -1,0 +1,366 @@
+"""The console's pages (GET) and actions (POST, answered with 303 to a page). Actions call
+the same service functions as the REST API (`admit_run`, `cancel_run`, `resume_run`,
+`create_schedule`, `delete_schedule`), write the same audit rows and wake the dag-advancer
+the same way."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from importlib import resources as package_files
+from typing import Any
+
+import falcon
+from marshmallow import ValidationError
+
+from service import schemas
+from service.admission import admit_run, cancel_run, resume_run
+from service.auth import ADMIN_ONLY, OPERATE, READ
+from service.console.graph import layout_dag
+from service.console.runview import build_run_page
+from service.console.sessions import (
+    LOGIN_COOKIE,
+    SESSION_COOKIE,
+    csrf_matches,
+    csrf_token,
+    new_secret,
+    open_session,
+    revoke_session,
+)
+from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
+from service.db import fetch_all
+from service.errors import ValidationFailed
+from service.listing import RUN_STATUSES, list_audit, list_runs
+from service.resources import create_schedule, delete_schedule, get_pipeline, wake_run
+
+PAGE_SIZE = 50
+STATIC_TYPES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript"}
+# Notices a redirect may name (`?notice=`): fixed texts, so nothing users wrote is reflected.
+NOTICES = {
+    "created": "Run triggered.",
+    "existing": "A run with this trigger key exists already; here it is.",
+    "skipped": "Trigger skipped: see the reason below.",
+    "canceled": "Run canceled.",
+    "cancel_requested": "Cancel requested: the steps stop at their next batch boundary.",
+    "requeued": "Run resumed: it is back in its pipeline's queue.",
+    "refused": "Resume refused by the queue limits; the run stays failed.",
+    "schedule_added": "Schedule added.",
+    "schedule_deleted": "Schedule deleted.",
+    "signed_out": "Signed out.",
+}
+
+
+def _set_cookie(req: falcon.Request, resp: falcon.Response, name: str, value: str, max_age: int):
+    # Secure only over HTTPS: browsers drop Secure cookies set over plain http.
+    resp.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path=PREFIX,
+        secure=req.scheme == "https",
+        http_only=True,
+        same_site="Strict",
+    )
+
+
+def _notice(req: falcon.Request) -> str | None:
+    return NOTICES.get(req.get_param("notice") or "")
+
+
+def _param(req: falcon.Request, name: str) -> str | None:
+    value = (req.get_param(name) or "").strip()
+    return value or None
+
+
+class StaticFile(ConsolePage):
+    """The console's CSS and JS (the CSP allows no inline script or style)."""
+
+    anonymous = True
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        if name not in STATIC_TYPES:
+            raise ConsoleError(404, "no such file")
+        resp.content_type = STATIC_TYPES[name]
+        resp.text = package_files.files("service.console").joinpath("static", name).read_text()
+        resp.set_header("Cache-Control", "no-cache")
+
+
+class LoginPage(ConsolePage):
+    """Sign-in form taking an API token (POST only: a token never travels in a URL)."""
+
+    anonymous = True
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.context.console_session is not None:
+            raise falcon.HTTPSeeOther(f"{PREFIX}/")
+        self._form(req, resp, error=None, status=200)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        form = read_form(req)
+        if not csrf_matches(req.cookies.get(LOGIN_COOKIE, ""), form.get("csrf")):
+            raise ConsoleError(403, "the sign-in form expired; reload the page")
+        token = form.get("token", "").strip()
+        opened = (
+            open_session(
+                self.deps.db,
+                token,
+                ttl_s=self.console.settings.session_ttl_s,
+                new_id=self.deps.new_id,
+                request_id=req.context.request_id,
+            )
+            if token
+            else None
+        )
+        if opened is None:
+            self._form(req, resp, error="Unknown token.", status=401)
+            return
+        cookie, _ = opened
+        _set_cookie(req, resp, SESSION_COOKIE, cookie, self.console.settings.session_ttl_s)
+        resp.unset_cookie(LOGIN_COOKIE, same_site="Strict", path=PREFIX)
+        raise falcon.HTTPSeeOther(f"{PREFIX}/")
+
+    def _form(self, req: falcon.Request, resp: falcon.Response, *, error: str | None, status: int):
+        secret = new_secret()
+        _set_cookie(req, resp, LOGIN_COOKIE, secret, 3600)
+        resp.status = status
+        self.console.render(
+            req, resp, "login.html", login_csrf=csrf_token(secret), error=error, notice=_notice(req)
+        )
+
+
+class LogoutAction(ConsolePage):
+    roles = {"POST": READ}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        revoke_session(
+            self.deps.db,
+            req.cookies[SESSION_COOKIE],
+            req.context.principal.name,
+            request_id=req.context.request_id,
+        )
+        resp.unset_cookie(SESSION_COOKIE, same_site="Strict", path=PREFIX)
+        raise falcon.HTTPSeeOther(f"{PREFIX}/login?notice=signed_out")
+
+
+class PipelinesPage(ConsolePage):
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        with self.deps.db.transaction() as cur:
+            rows = fetch_all(cur, "list_pipeline_overview")
+        self.console.render(req, resp, "pipelines.html", pipelines=rows, notice=_notice(req))
+
+
+class PipelinePage(ConsolePage):
+    """DAG of the current revision, revisions (and a diff of two), schedules, runs."""
+
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        pid = str(pipeline_id)
+        with as_console_errors(), self.deps.db.transaction() as cur:
+            pipeline = get_pipeline(cur, pid)
+            revisions = fetch_all(cur, "list_revisions", {"pipeline_id": pid})
+            schedules = fetch_all(cur, "list_schedules", {"pipeline_id": pid})
+            runs = fetch_all(cur, "list_pipeline_runs", {"pipeline_id": pid, "limit": PAGE_SIZE})
+        plans = {r["number"]: r["plan"] for r in revisions}
+        a, b = _revision_param(req, "a", plans), _revision_param(req, "b", plans)
+        if b is None:
+            b = pipeline["revision"]
+        if a is None:
+            a = max(b - 1, 1)
+        diff = _plan_diff(plans.get(a), plans.get(b), a, b) if a != b else []
+        steps = [s for s in (pipeline["plan"] or {}).get("steps", []) if isinstance(s, dict)]
+        self.console.render(
+            req,
+            resp,
+            "pipeline.html",
+            pipeline=pipeline,
+            dag=layout_dag(steps),
+            steps={str(s.get("name")): s for s in steps},
+            revisions=revisions,
+            schedules=schedules,
+            runs=[r for r in runs if r["status"] != "skipped"],
+            skipped=[r for r in runs if r["status"] == "skipped"],
+            a=a,
+            b=b,
+            diff=diff,
+            notice=_notice(req),
+        )
+
+
+def _revision_param(req: falcon.Request, name: str, plans: dict[int, Any]) -> int | None:
+    raw = req.get_param(name)
+    if raw is None or not raw.isdigit() or int(raw) not in plans:
+        return None
+    return int(raw)
+
+
+def _plan_diff(old: Any, new: Any, a: int, b: int) -> list[tuple[str, str]]:
+    """A unified diff of two plans as pretty JSON: (kind, line) with kind add|del|hunk|same."""
+    left = json.dumps(old, indent=2, sort_keys=True).splitlines()
+    right = json.dumps(new, indent=2, sort_keys=True).splitlines()
+    out = []
+    for line in difflib.unified_diff(left, right, f"revision {a}", f"revision {b}", lineterm=""):
+        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
+        if line.startswith(("+++", "---")):
+            kind = "file"
+        out.append((kind, line))
+    return out
+
+
+class TriggerAction(ConsolePage):
+    roles = {"POST": OPERATE}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        key = req.context.form.get("trigger_key", "").strip()
+        with as_console_errors():
+            if key:
+                _load(schemas.RunTriggerSchema(), {"trigger_key": key})
+            with self.deps.db.transaction() as cur:
+                admission = admit_run(
+                    cur,
+                    str(pipeline_id),
+                    key or f"manual:{self.deps.new_id()}",
+                    req.context.principal.name,
+                    new_id=self.deps.new_id,
+                    request_id=req.context.request_id,
+                )
+        if admission.needs_wake:
+            wake_run(self.deps, admission.run)
+        raise falcon.HTTPSeeOther(f"{PREFIX}/runs/{admission.run['id']}?notice={admission.outcome}")
+
+
+class ScheduleAddAction(ConsolePage):
+    roles = {"POST": ADMIN_ONLY}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        form = req.context.form
+        if form.get("kind") == "daily":
+            body: dict[str, Any] = {"daily_at": form.get("daily_at", "").strip()}
+        else:
+            raw = form.get("every_minutes", "").strip()
+            body = {"every_minutes": int(raw) if raw.isdigit() else raw}
+        with as_console_errors():
+            loaded = _load(schemas.ScheduleCreateSchema(), body)
+            with self.deps.db.transaction() as cur:
+                create_schedule(
+                    cur,
+                    self.deps,
+                    str(pipeline_id),
+                    loaded,
+                    req.context.principal.name,
+                    request_id=req.context.request_id,
+                )
+        raise falcon.HTTPSeeOther(f"{PREFIX}/pipelines/{pipeline_id}?notice=schedule_added")
+
+
+class ScheduleDeleteAction(ConsolePage):
+    roles = {"POST": ADMIN_ONLY}
+
+    def on_post(
+        self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, schedule_id: Any
+    ) -> None:
+        with as_console_errors(), self.deps.db.transaction() as cur:
+            delete_schedule(
+                cur,
+                str(pipeline_id),
+                str(schedule_id),
+                req.context.principal.name,
+                request_id=req.context.request_id,
+            )
+        raise falcon.HTTPSeeOther(f"{PREFIX}/pipelines/{pipeline_id}?notice=schedule_deleted")
+
+
+def _load(schema: Any, data: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return schema.load(data)
+    except ValidationError as exc:
+        details = schemas.field_errors(exc.messages)
+        raise ValidationFailed("the form is invalid", details=details) from exc
+
+
+class RunPage(ConsolePage):
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
+        with as_console_errors(), self.deps.db.transaction() as cur:
+            page = build_run_page(cur, self.console.settings, str(run_id))
+        refresh = self.console.settings.refresh_ms if page["active"] else 0
+        resp.set_header("X-Trace-Id", page["run"]["trace_id"])
+        page["refresh_ms"] = refresh
+        self.console.render(req, resp, "run.html", notice=_notice(req), **page)
+
+
+class CancelAction(ConsolePage):
+    roles = {"POST": OPERATE}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
+        with as_console_errors(), self.deps.db.transaction() as cur:
+            change = cancel_run(
+                cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
+            )
+        if change.needs_wake:
+            wake_run(self.deps, change.run)
+        raise falcon.HTTPSeeOther(f"{PREFIX}/runs/{run_id}?notice={change.outcome}")
+
+
+class ResumeAction(ConsolePage):
+    roles = {"POST": OPERATE}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
+        with as_console_errors(), self.deps.db.transaction() as cur:
+            admission = resume_run(
+                cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
+            )
+        if admission.needs_wake:
+            wake_run(self.deps, admission.run)
+        raise falcon.HTTPSeeOther(f"{PREFIX}/runs/{run_id}?notice={admission.outcome}")
+
+
+class RunsPage(ConsolePage):
+    """Every run, newest first, filtered by status and pipeline, keyset-paginated."""
+
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        status, pipeline_id = _param(req, "status"), _param(req, "pipeline_id")
+        with as_console_errors(), self.deps.db.transaction() as cur:
+            rows, cursor = list_runs(
+                cur,
+                status=status,
+                pipeline_id=pipeline_id,
+                limit=PAGE_SIZE,
+                before=_param(req, "before"),
+            )
+            pipelines = fetch_all(cur, "list_pipeline_overview")
+        self.console.render(
+            req,
+            resp,
+            "runs.html",
+            runs=rows,
+            next_cursor=cursor,
+            status=status,
+            pipeline_id=pipeline_id,
+            statuses=RUN_STATUSES,
+            pipelines=pipelines,
+        )
+
+
+class AuditPage(ConsolePage):
+    """The audit trail (admins), filterable by action, principal and entity id."""
+
+    roles = {"GET": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        params = {k: _param(req, k) for k in ("action", "principal", "entity_id")}
+        with as_console_errors(), self.deps.db.transaction() as cur:
+            page, next_id = list_audit(
+                cur, filters=params, limit=PAGE_SIZE, before=_param(req, "before")
+            )
+            actions = [r["action"] for r in fetch_all(cur, "list_audit_actions")]
+        for r in page:
+            r["details_json"] = json.dumps(r["details"], sort_keys=True, default=str)
+        self.console.render(
+            req, resp, "audit.html", rows=page, next_id=next_id, actions=actions, f=params
+        )

@@ -1,0 +1,142 @@
+"""The run page's model: the run with its steps and attempts (as the REST API sees them),
+plus what only the console shows: the DAG coloured by state with progress, the attempts
+timeline, the first rejected rows from the reject files and the export outputs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+
+import connectors
+from service.console.graph import layout_dag, layout_gantt
+from service.console.web import ConsoleSettings
+from service.db import Cursor, fetch_one
+from service.errors import NotFound
+from service.resources import fetch_run_views
+
+log = logging.getLogger(__name__)
+
+ACTIVE = ("queued", "running")
+REJECTS_SHOWN = 20
+
+
+def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[str, Any]:
+    """Everything the run page draws, read in the caller's transaction; `NotFound` for an
+    unknown run."""
+    run = fetch_one(cur, "get_run", {"run_id": run_id})
+    if run is None:
+        raise NotFound(f"run {run_id} not found")
+    (view,) = fetch_run_views(cur, [run])
+    pipeline = fetch_one(cur, "get_pipeline", {"pipeline_id": run["pipeline_id"]}) or {}
+    key = {"pipeline_id": run["pipeline_id"], "number": run["revision"]}
+    plan = (fetch_one(cur, "get_revision", key) or {}).get("plan") or {}
+    now = fetch_one(cur, "database_now")["now"]
+    plan_steps = [s for s in plan.get("steps", []) if isinstance(s, Mapping)]
+    config = {str(s.get("name")): s.get("config") or {} for s in plan_steps}
+    steps = view["steps"]
+    by_name = {s["name"]: s for s in steps}
+    for s in steps:
+        s["config"] = config.get(s["name"], {})
+        s["depends_on"] = next(
+            (p.get("depends_on") or [] for p in plan_steps if p.get("name") == s["name"]), []
+        )
+        s["progress"] = step_progress(s, by_name, settings.data_dir)
+    return {
+        "run": view,
+        "pipeline_name": pipeline.get("name", "?"),
+        "steps": steps,
+        "by_name": by_name,
+        "dag": layout_dag(plan_steps),
+        "gantt": layout_gantt([(s["name"], s["attempts"]) for s in steps], now),
+        "rejects": [
+            (s["name"], _rejects(settings, run_id, s))
+            for s in steps
+            if s["rejected"] or s["row_errors"]
+        ],
+        "exports": [_export(settings, run_id, s) for s in steps if s["type"] == "export"],
+        "active": run["status"] in ACTIVE,
+    }
+
+
+def step_progress(
+    step: Mapping[str, Any], steps: Mapping[str, Mapping[str, Any]], data_dir: Path
+) -> float | None:
+    """A running step's done fraction where the total is known: a file ingest by its
+    checkpoint's byte offset over the file size; a step reading upstream output by records
+    in over its finished upstreams' records out. 1.0 once succeeded; None when unknown."""
+    if step["status"] == "succeeded":
+        return 1.0
+    if step["status"] not in ("running", "retry_wait"):
+        return None
+    cfg = step.get("config") or {}
+    if step["type"] == "ingest":
+        if cfg.get("source") != "file":
+            return None
+        offset = (step.get("checkpoint") or {}).get("offset", 0)
+        try:
+            size = (data_dir / connectors.check_rel_path(str(cfg.get("path")))).stat().st_size
+        except (OSError, ValueError, connectors.ConnectorError):
+            return None
+        return min(offset / size, 1.0) if size else None
+    upstream = [steps.get(d) for d in step.get("depends_on") or []]
+    if not upstream or any(u is None or u["status"] != "succeeded" for u in upstream):
+        return None
+    total = sum(u["records_out"] for u in upstream if u)
+    return min(step["records_in"] / total, 1.0) if total else None
+
+
+def _rejects(settings: ConsoleSettings, run_id: str, step: Mapping[str, Any]) -> dict[str, Any]:
+    preview = connectors.read_rejects(
+        settings.reject_dir, run_id, step["name"], limit=REJECTS_SHOWN
+    )
+    if preview.exists:
+        return {"path": str(preview.path), "published": True, "rows": preview.rows}
+    # Not published yet (the step has not committed) or stop mode: the step row keeps the
+    # first errors.
+    return {"path": str(preview.path), "published": False, "rows": step["row_errors"]}
+
+
+def _export(settings: ConsoleSettings, run_id: str, step: Mapping[str, Any]) -> dict[str, Any]:
+    cfg = step.get("config") or {}
+    out: dict[str, Any] = {"step": step["name"], "target": cfg.get("target")}
+    if cfg.get("target") == "file":
+        try:
+            path = connectors.export_file(
+                settings.export_dir, run_id, step["name"], str(cfg.get("path"))
+            ).final_path
+        except connectors.ConnectorError:
+            return {**out, "path": None, "exists": False}
+        return {
+            **out,
+            "path": str(path),
+            "exists": path.is_file(),
+            "format": cfg.get("format", "jsonl"),
+        }
+    out["table"] = f"sandbox.{cfg.get('table')}"
+    out["rows"] = _count_rows(settings, run_id, step) if step["status"] == "succeeded" else None
+    return out
+
+
+def _count_rows(settings: ConsoleSettings, run_id: str, step: Mapping[str, Any]) -> int | None:
+    if settings.sandbox_url is None:
+        return None
+    try:
+        conn = psycopg2.connect(
+            settings.sandbox_url, connect_timeout=5, application_name="etl-console"
+        )
+    except psycopg2.Error:
+        log.warning("console: sandbox unavailable for the row count of %s", step["name"])
+        return None
+    try:
+        return connectors.count_run_rows(
+            conn, str(step["config"].get("table")), run_id, step["name"]
+        )
+    except (psycopg2.Error, connectors.ConnectorError):
+        log.warning("console: no row count for %s of run %s", step["name"], run_id, exc_info=True)
+        return None
+    finally:
+        conn.close()

@@ -1,0 +1,347 @@
+"""The web console through falcon's TestClient on a real database: sign-in and sessions,
+CSRF, roles, escaping, security headers, and the actions' effects (runs, audit, wake-ups)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import psycopg2.extras
+import pytest
+from falcon.testing import TestClient
+
+from service.app import create_app
+from service.deps import Deps
+from service.auth import ADMIN, OPERATOR, VIEWER, hash_token
+from service.console import ConsoleSettings
+from service.db import Database, execute, fetch_all
+from service.errors import ValidationFailed
+from service.listing import list_runs
+
+from .console_client import ConsoleClient
+
+TOKENS = {ADMIN: "console-admin-token-0123456789", OPERATOR: "console-operator-token-012345",
+          VIEWER: "console-viewer-token-0123456789"}  # fmt: skip
+PLAN = {
+    "steps": [
+        {"name": "read", "type": "ingest",
+         "config": {"source": "file", "path": "in.csv", "format": "csv"}},
+        {"name": "clean", "type": "transform", "depends_on": ["read"],
+         "config": {"op": "trim", "columns": ["name"]}},
+        {"name": "to_file", "type": "export", "depends_on": ["clean"],
+         "config": {"target": "file", "path": "out.jsonl"}},
+        {"name": "to_table", "type": "export", "depends_on": ["clean"],
+         "config": {"target": "table", "table": "people"}},
+    ]
+}  # fmt: skip
+EVIL = "<script>alert(1)</script>"
+
+
+class Env:
+    def __init__(self, db_url: str, tmp: Path):
+        self.db = Database(db_url)
+        self.woken: list[str] = []
+        settings = ConsoleSettings(
+            data_dir=tmp, export_dir=tmp / "exports", reject_dir=tmp / "rejects", sandbox_url=db_url
+        )
+        deps = Deps(db=self.db, wake_run=lambda run_id, trace_id: self.woken.append(run_id))
+        self.app = create_app(deps, settings)
+        self.api = TestClient(self.app)
+        with self.db.transaction() as cur:
+            for role, token in TOKENS.items():
+                params = {"id": str(uuid.uuid4()), "name": role.split("_")[1],
+                          "role": role, "token_hash": hash_token(token)}  # fmt: skip
+                execute(cur, "insert_principal", params)
+
+    def create(self, name: str, plan: dict = PLAN) -> str:
+        headers = {"Authorization": f"Bearer {TOKENS[ADMIN]}"}
+        r = self.api.simulate_post(
+            "/api/v1/pipelines", json={"name": name, "plan": plan}, headers=headers
+        )
+        assert r.status_code == 201, r.text
+        return r.json["id"]
+
+    def browser(self, role: str | None = None) -> ConsoleClient:
+        c = ConsoleClient(self.app)
+        if role is not None:
+            assert c.sign_in(TOKENS[role]).status_code == 303
+        return c
+
+    def sql(self, query: str, params: dict | None = None) -> list[dict]:
+        with self.db.transaction() as cur:
+            cur.execute(query, params)
+            return [dict(r) for r in cur.fetchall()] if cur.description else []
+
+
+@pytest.fixture
+def env(db_url: str, tmp_path: Path):
+    e = Env(db_url, tmp_path)
+    yield e
+    e.db.close()
+
+
+def test_sign_in_gives_a_strict_http_only_cookie_and_stores_only_its_hash(env: Env) -> None:
+    c = env.browser()
+    assert c.get("/ui/").status_code == 303  # no session: to the sign-in page
+    login = c.get("/ui/login")
+    assert login.status_code == 200 and 'type="password" name="token"' in login.text
+    r = c.post("/ui/login", {"token": TOKENS[OPERATOR]}, csrf=c.csrf)
+    assert r.status_code == 303 and r.headers["location"].endswith("/ui/")
+    cookie = r.cookies["etl_session"]
+    assert cookie.http_only and cookie.same_site == "Strict" and cookie.path == "/ui"
+    rows = env.sql("SELECT token_hash, expires_at > now() AS live FROM console_sessions")
+    assert rows == [{"token_hash": hash_token(cookie.value), "live": True}]
+    dump = env.sql("SELECT row_to_json(s)::text AS j FROM console_sessions s")[0]["j"]
+    assert cookie.value not in dump and TOKENS[OPERATOR] not in dump
+    page = c.get("/ui/")
+    assert page.status_code == 200 and "operator" in page.text
+    audit = env.sql("SELECT principal, action FROM audit WHERE action LIKE 'console.%'")
+    assert audit == [{"principal": "operator", "action": "console.sign_in"}]
+
+
+def test_a_wrong_token_or_a_missing_sign_in_csrf_opens_no_session(env: Env) -> None:
+    c = env.browser()
+    c.get("/ui/login")
+    r = c.post("/ui/login", {"token": "not-a-token-at-all-000000"}, csrf=c.csrf)
+    assert r.status_code == 401 and "Unknown token" in r.text
+    r = c.post("/ui/login", {"token": TOKENS[ADMIN]}, csrf=None)
+    assert r.status_code == 403
+    assert env.sql("SELECT count(*) AS n FROM console_sessions") == [{"n": 0}]
+
+
+def test_a_token_in_the_url_or_a_bearer_header_is_no_console_session(env: Env) -> None:
+    c = env.browser()
+    r = c.get(f"/ui/?token={TOKENS[ADMIN]}")
+    assert r.status_code == 303 and r.headers["location"].endswith("/ui/login")
+    r = c.get("/ui/", headers={"Authorization": f"Bearer {TOKENS[ADMIN]}"})
+    assert r.status_code == 303
+
+
+def test_sign_out_revokes_the_session_and_expiry_ends_it(env: Env) -> None:
+    c = env.browser(ADMIN)
+    stolen = dict(c.cookies)
+    assert c.get("/ui/").status_code == 200
+    r = c.post("/ui/logout", csrf=c.csrf)
+    assert r.status_code == 303 and "etl_session" not in c.cookies
+    c.cookies = stolen  # the old cookie value no longer works
+    assert c.get("/ui/").status_code == 303
+    assert env.sql("SELECT revoked_at IS NOT NULL AS revoked FROM console_sessions") == [
+        {"revoked": True}
+    ]
+    d = env.browser(VIEWER)
+    assert d.get("/ui/").status_code == 200
+    env.sql("UPDATE console_sessions SET expires_at = now() - interval '1 second'")
+    assert d.get("/ui/").status_code == 303
+
+
+def test_a_forged_post_gets_403_and_changes_nothing(env: Env) -> None:
+    pid = env.create("forged")
+    admin, other = env.browser(ADMIN), env.browser(OPERATOR)
+    other.get("/ui/")
+    for csrf in (None, "", "0" * 64, other.csrf):  # none, empty, made up, another session's
+        r = admin.post(f"/ui/pipelines/{pid}/trigger", csrf=csrf)
+        assert r.status_code == 403, csrf
+        assert "CSRF" in r.text
+    anonymous = env.browser()
+    assert anonymous.post(f"/ui/pipelines/{pid}/trigger", csrf="x").status_code == 401
+    assert env.sql("SELECT count(*) AS n FROM runs") == [{"n": 0}]
+    assert env.woken == []
+
+
+def test_a_viewer_sees_no_buttons_and_a_post_of_theirs_gets_403(env: Env) -> None:
+    pid = env.create("viewed")
+    admin = env.browser(ADMIN)
+    admin.get("/ui/")
+    run_url = admin.post(f"/ui/pipelines/{pid}/trigger", csrf=admin.csrf).headers["location"]
+    viewer = env.browser(VIEWER)
+    for path in ("/ui/", f"/ui/pipelines/{pid}", run_url):
+        page = viewer.get(path)
+        assert page.status_code == 200
+        actions = re.findall(r'<form method="post" action="([^"]+)"', page.text)
+        assert actions == ["/ui/logout"], (path, actions)
+    run_id = run_url.split("/")[-1].split("?")[0]
+    for path in (f"/ui/pipelines/{pid}/trigger", f"/ui/runs/{run_id}/cancel",
+                 f"/ui/pipelines/{pid}/schedules"):  # fmt: skip
+        assert viewer.post(path, {"every_minutes": "5"}, csrf=viewer.csrf).status_code == 403
+    assert viewer.get("/ui/audit").status_code == 403
+    assert env.sql("SELECT status FROM runs") == [{"status": "queued"}]
+    operator = env.browser(OPERATOR)
+    page = operator.get(f"/ui/pipelines/{pid}")
+    assert f"/ui/pipelines/{pid}/trigger" in page.text
+    assert "Add schedule" not in page.text  # schedules are for admins, as in the API
+    assert operator.post(f"/ui/pipelines/{pid}/schedules", csrf=operator.csrf).status_code == 403
+
+
+def test_trigger_and_cancel_use_the_service_functions_audit_and_wake(env: Env) -> None:
+    pid = env.create("driven")
+    c = env.browser(OPERATOR)
+    c.get("/ui/")
+    r = c.post(f"/ui/pipelines/{pid}/trigger", {"trigger_key": "nightly-1"}, csrf=c.csrf)
+    assert r.status_code == 303
+    run_id = re.search(r"/ui/runs/([0-9a-f-]{36})\?notice=created", r.headers["location"]).group(1)
+    assert env.woken == [run_id]
+    again = c.post(f"/ui/pipelines/{pid}/trigger", {"trigger_key": "nightly-1"}, csrf=c.csrf)
+    assert again.headers["location"].endswith(f"/ui/runs/{run_id}?notice=existing")
+    page = c.get(f"/ui/runs/{run_id}")
+    assert page.status_code == 200 and page.headers["X-Trace-Id"] in page.text
+    assert 'data-refresh-ms="1000"' in page.text and 'id="cancel"' in page.text
+    assert c.post(f"/ui/runs/{run_id}/cancel", csrf=c.csrf).status_code == 303
+    page = c.get(f"/ui/runs/{run_id}")
+    assert "canceled" in page.text and "data-refresh-ms" not in page.text
+    assert 'id="cancel"' not in page.text and 'id="resume"' not in page.text
+    r = c.post(f"/ui/runs/{run_id}/cancel", csrf=c.csrf)
+    assert r.status_code == 409 and "only queued or running runs cancel" in r.text
+    audit = env.sql("SELECT principal, action, details->>'outcome' AS outcome FROM audit"
+                    " WHERE entity_type = 'run' ORDER BY id")  # fmt: skip
+    assert audit == [
+        {"principal": "operator", "action": "run.trigger", "outcome": "created"},
+        {"principal": "operator", "action": "run.trigger", "outcome": "existing"},
+        {"principal": "operator", "action": "run.cancel", "outcome": "canceled"},
+    ]
+
+
+def test_admin_adds_and_deletes_schedules_with_audit(env: Env) -> None:
+    pid = env.create("scheduled")
+    c = env.browser(ADMIN)
+    c.get(f"/ui/pipelines/{pid}")
+    bad = c.post(
+        f"/ui/pipelines/{pid}/schedules", {"kind": "every", "every_minutes": "1"}, csrf=c.csrf
+    )
+    assert bad.status_code == 400 and "every_minutes" in bad.text
+    form = {"kind": "daily", "daily_at": "06:30"}
+    assert c.post(f"/ui/pipelines/{pid}/schedules", form, csrf=c.csrf).status_code == 303
+    page = c.get(f"/ui/pipelines/{pid}")
+    assert "daily at 06:30" in page.text
+    sid = env.sql("SELECT id FROM schedules")[0]["id"]
+    r = c.post(f"/ui/pipelines/{pid}/schedules/{sid}/delete", csrf=c.csrf)
+    assert r.status_code == 303
+    assert "daily at 06:30" not in c.get(f"/ui/pipelines/{pid}").text
+    actions = [
+        r["action"]
+        for r in env.sql("SELECT action FROM audit WHERE entity_type = 'schedule' ORDER BY id")
+    ]
+    assert actions == ["schedule.create", "schedule.delete"]
+
+
+def test_whatever_users_wrote_renders_as_text(env: Env) -> None:
+    pid = env.create(EVIL)
+    # Plan validation refuses such a step name today; a revision is immutable history, so the
+    # console must still escape one (inserted here as an older validator could have let it in).
+    plan = {"steps": [
+        {"name": "<script>", "type": "ingest", "config": {"source": "file", "path": "x.csv"}},
+        {"name": "<b>out</b>", "type": "export", "depends_on": ["<script>"],
+         "config": {"target": "file", "path": "o.jsonl"}}]}  # fmt: skip
+    env.sql(
+        "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
+        " VALUES (%(p)s, 2, %(plan)s, 'x')",
+        {"p": pid, "plan": psycopg2.extras.Json(plan)},
+    )
+    env.sql("UPDATE pipelines SET revision = 2 WHERE id = %(p)s", {"p": pid})
+    c = env.browser(ADMIN)
+    c.get("/ui/")
+    key = '"><img src=x onerror=alert(1)>'
+    run_url = c.post(f"/ui/pipelines/{pid}/trigger", {"trigger_key": key}, csrf=c.csrf).headers[
+        "location"
+    ]
+    for path in ("/ui/", f"/ui/pipelines/{pid}?a=1&b=2", run_url, "/ui/runs", "/ui/audit"):
+        html = c.get(path).text
+        assert "<script>alert" not in html and "<img src=x" not in html and "<b>out" not in html, (
+            path
+        )
+        assert len(re.findall(r"<script\b", html)) == 1  # only the static file's tag
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in c.get("/ui/").text
+    pipeline = c.get(f"/ui/pipelines/{pid}").text
+    assert 'data-step="&lt;script&gt;"' in pipeline and "&lt;b&gt;out&lt;/b&gt;" in pipeline
+    assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in c.get(run_url).text
+
+
+def test_every_console_response_has_a_strict_csp_and_no_inline_code(env: Env) -> None:
+    pid = env.create("headers")
+    c = env.browser(ADMIN)
+    c.get("/ui/")
+    run_url = c.post(f"/ui/pipelines/{pid}/trigger", csrf=c.csrf).headers["location"]
+    paths = ["/ui/login", "/ui/", f"/ui/pipelines/{pid}", run_url, "/ui/runs", "/ui/audit",
+             f"/ui/runs/{uuid.uuid4()}", "/ui/static/console.css",
+             "/ui/static/console.js"]  # fmt: skip
+    for path in paths:
+        r = c.get(path)
+        csp = r.headers["Content-Security-Policy"]
+        assert (
+            "default-src 'none'" in csp and "script-src 'self'" in csp and "style-src 'self'" in csp
+        )
+        assert "unsafe-inline" not in csp
+        assert (
+            r.headers["X-Frame-Options"] == "DENY"
+            and r.headers["X-Content-Type-Options"] == "nosniff"
+        )
+        if r.headers["Content-Type"].startswith("text/html"):
+            assert r.headers["Cache-Control"] == "no-store"
+            assert not re.search(r"<script(?![^>]*\bsrc=)", r.text), path
+            assert not re.search(r"\sstyle=|<style|\son[a-z]+=", r.text), path
+    assert c.get(f"/ui/runs/{uuid.uuid4()}").status_code == 404
+    assert c.get("/ui/static/../app.py").status_code == 404
+
+
+def test_pipeline_page_draws_the_dag_and_diffs_revisions(env: Env) -> None:
+    pid = env.create("drawn")
+    patched = {"steps": [*PLAN["steps"][:3]]}
+    headers = {"Authorization": f"Bearer {TOKENS[ADMIN]}"}
+    r = env.api.simulate_patch(f"/api/v1/pipelines/{pid}", json={"plan": patched}, headers=headers)
+    assert r.status_code == 200
+    c = env.browser(VIEWER)
+    page = c.get(f"/ui/pipelines/{pid}?a=1&b=2").text
+    assert len(re.findall(r'<g class="node"', page)) == 3  # the current revision: 3 steps
+    edges = re.findall(r'class="edge" d="[^"]+" data-from="([^"]+)" data-to="([^"]+)"', page)
+    assert sorted(edges) == [("clean", "to_file"), ("read", "clean")]
+    removed = re.findall(r'<span class="d-del">([^<]*)</span>', page)
+    assert any("to_table" in line for line in removed)
+    assert not re.findall(r'<span class="d-add">', page)  # 2 only removes a step
+
+
+def test_list_runs_pages_newest_first_with_filters(env: Env) -> None:
+    pid, other = env.create("listed"), env.create("other")
+    c = env.browser(ADMIN)
+    c.get("/ui/")
+    for i in range(5):  # the 5th of one pipeline is skipped (1 running + 3 queued at most)
+        c.post(f"/ui/pipelines/{pid}/trigger", {"trigger_key": f"k{i}"}, csrf=c.csrf)
+    c.post(f"/ui/pipelines/{other}/trigger", csrf=c.csrf)
+    expected = [r["id"] for r in env.sql("SELECT id FROM runs ORDER BY created_at DESC, id DESC")]
+    seen, cursor = [], None
+    with env.db.transaction() as cur:
+        while True:
+            rows, cursor = list_runs(cur, status=None, pipeline_id=None, limit=4, before=cursor)
+            seen += [r["id"] for r in rows]
+            if cursor is None:
+                break
+        assert seen == expected and len(seen) == 6
+        skipped, nxt = list_runs(cur, status="skipped", pipeline_id=pid, limit=10, before=None)
+        assert [(r["reason"], r["pipeline_name"]) for r in skipped] == [("queue_full", "listed")]
+        assert nxt is None
+        mine, _ = list_runs(cur, status=None, pipeline_id=other, limit=10, before=None)
+        assert len(mine) == 1 and mine[0]["queue_position"] == 1
+        for bad in ({"status": "nope"}, {"before": "garbage"}, {"pipeline_id": "x"}):
+            args = {"status": None, "pipeline_id": None, "limit": 2, "before": None, **bad}
+            with pytest.raises(ValidationFailed):
+                list_runs(cur, **args)
+    page = c.get(f"/ui/runs?status=skipped&pipeline_id={pid}").text
+    assert page.count('data-status="skipped"') == 1 and "queue_full" in page
+    first = c.get("/ui/runs").text
+    assert first.count("<tr data-status=") == 6 and 'rel="next"' not in first
+
+
+def test_audit_page_filters_for_admins(env: Env) -> None:
+    pid = env.create("audited")
+    c = env.browser(ADMIN)
+    c.get("/ui/")
+    c.post(f"/ui/pipelines/{pid}/trigger", csrf=c.csrf)
+    page = c.get("/ui/audit?action=run.trigger").text
+    assert page.count("<td>run.trigger</td>") == 1 and "<td>pipeline.create</td>" not in page
+    page = c.get("/ui/audit?principal=nobody").text
+    assert "No audit rows match" in page
+    assert len(fetch_all_actions(env)) >= 3
+
+
+def fetch_all_actions(env: Env) -> list[str]:
+    with env.db.transaction() as cur:
+        return [r["action"] for r in fetch_all(cur, "list_audit_actions")]
