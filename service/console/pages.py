@@ -28,9 +28,16 @@ from service.console.sessions import (
     revoke_session,
 )
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
-from service.db import fetch_all
+from service.db import fetch_all, fetch_one
 from service.errors import ValidationFailed
-from service.listing import RUN_STATUSES, list_audit, list_runs
+from service.listing import (
+    MAX_LIMIT,
+    RUN_STATUSES,
+    list_audit,
+    list_revisions,
+    list_runs,
+    list_schedules,
+)
 from service.resources import create_schedule, delete_schedule, get_pipeline, wake_run
 
 PAGE_SIZE = 50
@@ -160,16 +167,17 @@ class PipelinePage(ConsolePage):
         pid = str(pipeline_id)
         with as_console_errors(), self.deps.db.transaction() as cur:
             pipeline = get_pipeline(cur, pid)
-            revisions = fetch_all(cur, "list_revisions", {"pipeline_id": pid})
-            schedules = fetch_all(cur, "list_schedules", {"pipeline_id": pid})
-            runs = fetch_all(cur, "list_pipeline_runs", {"pipeline_id": pid, "limit": PAGE_SIZE})
-        plans = {r["number"]: r["plan"] for r in revisions}
-        a, b = _revision_param(req, "a", plans), _revision_param(req, "b", plans)
-        if b is None:
-            b = pipeline["revision"]
-        if a is None:
-            a = max(b - 1, 1)
-        diff = _plan_diff(plans.get(a), plans.get(b), a, b) if a != b else []
+            newest, _ = list_revisions(cur, pipeline_id=pid, limit=MAX_LIMIT)
+            schedules, _ = list_schedules(cur, pipeline_id=pid, limit=MAX_LIMIT)
+            runs, _ = list_runs(cur, status=None, pipeline_id=pid, limit=PAGE_SIZE, before=None)
+            b = _revision_param(req, "b", pipeline["revision"]) or pipeline["revision"]
+            a = _revision_param(req, "a", pipeline["revision"]) or max(b - 1, 1)
+            plans = {
+                n: fetch_one(cur, "get_revision", {"pipeline_id": pid, "number": n})["plan"]
+                for n in {a, b}
+            }
+        revisions = newest[::-1]  # oldest first, as the page lists them
+        diff = _plan_diff(plans[a], plans[b], a, b) if a != b else []
         steps = [s for s in (pipeline["plan"] or {}).get("steps", []) if isinstance(s, dict)]
         self.console.render(
             req,
@@ -189,9 +197,10 @@ class PipelinePage(ConsolePage):
         )
 
 
-def _revision_param(req: falcon.Request, name: str, plans: dict[int, Any]) -> int | None:
+def _revision_param(req: falcon.Request, name: str, current: int) -> int | None:
+    """Revision number `name` of the query if it is one of the pipeline's (1..current)."""
     raw = req.get_param(name)
-    if raw is None or not raw.isdigit() or int(raw) not in plans:
+    if raw is None or not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= current:
         return None
     return int(raw)
 

@@ -20,8 +20,8 @@ from service.console.sessions import SESSION_COOKIE, SESSION_TTL_S, csrf_matches
 from service.errors import ServiceError
 
 if TYPE_CHECKING:
-    from service.deps import Deps
     from service.config import Config
+    from service.deps import Deps
 
 PREFIX = "/ui"
 MAX_FORM_BYTES = 16 * 1024

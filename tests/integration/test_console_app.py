@@ -12,10 +12,10 @@ import pytest
 from falcon.testing import TestClient
 
 from service.app import create_app
-from service.deps import Deps
 from service.auth import ADMIN, OPERATOR, VIEWER, hash_token
 from service.console import ConsoleSettings
 from service.db import Database, execute, fetch_all
+from service.deps import Deps
 from service.errors import ValidationFailed
 from service.listing import list_runs
 
