@@ -185,7 +185,7 @@ def test_cancel_resume_viewer_escaping_and_csrf(browser: Browser, stack: Stack) 
     # a viewer: the same pages, no buttons; their POST with a valid CSRF token gets 403
     token = stack.etl("token", "create", "--role", "pipeline_viewer", "--name", "viewer")
     viewer = open_page(browser, stack)
-    sign_in(viewer, token.stdout.strip())
+    sign_in(viewer, token.strip())
     for path in (
         "/ui/",
         f"/ui/pipelines/{slow_id}",
