@@ -40,6 +40,10 @@ AGGREGATE_OUTPUTS = ("count", "sum", "min", "max")
 STEP_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
 # Export tables become unquoted identifiers in `sandbox.NAME`.
 EXPORT_TABLE_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# File system limits (Linux NAME_MAX, and well under PATH_MAX with the directory in front):
+# a longer path fails with ENAMETOOLONG on every attempt, so it is refused up front.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
@@ -275,7 +279,8 @@ def _validate_steps(steps: list[Any], errors: list[FieldError]) -> None:
 
 def _check_export_targets(steps: list[Any], errors: list[FieldError]) -> None:
     """Two file exports of one run writing the same path would silently overwrite each
-    other: the later one is an error."""
+    other: the later one is an error. One writing under the other's path (`out.jsonl` and
+    `out.jsonl/x.jsonl`) could never succeed, a file being no directory: both are errors."""
     seen: dict[str, int] = {}
     for i, raw in enumerate(steps):
         config = raw.get("config") if isinstance(raw, Mapping) else None
@@ -296,8 +301,16 @@ def _check_export_targets(steps: list[Any], errors: list[FieldError]) -> None:
                     f"{target!r} is already written by plan.steps[{seen[normal]}]",
                 )
             )
-        else:
-            seen[normal] = i
+            continue
+        for other, j in seen.items():
+            if normal.startswith(other + "/") or other.startswith(normal + "/"):
+                file_path, dir_path = (
+                    (other, normal) if len(other) < len(normal) else (normal, other)
+                )
+                message = f"{file_path!r} is a file, so {dir_path!r} cannot be written under it"
+                errors.append(FieldError(f"plan.steps[{j}].config.path", message))
+                errors.append(FieldError(f"plan.steps[{i}].config.path", message))
+        seen[normal] = i
 
 
 def _validate_step_name(
@@ -715,3 +728,14 @@ def _check_relative_path(value: Any, path: str, errors: list[FieldError]) -> Non
         errors.append(FieldError(path, "must not contain '..' segments"))
     elif segments[-1] in ("", "."):
         errors.append(FieldError(path, "must name a file, not a directory"))
+    elif _utf8_len(value) > MAX_PATH_BYTES:
+        errors.append(FieldError(path, f"must be at most {MAX_PATH_BYTES} bytes long"))
+    elif any(_utf8_len(segment) > MAX_NAME_BYTES for segment in segments):
+        errors.append(
+            FieldError(path, f"each file or folder name must be at most {MAX_NAME_BYTES} bytes")
+        )
+
+
+def _utf8_len(text: str) -> int:
+    # Lone surrogates cannot be file names either; counting them as 3 bytes is close enough.
+    return len(text.encode("utf-8", "surrogatepass"))

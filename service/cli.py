@@ -23,7 +23,7 @@ import psycopg2
 import ddl
 from dag.plan import parse_plan, topological_order, validate_plan
 from service import drills, processes, supervisor
-from service.auth import ADMIN, ROLES, generate_token, hash_token
+from service.auth import ADMIN, ROLES, chosen_token_problem, generate_token, hash_token
 from service.config import Config, ConfigError
 from service.db import Database, execute, fetch_one
 from service.scheduler import build_scheduler
@@ -59,6 +59,9 @@ def run_seed(args: argparse.Namespace) -> int:
     re-seeding with the same token changes nothing); without it a token is generated and
     printed once, and an existing admin is left alone."""
     cfg = Config.from_env()
+    problem = None if cfg.admin_token is None else chosen_token_problem(cfg.admin_token)
+    if problem is not None:
+        raise ConfigError(f"ETL_ADMIN_TOKEN {problem}; nothing was changed")
     db = Database(cfg.database_url, max_connections=1, application_name="etl-cli")
     try:
         with db.transaction() as cur:

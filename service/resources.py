@@ -16,7 +16,14 @@ from service import schemas
 from service.admission import Admission, admit_run, cancel_run, next_fire_at, resume_run
 from service.auth import ADMIN_ONLY, OPERATE, READ
 from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
-from service.errors import Conflict, NotFound, PayloadTooLarge, PreconditionFailed, ValidationFailed
+from service.errors import (
+    Conflict,
+    LengthRequired,
+    NotFound,
+    PayloadTooLarge,
+    PreconditionFailed,
+    ValidationFailed,
+)
 
 if TYPE_CHECKING:
     from service.app import Deps
@@ -39,10 +46,31 @@ def read_json(req: falcon.Request, schema: Schema, *, optional: bool = False) ->
     `MAX_BODY_BYTES` -> 413, judged by Content-Length first and by a capped read too."""
     if (req.content_length or 0) > MAX_BODY_BYTES:
         raise PayloadTooLarge(f"the body exceeds {MAX_BODY_BYTES} bytes")
-    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+    raw = read_body(req, MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge(f"the body exceeds {MAX_BODY_BYTES} bytes")
     return schemas.load_body(raw, req.content_type, schema, optional=optional)
+
+
+def read_body(req: falcon.Request, max_bytes: int) -> bytes:
+    """At most `max_bytes` of the body. A body without Content-Length (`Transfer-Encoding:
+    chunked`) is read from the server's input, which ends it (gunicorn decodes the chunks);
+    a server that cannot end it gets 411 rather than a body silently taken as empty."""
+    if req.content_length is not None or req.get_header("Transfer-Encoding") is None:
+        return req.bounded_stream.read(max_bytes)
+    if not req.env.get("wsgi.input_terminated"):
+        raise LengthRequired(
+            "send a Content-Length header (this server cannot read chunked bodies)"
+        )
+    parts: list[bytes] = []
+    size = 0
+    while size < max_bytes:
+        part = req.stream.read(max_bytes - size)
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
 
 
 def query_limit(req: falcon.Request) -> int:
