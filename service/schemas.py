@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from itertools import accumulate
 from datetime import UTC
+from itertools import accumulate
 from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
