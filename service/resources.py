@@ -415,13 +415,3 @@ class AuditResource(_Resource):
         params = {"limit": query_limit(req), "entity_id": req.get_param("entity_id")}
         with self.deps.db.transaction() as cur:
             resp.media = AUDIT.dump(fetch_all(cur, "list_audit", params), many=True)
-
-
-class OpenApiResource:
-    public = True
-
-    def __init__(self, spec: dict):
-        self.spec = spec
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self.spec

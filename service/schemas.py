@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC
+from decimal import Decimal
 from itertools import accumulate
 from typing import Any
 
@@ -177,6 +178,13 @@ class RunSchema(Schema):
     steps = fields.List(fields.Nested(StepSchema))
 
 
+class RunSkippedSchema(RunSchema):
+    """A refused trigger or resume (429): the run's fields, `status`/`reason` saying why,
+    and `error` as the error object."""
+
+    error = fields.Nested(ErrorSchema)
+
+
 class ScheduleSchema(Schema):
     id = fields.String()
     pipeline_id = fields.String()
@@ -249,7 +257,7 @@ def load_body(
         if json_depth(text) > MAX_JSON_DEPTH:
             raise MalformedJson(f"the body nests deeper than {MAX_JSON_DEPTH} levels")
         try:
-            data = json.loads(text, parse_constant=_reject_constant)
+            data = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_number)
         except ValueError as exc:
             raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
         if "\\u" in text:  # NUL and lone surrogates only arrive as escapes
@@ -313,6 +321,16 @@ def _strings(data: Any) -> Iterator[tuple[str, str]]:
             stack.extend(reversed(items))
         elif isinstance(value, list):
             stack.extend(reversed([(f"{path}[{i}]", item) for i, item in enumerate(value)]))
+
+
+def _parse_number(text: str) -> int | float:
+    """A JSON number with a fraction or exponent: an int when its value is integral (JSON
+    knows one number type, and JSON schema calls `60.0` an integer), else a float."""
+    value = Decimal(text)
+    # beyond int64 it stays a float: `1e999999999` must not become a billion-digit int
+    if value.is_finite() and value.adjusted() <= 19 and value == value.to_integral_value():
+        return int(value)
+    return float(text)
 
 
 def _reject_constant(name: str) -> Any:
