@@ -213,7 +213,7 @@ def _enum(values: Iterable[str]) -> dict[str, Any]:
 
 def plan_components() -> dict[str, dict[str, Any]]:
     """JSON schemas of a plan (`Plan`, its steps and configs) from the rules of `dag.plan`.
-    What a schema cannot say (dependencies name earlier... existing steps, no cycles,
+    What a schema cannot say (dependencies name existing steps, no cycles,
     unique names, distinct export paths) `dag` still checks: a 400 with field paths."""
     step_name = {"type": "string", "pattern": f"^{rules.STEP_NAME_RE.pattern}$"}
     names = {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME}
