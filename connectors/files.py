@@ -1,7 +1,10 @@
 """File sources: the path guard in front of the allowed data directory.
 
 Ingest may read only regular files inside `ETL_DATA_DIR`, named by a relative path, at most
-`max_bytes` long. Symlinks are followed, but only while they stay inside the directory."""
+`max_bytes` long. Symlinks are followed, but only while they stay inside the directory. A
+file with more than one hard link is refused: a hard link is indistinguishable from the
+file it shares, which may live outside the directory (a link made inside it to
+`/etc/shadow`, or to another tenant's data), and no path check can tell."""
 
 from __future__ import annotations
 
@@ -35,6 +38,10 @@ def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = MAX_SOURCE_BY
         before = os.stat(real)
     except FileNotFoundError:
         raise SourceMissing(f"source file {rel_path!r} does not exist") from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:  # the same on every attempt: not transient
+            raise SourceRefused(f"source path {rel_path!r} is too long") from None
+        raise
     # Refuse before opening: opening a FIFO or a device may block or have side effects.
     _check_regular(rel_path, before.st_mode)
     # O_NOFOLLOW: `real` has no symlinks left, so a link appearing now is a swap; O_NONBLOCK:
@@ -47,11 +54,18 @@ def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = MAX_SOURCE_BY
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise SourceRefused(f"source path {rel_path!r} changed while opening") from None
+        if exc.errno == errno.ENAMETOOLONG:
+            raise SourceRefused(f"source path {rel_path!r} is too long") from None
         raise
     try:
         # The checks that count are on the open descriptor: no path swap can change them.
         st = os.fstat(fd)
         _check_regular(rel_path, st.st_mode)
+        if st.st_nlink > 1:
+            raise SourceRefused(
+                f"source file {rel_path!r} has {st.st_nlink} hard links; a hard-linked file may"
+                " be data from outside the data directory, so copy it in instead of linking it"
+            )
         opened = _opened_path(fd)
         if opened is not None and not _is_inside(root, opened):
             raise SourceRefused(f"source path {rel_path!r} leaves the data directory")

@@ -21,10 +21,18 @@ Contract of `read_csv_batches`:
   always yielded, so the caller always learns the header.
 - Malformed records never raise; each becomes a `RowError` in `batch.row_errors` (line of
   the record's start, column `None`, `raw` = the record text without its final line
-  terminator) and reading goes on with the next physical line:
-  wrong number of fields; invalid UTF-8 (`raw` decoded with `errors="replace"`); a quote
-  that is not followed by a delimiter or the end of the line (`"ab"c`); and a quote left
-  open at the end of the file, which makes the rest of the file that one bad record.
+  terminator): wrong number of fields; invalid UTF-8 (`raw` decoded with
+  `errors="replace"`); a carriage return outside quotes that is not part of a CRLF (also at
+  the end of the file, before a CRLF, or on a line of nothing but CRs: such a line is not an
+  empty line); a quote that is not followed by a delimiter or the end of the line
+  (`"ab"c`); and a quote left open at the end of the file, which makes the rest of the file
+  that one bad record.
+- Reading goes on after the malformed record. When the record broke off with an odd number
+  of `"` characters, a quoted field was still open, and its tail on the following lines is
+  no record: the bad record then runs to the end of the first line at which its quotes
+  balance (or to the end of the file), and all those lines go to `raw` together. So the
+  damaged lines are rejected, never imported as an invented record
+  (`"p"q,"r` + newline + `s",t` is one bad record, not a bad one and `{a: 's"', b: 't'}`).
 - A field longer than `FIELD_LIMIT_BYTES` (longer than an ingest file may be) raises
   `CsvFormatError`: the reader would otherwise resume inside that quoted field.
 """
@@ -93,6 +101,38 @@ class _LineFeed:
         return text
 
 
+def _has_lone_cr(text: str, delimiter: str) -> bool:
+    """True when a carriage return outside quotes in `text` (one record) is not part of a
+    CRLF. `csv.reader` silently takes such a CR for a line end, which the contract forbids."""
+    if text.count("\r") == text.count("\r\n"):
+        return False  # the common cases: no CR, or only CRLF line ends
+    i, n, field_start = 0, len(text), True
+    while i < n:
+        c = text[i]
+        if field_start and c == '"':
+            i += 1
+            while True:  # skip the quoted field, doubled quotes included
+                j = text.find('"', i)
+                if j < 0:
+                    return False  # open quote: csv.reader reports that itself
+                if j + 1 < n and text[j + 1] == '"':
+                    i = j + 2
+                    continue
+                i = j + 1
+                break
+            field_start = False
+            continue
+        if c == "\r":
+            if not text.startswith("\n", i + 1):
+                return True
+            i += 2
+            field_start = True
+            continue
+        field_start = c in (delimiter, "\n")
+        i += 1
+    return False
+
+
 def _quoted_flags(text: str, delimiter: str) -> list[bool]:
     """Which fields of a well-formed record were quoted (only used when one is empty)."""
     flags: list[bool] = []
@@ -146,6 +186,9 @@ def _parse_header(stream: BinaryIO, delimiter: str) -> tuple[list[str], Position
             raise CsvFormatError("no header record: the file is empty", line=1) from None
         except csv.Error as exc:
             raise CsvFormatError(f"malformed header: {exc}", line=line) from None
+        if _has_lone_cr("".join(feed.pulled), delimiter):
+            message = "malformed header: a carriage return (CR) outside quotes without LF"
+            raise CsvFormatError(message, line=line)
         if fields:
             break
     if feed.bad_utf8:
@@ -158,6 +201,18 @@ def _parse_header(stream: BinaryIO, delimiter: str) -> tuple[list[str], Position
             raise CsvFormatError(f"duplicate header column {name!r}", line=line)
         seen.add(name)
     return fields, Position(feed.offset, feed.line)
+
+
+def _skip_open_quote(feed: _LineFeed, lines: Iterator[str]) -> None:
+    """After a malformed record: while its quotes are unbalanced (a quoted field was still
+    open where it broke off), pull whole lines into it, so the field's tail is rejected
+    with it instead of being parsed as a record of its own."""
+    quotes = sum(text.count('"') for text in feed.pulled)
+    while quotes % 2:
+        text = next(lines, None)
+        if text is None:
+            return
+        quotes += text.count('"')
 
 
 def read_csv_batches(
@@ -178,7 +233,8 @@ def read_csv_batches(
     begin = after_header if start is None or start.offset <= after_header.offset else start
     stream.seek(begin.offset)
     feed = _LineFeed(stream, begin.offset, begin.line)
-    reader = csv.reader(feed.lines(), delimiter=delimiter, strict=True)
+    lines = feed.lines()
+    reader = csv.reader(lines, delimiter=delimiter, strict=True)
     width = len(header)
 
     records: list[RawRecord] = []
@@ -197,15 +253,19 @@ def read_csv_batches(
                 raise CsvFormatError(
                     f"a field is longer than {FIELD_LIMIT_BYTES} bytes", line=line
                 ) from exc
-            if feed.exhausted:
+            _skip_open_quote(feed, lines)
+            if feed.exhausted and "".join(feed.pulled).count('"') % 2:
                 reason = "unterminated quoted field: it runs to the end of the file"
             else:
                 reason = f"malformed CSV record: {exc}"
             errors.append(RowError(reason, line=line, raw=feed.record_text()))
         else:
-            if not fields:
+            if _has_lone_cr("".join(feed.pulled), delimiter):
+                reason = "malformed CSV record: a carriage return (CR) outside quotes without LF"
+                errors.append(RowError(reason, line=line, raw=feed.record_text()))
+            elif not fields:
                 continue  # an empty line
-            if feed.bad_utf8:
+            elif feed.bad_utf8:
                 errors.append(RowError("invalid UTF-8", line=line, raw=feed.record_text()))
             elif len(fields) != width:
                 errors.append(

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import re
 
+# File system limits (Linux NAME_MAX, and well under PATH_MAX with a directory in front): a
+# longer path fails with ENAMETOOLONG on every attempt, so it is refused up front.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
+
 _DRIVE = re.compile(r"[A-Za-z]:")
 _SEPARATORS = re.compile(r"[/\\]")
 
@@ -29,4 +34,13 @@ def relative_path_problem(value: str) -> str | None:
         return "must not contain '..' segments"
     if segments[-1] in ("", "."):
         return "must name a file, not a directory"
+    if _utf8_len(value) > MAX_PATH_BYTES:
+        return f"must be at most {MAX_PATH_BYTES} bytes long"
+    if any(_utf8_len(segment) > MAX_NAME_BYTES for segment in segments):
+        return f"each file or folder name must be at most {MAX_NAME_BYTES} bytes"
     return None
+
+
+def _utf8_len(text: str) -> int:
+    # Lone surrogates cannot be file names either; counting them as 3 bytes is close enough.
+    return len(text.encode("utf-8", "surrogatepass"))

@@ -266,7 +266,8 @@ def _validate_steps(steps: list[Any], errors: list[FieldError]) -> None:
 
 def _check_export_targets(steps: list[Any], errors: list[FieldError]) -> None:
     """Two file exports of one run writing the same path would silently overwrite each
-    other: the later one is an error."""
+    other: the later one is an error. One writing under the other's path (`out.jsonl` and
+    `out.jsonl/x.jsonl`) could never succeed, a file being no directory: both are errors."""
     seen: dict[str, int] = {}
     for i, raw in enumerate(steps):
         config = raw.get("config") if isinstance(raw, Mapping) else None
@@ -287,8 +288,16 @@ def _check_export_targets(steps: list[Any], errors: list[FieldError]) -> None:
                     f"{target!r} is already written by plan.steps[{seen[normal]}]",
                 )
             )
-        else:
-            seen[normal] = i
+            continue
+        for other, j in seen.items():
+            if normal.startswith(other + "/") or other.startswith(normal + "/"):
+                file_path, dir_path = (
+                    (other, normal) if len(other) < len(normal) else (normal, other)
+                )
+                message = f"{file_path!r} is a file, so {dir_path!r} cannot be written under it"
+                errors.append(FieldError(f"plan.steps[{j}].config.path", message))
+                errors.append(FieldError(f"plan.steps[{i}].config.path", message))
+        seen[normal] = i
 
 
 def _validate_step_name(

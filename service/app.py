@@ -13,17 +13,14 @@ from typing import Any
 import falcon
 
 from actors.broker import build_broker, send_advance_run
-from service import resources as r
 from service.auth import AuthMiddleware
 from service.config import Config
 from service.console import ConsoleSettings, add_console
 from service.db import Database
 from service.deps import Deps
-from service.errors import ServiceError
+from service.errors import ServiceError, ValidationFailed
 from service.logs import configure_logging
-from service.metrics import MetricsResource
-from service.openapi import API, build_spec
-from service.preview_api import PreviewResource
+from service.routes import ROUTES
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +58,31 @@ class RequestIdMiddleware:
         resp.set_header("X-Request-Id", request_id)
 
 
+class QueryGuardMiddleware:
+    """Query parameters PostgreSQL could not take (a NUL, a lone surrogate) are a 400 naming
+    the parameter, for every route, before any resource sees them."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        details = [
+            {"field": name, "message": "must not contain NUL characters or lone surrogates"}
+            for name, value in req.params.items()
+            for text in ([name] + (value if isinstance(value, list) else [value]))
+            if not _storable(text)
+        ]
+        if details:
+            raise ValidationFailed("invalid query parameter", details=details[:1])
+
+
+def _storable(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def handle_service_error(
     req: falcon.Request, resp: falcon.Response, ex: ServiceError, params: dict
 ) -> None:
@@ -92,27 +114,18 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
 
 
 def create_app(deps: Deps, console: ConsoleSettings | None = None) -> falcon.App:
-    """The WSGI app on `deps`: middleware, routes (under /api/v1; see README.md), the
-    console under /ui, /metrics, handlers."""
-    app = falcon.App(middleware=[RequestIdMiddleware(deps.new_id), AuthMiddleware(deps.db)])
+    """The WSGI app on `deps`: middleware, the routes of `service.routes.ROUTES`, the
+    console under /ui, handlers."""
+    app = falcon.App(
+        middleware=[
+            RequestIdMiddleware(deps.new_id),
+            QueryGuardMiddleware(),
+            AuthMiddleware(deps.db),
+        ]
+    )
     app.req_options.strip_url_path_trailing_slash = True
-    pipeline = f"{API}/pipelines/{{pipeline_id:uuid}}"
-    app.add_route("/health", r.HealthResource(deps))
-    app.add_route("/metrics", MetricsResource(deps.db))
-    app.add_route(f"{API}/openapi.json", r.OpenApiResource(build_spec()))
-    app.add_route(f"{API}/pipelines", r.PipelinesResource(deps))
-    app.add_route(f"{API}/pipelines/preview", PreviewResource(deps))
-    app.add_route(pipeline, r.PipelineResource(deps))
-    app.add_route(f"{pipeline}/revisions", r.RevisionsResource(deps))
-    app.add_route(f"{pipeline}/revisions/{{number:int(min=1)}}", r.RevisionResource(deps))
-    app.add_route(f"{pipeline}/runs", r.PipelineRunsResource(deps))
-    app.add_route(f"{pipeline}/schedules", r.SchedulesResource(deps))
-    app.add_route(f"{pipeline}/schedules/{{schedule_id:uuid}}", r.ScheduleResource(deps))
-    app.add_route(f"{API}/runs", r.RunsResource(deps))
-    app.add_route(f"{API}/runs/{{run_id:uuid}}", r.RunResource(deps))
-    app.add_route(f"{API}/runs/{{run_id:uuid}}/cancel", r.RunCancelResource(deps))
-    app.add_route(f"{API}/runs/{{run_id:uuid}}/resume", r.RunResumeResource(deps))
-    app.add_route(f"{API}/audit", r.AuditResource(deps))
+    for route in ROUTES:
+        app.add_route(route.path, route.resource(deps))
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(falcon.HTTPError, handle_http_error)
     app.add_error_handler(ServiceError, handle_service_error)

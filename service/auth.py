@@ -30,6 +30,8 @@ ROLES = (ADMIN, OPERATOR, VIEWER)
 ADMIN_ONLY = frozenset({ADMIN})
 OPERATE = frozenset({ADMIN, OPERATOR})
 READ = frozenset(ROLES)
+# A chosen admin token (ETL_ADMIN_TOKEN) must be at least this long and free of white space.
+MIN_CHOSEN_TOKEN_CHARS = 16
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,17 @@ class Principal:
 def generate_token() -> str:
     """A new random token (256 bits, URL-safe)."""
     return secrets.token_urlsafe(32)
+
+
+def chosen_token_problem(token: str) -> str | None:
+    """Why a token chosen by a person (`ETL_ADMIN_TOKEN`) cannot be used, or None. White
+    space is refused because a client strips it from a header (a whitespace-only token
+    could never be presented, locking the admin out)."""
+    if any(c.isspace() for c in token):
+        return "must not contain white space"
+    if len(token) < MIN_CHOSEN_TOKEN_CHARS:
+        return f"must be at least {MIN_CHOSEN_TOKEN_CHARS} characters, got {len(token)}"
+    return None
 
 
 def hash_token(token: str) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import ddl
 from dag.plan import parse_plan, topological_order
 from service import processes, supervisor
-from service.auth import ADMIN, ROLES, generate_token, hash_token
+from service.auth import ADMIN, ROLES, chosen_token_problem, generate_token, hash_token
 from service.client_cli import COMMANDS as CLIENT_COMMANDS
 from service.config import Config, ConfigError
 from service.db import Database, execute, fetch_one
@@ -58,6 +58,9 @@ def run_seed(args: argparse.Namespace) -> int:
     re-seeding with the same token changes nothing); without it a token is generated and
     printed once, and an existing admin is left alone."""
     cfg = Config.from_env()
+    problem = None if cfg.admin_token is None else chosen_token_problem(cfg.admin_token)
+    if problem is not None:
+        raise ConfigError(f"ETL_ADMIN_TOKEN {problem}; nothing was changed")
     db = Database(cfg.database_url, max_connections=1, application_name="etl-cli")
     try:
         with db.transaction() as cur:
@@ -139,14 +142,41 @@ def run_validate(args: argparse.Namespace) -> int:
 # --- api -------------------------------------------------------------------------------------
 
 
+# Slow clients: gunicorn's sync workers give a whole process to one connection until its
+# headers are in, so two clients trickling headers took the API down. gthread workers park an
+# idle connection in the poller, and a client that trickles bytes holds one thread, not the
+# process: API_THREADS per worker is the number of such clients a worker absorbs while it
+# still answers at once (docs/decisions.md, "Slow clients").
+API_THREADS = 64
+API_KEEPALIVE_S = 5  # an idle kept-alive connection is closed after this
+API_LIMIT_REQUEST_LINE = 4094  # bytes of method + path + query
+API_LIMIT_REQUEST_FIELDS = 50  # header lines
+API_LIMIT_REQUEST_FIELD_SIZE = 8190  # bytes per header line
+
+
 def gunicorn_argv(cfg: Config) -> list[str]:
-    """The gunicorn command serving the API on `cfg.api_bind` with `cfg.api_workers`."""
+    """The gunicorn command serving the API on `cfg.api_bind` with `cfg.api_workers`
+    threaded workers and bounded request lines and headers."""
     local = Path(sys.executable).with_name("gunicorn")
     exe = [str(local)] if local.exists() else [shutil.which("gunicorn") or "gunicorn"]
     return [
         *exe,
         "--workers",
         str(cfg.api_workers),
+        "--worker-class",
+        "gthread",
+        "--threads",
+        str(API_THREADS),
+        "--keep-alive",
+        str(API_KEEPALIVE_S),
+        "--timeout",
+        "30",
+        "--limit-request-line",
+        str(API_LIMIT_REQUEST_LINE),
+        "--limit-request-fields",
+        str(API_LIMIT_REQUEST_FIELDS),
+        "--limit-request-field_size",
+        str(API_LIMIT_REQUEST_FIELD_SIZE),
         "--bind",
         cfg.api_bind,
         "--no-control-socket",  # gunicorn 27 would share ~/.gunicorn/gunicorn.ctl otherwise

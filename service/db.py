@@ -71,12 +71,23 @@ class Database:
     Opened on first use so that a gunicorn worker builds its own pool after the fork.
     Sessions run in UTC so timestamps come back as UTC-aware datetimes."""
 
-    def __init__(self, url: str, *, max_connections: int = 4, application_name: str = "etl-api"):
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_connections: int = 4,
+        application_name: str = "etl-api",
+        wait_s: float = 10.0,
+    ):
         self.url = url
         self.max_connections = max_connections
         self.application_name = application_name
+        self.wait_s = wait_s
         self._pool: psycopg2.pool.ThreadedConnectionPool | None = None
         self._lock = threading.Lock()
+        # psycopg2's pool raises at once when every connection is out; with threaded
+        # gunicorn workers, callers queue here for up to `wait_s` instead.
+        self._slots = threading.BoundedSemaphore(max_connections)
 
     def _get_pool(self) -> psycopg2.pool.ThreadedConnectionPool:
         with self._lock:
@@ -94,11 +105,19 @@ class Database:
         """A cursor in one transaction: committed when the block ends, rolled back when it
         raises. A broken connection is discarded, not returned to the pool. Connection
         failures raise `DatabaseUnavailable`."""
-        pool = self._get_pool()
+        if not self._slots.acquire(timeout=self.wait_s):
+            raise DatabaseUnavailable(
+                f"all {self.max_connections} database connections stayed busy for {self.wait_s:g} s"
+            )
         try:
+            pool = self._get_pool()
             conn = pool.getconn()
         except (psycopg2.OperationalError, psycopg2.pool.PoolError) as exc:
+            self._slots.release()
             raise DatabaseUnavailable(f"database unavailable: {exc}".strip()) from exc
+        except BaseException:
+            self._slots.release()
+            raise
         broken = False
         try:
             with conn.cursor(cursor_factory=Cursor) as cur:
@@ -116,6 +135,7 @@ class Database:
             raise
         finally:
             pool.putconn(conn, close=broken or bool(conn.closed))
+            self._slots.release()
 
     def close(self) -> None:
         """Close every pooled connection (tests, shutdown)."""

@@ -84,6 +84,13 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class LengthRequired(ServiceError):
+    """A body of unknown length (chunked) that this server cannot read to its end."""
+
+    status = 411
+    code = "length_required"
+
+
 class PreconditionFailed(ServiceError):
     """`If-Match` named a revision that is not the current one."""
 

@@ -27,7 +27,13 @@ from service.admission import (
 from service.auth import ADMIN_ONLY, OPERATE, READ
 from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
 from service.deps import Deps
-from service.errors import Conflict, NotFound, PayloadTooLarge, PreconditionFailed
+from service.errors import (
+    Conflict,
+    LengthRequired,
+    NotFound,
+    PayloadTooLarge,
+    PreconditionFailed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +50,7 @@ def read_json(req: falcon.Request, schema: Schema, *, optional: bool = False) ->
     `MAX_BODY_BYTES` -> 413, judged by Content-Length first and by a capped read too."""
     if (req.content_length or 0) > MAX_BODY_BYTES:
         raise PayloadTooLarge(f"the body exceeds {MAX_BODY_BYTES} bytes")
-    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+    raw = read_body(req, MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge(f"the body exceeds {MAX_BODY_BYTES} bytes")
     return schemas.load_body(raw, req.content_type, schema, optional=optional)
@@ -53,6 +59,27 @@ def read_json(req: falcon.Request, schema: Schema, *, optional: bool = False) ->
 def page_params(req: falcon.Request) -> dict[str, Any]:
     """`limit` and `before` of a list request (see `service.listing`)."""
     return {"limit": listing.parse_limit(req.get_param("limit")), "before": req.get_param("before")}
+
+
+def read_body(req: falcon.Request, max_bytes: int) -> bytes:
+    """At most `max_bytes` of the body. A body without Content-Length (`Transfer-Encoding:
+    chunked`) is read from the server's input, which ends it (gunicorn decodes the chunks);
+    a server that cannot end it gets 411 rather than a body silently taken as empty."""
+    if req.content_length is not None or req.get_header("Transfer-Encoding") is None:
+        return req.bounded_stream.read(max_bytes)
+    if not req.env.get("wsgi.input_terminated"):
+        raise LengthRequired(
+            "send a Content-Length header (this server cannot read chunked bodies)"
+        )
+    parts: list[bytes] = []
+    size = 0
+    while size < max_bytes:
+        part = req.stream.read(max_bytes - size)
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
 
 
 def get_pipeline(cur: Cursor, pipeline_id: str) -> dict:
@@ -451,13 +478,3 @@ class AuditResource(_Resource):
         with self.deps.db.transaction() as cur:
             page = listing.list_audit(cur, filters=filters, **page_params(req))
         resp.media = listing.page_body(listing.AUDIT_ENTRY, page)
-
-
-class OpenApiResource:
-    public = True
-
-    def __init__(self, spec: dict):
-        self.spec = spec
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self.spec

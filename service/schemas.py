@@ -6,8 +6,11 @@ raw body -> loaded request (`load_body`, `check_plan` for plans), marshmallow er
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from datetime import UTC
+from decimal import Decimal
+from itertools import accumulate
 from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
@@ -17,6 +20,11 @@ from dag.plan import validate_plan
 from service.errors import InvalidPlan, MalformedJson, UnsupportedMediaType, ValidationFailed
 
 TRIGGER_KEY_MAX = 200
+# A plan nests about 6 levels deep; far deeper JSON is an attack on the recursive decoder
+# and validators (RecursionError), refused before it is decoded.
+MAX_JSON_DEPTH = 32
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
 HH_MM = r"^([01][0-9]|2[0-3]):[0-5][0-9]\Z"  # \Z: "$" would let "02:30\n" through
 
 
@@ -171,6 +179,13 @@ class RunSchema(Schema):
     steps = fields.List(fields.Nested(StepSchema))
 
 
+class RunSkippedSchema(RunSchema):
+    """A refused trigger or resume (429): the run's fields, `status`/`reason` saying why,
+    and `error` as the error object."""
+
+    error = fields.Nested(ErrorSchema)
+
+
 class ScheduleSchema(Schema):
     id = fields.String()
     pipeline_id = fields.String()
@@ -238,12 +253,18 @@ def load_body(
             raise UnsupportedMediaType(f"send application/json, not {media or 'no type'}")
         try:
             text = raw.decode("utf-8")
-            data = json.loads(text, parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError) as exc:
+        except UnicodeDecodeError as exc:
             raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
-        if "\\u0000" in text and _has_nul(data):  # text and jsonb cannot hold NUL
-            details = [{"field": "body", "message": "NUL characters (\\u0000) are not allowed"}]
-            raise ValidationFailed("the request body is invalid", details=details)
+        if json_depth(text) > MAX_JSON_DEPTH:
+            raise MalformedJson(f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+        try:
+            data = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_number)
+        except ValueError as exc:
+            raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
+        if "\\u" in text:  # NUL and lone surrogates only arrive as escapes
+            details = unstorable_strings(data)
+            if details:
+                raise ValidationFailed("the request body is invalid", details=details)
     try:
         return schema.load(data)
     except ValidationError as exc:
@@ -251,14 +272,66 @@ def load_body(
         raise ValidationFailed("the request body is invalid", details=details) from exc
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON `text` (0 for a scalar), found
+    without decoding it; brackets inside strings do not count. Only meaningful for valid
+    JSON, which is all the decoder accepts afterwards."""
+    if "[" not in text and "{" not in text:
+        return 0
+    brackets = _JSON_BRACKET.findall(_JSON_STRING.sub("", text))
+    steps = (1 if b in "[{" else -1 for b in brackets)
+    return max(accumulate(steps, initial=0))
+
+
+def unstorable_strings(data: Any) -> list[dict[str, str]]:
+    """`details` for every string (key or value) PostgreSQL text and jsonb cannot hold: a
+    NUL character or a lone UTF-16 surrogate (`"\\ud800"`), each with its field path."""
+    details = []
+    for path, text in _strings(data):
+        if "\x00" in text:
+            details.append({"field": path, "message": "NUL characters (\\u0000) are not allowed"})
+        elif not _encodable(text):
+            message = "lone surrogate escapes (\\ud800-\\udfff) are not allowed"
+            details.append({"field": path, "message": message})
+    return details
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _strings(data: Any) -> Iterator[tuple[str, str]]:
+    """Every string in decoded JSON with its dotted path (`a.b[2]`; keys by their own
+    path), iteratively: the depth is bounded, but recursion is not needed."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            yield path or "body", value
+        elif isinstance(value, dict):
+            items = []
+            for key, item in value.items():
+                shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+                sub = f"{path}.{shown}" if path else shown
+                yield sub, key
+                items.append((sub, item))
+            stack.extend(reversed(items))
+        elif isinstance(value, list):
+            stack.extend(reversed([(f"{path}[{i}]", item) for i, item in enumerate(value)]))
+
+
+def _parse_number(text: str) -> int | float:
+    """A JSON number with a fraction or exponent: an int when its value is integral (JSON
+    knows one number type, and JSON schema calls `60.0` an integer), else a float."""
+    value = Decimal(text)
+    # beyond int64 it stays a float: `1e999999999` must not become a billion-digit int
+    if value.is_finite() and value.adjusted() <= 19 and value == value.to_integral_value():
+        return int(value)
+    return float(text)
 
 
 def _reject_constant(name: str) -> Any:

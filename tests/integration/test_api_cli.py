@@ -41,15 +41,32 @@ def test_migrate_on_a_migrated_database_changes_nothing(db_url: str) -> None:
 
 def test_seed_from_the_environment_is_idempotent(db_url: str) -> None:
     for _ in range(2):
-        r = etl(db_url, "seed", admin_token="admin-secret-1")
+        r = etl(db_url, "seed", admin_token="admin-secret-0001-x")
         assert r.returncode == 0, r.stderr
-        assert "admin-secret-1" not in r.stdout
+        assert "admin-secret-0001-x" not in r.stdout
     assert principals(db_url) == [
-        ("pipeline_admin", "pipeline_admin", hash_token("admin-secret-1"))
+        ("pipeline_admin", "pipeline_admin", hash_token("admin-secret-0001-x"))
     ]
-    rotated = etl(db_url, "seed", admin_token="admin-secret-2")
+    rotated = etl(db_url, "seed", admin_token="admin-secret-0002-x")
     assert rotated.returncode == 0
-    assert principals(db_url)[0][2] == hash_token("admin-secret-2")
+    assert principals(db_url)[0][2] == hash_token("admin-secret-0002-x")
+
+
+def test_seed_refuses_a_short_or_white_space_token_and_changes_nothing(db_url: str) -> None:
+    # Regression: "a" was accepted, and a white-space token locked the admin out.
+    for bad, words in [
+        ("a", "at least 16 characters, got 1"),
+        ("x" * 15, "at least 16 characters, got 15"),
+        (" " * 20, "white space"),
+        ("admin secret 0123456", "white space"),
+        ("admin-secret-0123\t", "white space"),
+    ]:
+        r = etl(db_url, "seed", admin_token=bad)
+        assert r.returncode == 2, (bad, r.stdout, r.stderr)
+        assert "ETL_ADMIN_TOKEN" in r.stderr and words in r.stderr
+    assert principals(db_url) == []
+    ok = etl(db_url, "seed", admin_token="x" * 16)
+    assert ok.returncode == 0, ok.stderr
 
 
 def test_seed_without_a_token_generates_one_and_prints_it_once(db_url: str) -> None:

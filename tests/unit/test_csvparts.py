@@ -415,3 +415,111 @@ def test_a_long_quoted_field_never_yields_a_record_from_inside_it() -> None:
         (2, {"a": "1", "b": note}),
         (5, {"a": "2", "b": "ok"}),
     ]
+
+
+# --- lone CRs and broken quoted fields (regressions from public CSV test suites) ---------
+
+
+@pytest.mark.parametrize(
+    ("data", "good", "bad"),
+    [
+        # A CR at the end of the file was taken for a line end and the record imported.
+        (b"a,b\n1,2\r", [], [(2, "1,2\r")]),
+        # A CR before a CRLF: the record was imported, the CR swallowed.
+        (b"a,b\n1,2\r\r\n3,4\n", [["3", "4"]], [(2, "1,2\r")]),
+        # After a closing quote, then more CRs at the end of the file.
+        (b'a\n"x"\r\r', [], [(2, '"x"\r\r')]),
+        # A line of only CRs was skipped as if empty.
+        (b"a,b\n\r\r\n1,2\n", [["1", "2"]], [(2, "\r")]),
+        (b"a,b\n\r\n1,2\n\r", [["1", "2"]], [(4, "\r")]),
+    ],
+)
+def test_a_lone_cr_outside_quotes_is_a_row_error_wherever_it_is(data, good, bad):
+    batches = read(data, batch_size=1)
+    assert rows_of(batches) == good
+    errors = errors_of(batches)
+    assert [(e.line, e.raw) for e in errors] == bad
+    assert all("carriage return" in e.reason for e in errors)
+
+
+def test_crs_inside_quotes_are_data_and_crlf_is_a_line_end():
+    data = b'a,b\r\n"x\ry","\r\r"\r\n"p\r\r\nq",z\r\n'
+    assert rows_of(read(data)) == [["x\ry", "\r\r"], ["p\r\r\nq", "z"]]
+    assert errors_of(read(data)) == []
+
+
+def test_a_lone_cr_in_the_header_is_a_format_error():
+    for data in (b"a,b\r\r\n1,2\n", b"\r\r\na,b\n1,2\n", b"a,b\r"):
+        with pytest.raises(CsvFormatError, match="carriage return"):
+            read(data)
+
+
+def test_the_tail_of_a_broken_quoted_field_is_rejected_not_invented():
+    # Regression: the reader resumed at the next physical line and read `s",t` as the
+    # record {a: 's"', b: 't'}.
+    data = b'a,b\n"p"q,"r\ns",t\n1,2\n'
+    batches = read(data, batch_size=1)
+    assert rows_of(batches) == [["1", "2"]]
+    [error] = errors_of(batches)
+    assert (error.line, error.raw) == (2, '"p"q,"r\ns",t')
+    assert "malformed" in error.reason
+    assert lines_of(batches) == [4]
+
+
+def test_a_broken_quoted_field_that_never_closes_takes_the_rest_of_the_file():
+    data = b'a,b\n1,2\n"p"q,"r\n3,4\n5,6\n'
+    batches = read(data)
+    assert rows_of(batches) == [["1", "2"]]
+    [error] = errors_of(batches)
+    assert (error.line, error.raw) == (3, '"p"q,"r\n3,4\n5,6')
+    assert "unterminated" in error.reason
+    assert batches[-1].end == Position(len(data), 6)
+
+
+def test_a_broken_record_with_balanced_quotes_loses_only_its_own_line():
+    data = b'a,b\n"x"y,"z"\n1,2\n'
+    batches = read(data)
+    assert [e.raw for e in errors_of(batches)] == ['"x"y,"z"']
+    assert rows_of(batches) == [["1", "2"]]
+
+
+@PROPERTY
+@given(
+    st.lists(st.lists(FIELD, min_size=2, max_size=2), min_size=1, max_size=20),
+    st.data(),
+)
+def test_property_a_broken_quoted_field_never_yields_an_invented_record(rows, data):
+    # One record is damaged after a closing quote while its next field, quoted, spans
+    # lines: every other record comes out intact, the damaged one is one row error.
+    tail = data.draw(st.lists(st.sampled_from(["s", ",", "t", "\n", '""', " "]), max_size=8))
+    damaged = '"p"q,"r\n' + "".join(tail) + '"\n'
+    bad = data.draw(st.integers(0, len(rows)))
+    pieces: list[str] = []
+    for row in rows:
+        piece = io.StringIO(newline="")
+        csv.writer(piece, lineterminator="\r\n").writerow(row)
+        pieces.append(piece.getvalue())
+    pieces.insert(bad, damaged)
+    blob = ("a,b\n" + "".join(pieces)).encode()
+    batches = read(blob, batch_size=data.draw(st.integers(1, 10)))
+    assert plain(rows_of(batches)) == rows
+    [error] = errors_of(batches)
+    assert error.raw == damaged[:-1]
+
+
+@PROPERTY
+@given(st.binary(max_size=200), st.integers(1, 10))
+def test_property_any_bytes_give_records_and_row_errors_on_disjoint_lines(blob, size):
+    # Never an exception but CsvFormatError; no record starts on a line that belongs to
+    # another record or to a row error (nothing read twice or out of a broken record).
+    try:
+        batches = read(b"a,b\n" + blob, batch_size=size)
+    except CsvFormatError:
+        return
+    taken: set[int] = set()
+    spans = [(r.line, 0) for b in batches for r in b.records]
+    spans += [(e.line, e.raw.count("\n")) for e in errors_of(batches)]
+    for first, extra in spans:
+        lines = set(range(first, first + extra + 1))
+        assert not lines & taken
+        taken |= lines

@@ -171,3 +171,22 @@ def test_no_descriptor_leaks_on_refusal(data_dir: Path) -> None:
         with pytest.raises(SourceTooLarge):
             open_source(data_dir, "edge.csv", max_bytes=1)
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_hard_linked_file_is_refused_and_says_why(data_dir: Path, outside: Path) -> None:
+    # A hard link made inside the data directory to a file outside it passes every path
+    # check: the directory entry is inside, and so is the descriptor's path.
+    os.link(outside / "secret.csv", data_dir / "leak.csv")
+    with pytest.raises(SourceRefused, match="hard links") as info:
+        open_source(data_dir, "leak.csv")
+    assert isinstance(info.value, InputDataError)
+    # Both names of a linked pair are refused, even the one inside.
+    os.link(data_dir / "a.csv", data_dir / "twin.csv")
+    with pytest.raises(SourceRefused, match="2 hard links"):
+        open_source(data_dir, "a.csv")
+
+
+def test_over_long_path_is_an_input_data_error_not_a_retry(data_dir: Path) -> None:
+    with pytest.raises(SourceRefused, match="too long") as info:
+        open_source(data_dir, "x" * 300 + ".csv")
+    assert isinstance(info.value, InputDataError)

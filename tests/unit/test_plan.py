@@ -1098,3 +1098,52 @@ def test_two_file_exports_to_one_path_are_refused() -> None:
     extra["config"]["path"] = "./" + extra["config"]["path"]
     plan["steps"].append(extra)
     only_error(plan, "plan.steps[4].config.path", "already written by plan.steps[3]")
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("out.jsonl", "out.jsonl/x.jsonl"),
+        ("./dir//out.csv/deeper/x.jsonl", "dir/out.csv"),
+        ("a/b", "a\\b\\c"),
+    ],
+)
+def test_file_exports_colliding_by_prefix_are_refused_with_both_paths(
+    first: str, second: str
+) -> None:
+    # Regression: accepted, then failed at run time on every attempt (a file is no folder).
+    plan = base()
+    extra = copy.deepcopy(plan["steps"][3])
+    extra["name"] = "to_file_again"
+    plan["steps"][3]["config"]["path"] = first
+    extra["config"]["path"] = second
+    plan["steps"].append(extra)
+    errors = validate_plan(plan)
+    assert [e.field for e in errors] == ["plan.steps[3].config.path", "plan.steps[4].config.path"]
+    assert all("is a file" in e.message for e in errors)
+
+
+def test_sibling_export_paths_sharing_a_name_prefix_are_fine() -> None:
+    plan = base()
+    extra = copy.deepcopy(plan["steps"][3])
+    extra["name"] = "to_file_again"
+    plan["steps"][3]["config"]["path"] = "out.jsonl"
+    extra["config"]["path"] = "out.jsonl2/x.jsonl"
+    plan["steps"].append(extra)
+    assert validate_plan(plan) == []
+
+
+@pytest.mark.parametrize("i", [0, 3])
+def test_over_long_path_components_are_refused_at_validation(i: int) -> None:
+    # Regression: ENAMETOOLONG at run time was retried three times as if transient.
+    for path, fragment in [
+        ("d/" + "x" * 256, "at most 255 bytes"),
+        ("é" * 128 + ".csv", "at most 255 bytes"),  # 256 bytes in UTF-8
+        ("/".join(["x" * 200] * 6), "at most 1024 bytes"),
+    ]:
+        plan = base()
+        plan["steps"][i]["config"]["path"] = path
+        only_error(plan, f"plan.steps[{i}].config.path", fragment)
+    plan = base()
+    plan["steps"][i]["config"]["path"] = "d/" + "x" * 255
+    assert validate_plan(plan) == []

@@ -1,0 +1,180 @@
+"""The one routes table of the API: every path, the resource serving it and the documentation
+of each operation. `service.app.create_app` registers it and `service.openapi` documents
+it, so a route is described once. A new route is one `Route(...)` line in `ROUTES`.
+
+Path templates use falcon's syntax (`{pipeline_id:uuid}`); the OpenAPI document derives
+the path parameters from their converters. Who may call an operation comes from the
+resource's own `roles` (or `public`), so 401/403 need not be restated here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import falcon
+
+from service import resources as r
+from service.metrics import MetricsResource
+from service.openapi import Op, Route, build_spec
+from service.preview_api import PreviewResource
+
+if TYPE_CHECKING:
+    from service.deps import Deps
+
+API = "/api/v1"
+PIPELINE = f"{API}/pipelines/{{pipeline_id:uuid}}"
+RUN = f"{API}/runs/{{run_id:uuid}}"
+
+
+class OpenApiResource:
+    """`GET /api/v1/openapi.json`: the OpenAPI document of `ROUTES`, built once."""
+
+    public = True
+
+    def __init__(self, deps: Deps):
+        self.spec = build_spec(ROUTES)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = self.spec
+
+
+_LIMIT_ERROR = {400: "Error"}
+
+ROUTES: list[Route] = [
+    Route(
+        "/health",
+        r.HealthResource,
+        {"get": Op("Liveness and database check", response="Health", also={503: "Health"})},
+    ),
+    Route(
+        "/metrics",
+        lambda deps: MetricsResource(deps.db),
+        {"get": Op("Prometheus metrics (text format), read from the database", response=None)},
+    ),
+    Route(
+        f"{API}/openapi.json", OpenApiResource, {"get": Op("This document", response="Document")}
+    ),
+    Route(
+        f"{API}/pipelines",
+        r.PipelinesResource,
+        {
+            "get": Op("List pipelines", response="Pipeline", many=True),
+            "post": Op(
+                "Create a pipeline (revision 1)",
+                201,
+                "Pipeline",
+                request="PipelineCreate",
+                also={409: "Error"},
+            ),
+        },
+    ),
+    Route(
+        f"{API}/pipelines/preview",
+        PreviewResource,
+        {"post": Op("Preview a plan on the first N records", response=None, request=None)},
+    ),
+    Route(
+        PIPELINE,
+        r.PipelineResource,
+        {
+            "get": Op("A pipeline with its current plan", response="Pipeline"),
+            "patch": Op(
+                "New revision (If-Match: <revision>)",
+                response="Pipeline",
+                request="PipelinePatch",
+                also={412: "Error"},
+            ),
+        },
+    ),
+    Route(
+        f"{PIPELINE}/revisions",
+        r.RevisionsResource,
+        {"get": Op("List revisions", response="Revision", many=True)},
+    ),
+    Route(
+        f"{PIPELINE}/revisions/{{number:int(min=1)}}",
+        r.RevisionResource,
+        {"get": Op("One revision", response="Revision")},
+    ),
+    Route(
+        f"{PIPELINE}/runs",
+        r.PipelineRunsResource,
+        {
+            "get": Op(
+                "Newest runs", response="Run", many=True, query=("limit",), also=_LIMIT_ERROR
+            ),
+            "post": Op(
+                "Trigger: 201 new run, 200 the run of a repeated key, 429 skipped",
+                201,
+                "Run",
+                request="RunTrigger",
+                body_required=False,
+                also={200: "Run", 429: "RunSkipped"},
+            ),
+        },
+    ),
+    Route(
+        f"{PIPELINE}/schedules",
+        r.SchedulesResource,
+        {
+            "get": Op("List schedules", response="Schedule", many=True),
+            "post": Op(
+                "Create a UTC schedule: every_minutes 5..1440 or daily_at HH:MM",
+                201,
+                "Schedule",
+                request="ScheduleCreate",
+            ),
+        },
+    ),
+    Route(
+        f"{PIPELINE}/schedules/{{schedule_id:uuid}}",
+        r.ScheduleResource,
+        {"delete": Op("Delete a schedule", 204)},
+    ),
+    Route(
+        f"{API}/runs",
+        r.RunsResource,
+        {"get": Op("All runs, newest first", response="Run", many=True, query=("limit",))},
+    ),
+    Route(RUN, r.RunResource, {"get": Op("A run with every step", response="Run")}),
+    Route(
+        f"{RUN}/cancel",
+        r.RunCancelResource,
+        {
+            "post": Op(
+                "Cancel a queued or running run",
+                202,
+                "Run",
+                request="EmptyBody",
+                body_required=False,
+                also={409: "Error"},
+            ),
+        },
+    ),
+    Route(
+        f"{RUN}/resume",
+        r.RunResumeResource,
+        {
+            "post": Op(
+                "Resume a failed run (429: the queue is full)",
+                202,
+                "Run",
+                request="EmptyBody",
+                body_required=False,
+                also={409: "Error", 429: "RunSkipped"},
+            ),
+        },
+    ),
+    Route(
+        f"{API}/audit",
+        r.AuditResource,
+        {
+            "get": Op(
+                "Audit trail, newest first",
+                response="Audit",
+                many=True,
+                query=("limit", "entity_id"),
+                also=_LIMIT_ERROR,
+            ),
+        },
+    ),
+]
