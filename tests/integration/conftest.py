@@ -4,8 +4,12 @@ for every test (`CREATE DATABASE ... TEMPLATE`). A missing PostgreSQL fails the 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import falcon.testing
 import psycopg2
@@ -13,10 +17,13 @@ import pytest
 from psycopg2 import sql
 
 import ddl
+from drills import ApiClient, free_port
 from service.app import create_app
+from service.cli import gunicorn_argv
+from service.config import Config
 from service.db import Database
 from service.deps import Deps
-from tests.integration.testapp import NOW, Api, seed_principals
+from tests.integration.testapp import API_WORKERS, NOW, Api, seed_principals
 
 PG = os.environ.get("ETL_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 
@@ -88,3 +95,34 @@ def api(db_url: str) -> Iterator[Api]:
     )
     yield Api(falcon.testing.TestClient(create_app(deps)), db_url, wakes)
     db.close()
+
+
+@pytest.fixture
+def server(db_url: str) -> Iterator[str]:
+    """`etl api`'s gunicorn command with 3 workers on this test's database; its base URL."""
+    seed_principals(db_url)
+    port = free_port()
+    cfg = Config(database_url=db_url, api_bind=f"127.0.0.1:{port}", api_workers=API_WORKERS)
+    env = {**os.environ, "ETL_DATABASE_URL": db_url, "ETL_LOG_LEVEL": "WARNING"}
+    log = Path(tempfile.mkstemp(prefix="gunicorn-", suffix=".log")[1])
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            gunicorn_argv(cfg), env=env, stdout=out, stderr=subprocess.STDOUT, cwd=os.getcwd()
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def alive() -> None:
+        if proc.poll() is not None:
+            pytest.fail(f"gunicorn did not start: {log.read_text()[-3000:]}")
+
+    try:
+        ApiClient(base).wait_healthy(timeout=30, alive=alive)
+        yield f"{base}/api/v1"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.unlink(missing_ok=True)

@@ -4,62 +4,13 @@ and the database must agree with every answer."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from dag import GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT
-from drills import ApiClient, concurrently, free_port, run_sql
-from service.auth import ADMIN
-from service.cli import gunicorn_argv
-from service.config import Config
-from tests.integration.testapp import TOKENS, plan_copy, seed_principals
-
-WORKERS = 3
-
-
-def _request(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    return ApiClient(base.removesuffix("/api/v1"), TOKENS[ADMIN], timeout_s=30).call(
-        method, path, body
-    )
-
-
-@pytest.fixture
-def server(db_url: str) -> Iterator[str]:
-    """`etl api`'s gunicorn command with 3 workers on this test's database; its base URL."""
-    seed_principals(db_url)
-    port = free_port()
-    cfg = Config(database_url=db_url, api_bind=f"127.0.0.1:{port}", api_workers=WORKERS)
-    env = {**os.environ, "ETL_DATABASE_URL": db_url, "ETL_LOG_LEVEL": "WARNING"}
-    log = Path(tempfile.mkstemp(prefix="gunicorn-", suffix=".log")[1])
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            gunicorn_argv(cfg), env=env, stdout=out, stderr=subprocess.STDOUT, cwd=os.getcwd()
-        )
-    base = f"http://127.0.0.1:{port}"
-
-    def alive() -> None:
-        if proc.poll() is not None:
-            pytest.fail(f"gunicorn did not start: {log.read_text()[-3000:]}")
-
-    try:
-        ApiClient(base).wait_healthy(timeout=30, alive=alive)
-        yield f"{base}/api/v1"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.unlink(missing_ok=True)
+from drills import concurrently, run_sql
+from tests.integration.testapp import API_WORKERS, plan_copy
+from tests.integration.testapp import request_json as _request
 
 
 def _burst(calls: list[tuple[str, str, Any]], base: str) -> list[tuple[int, Any]]:
@@ -88,7 +39,7 @@ def test_thirty_simultaneous_triggers_respect_both_limits(server: str, db_url: s
         "created" if status == 201 else f"{status} {body['status']} {body['reason']}"
         for status, body in answers
     )
-    print(f"\nburst of {len(calls)} triggers over {WORKERS} workers: {dict(outcomes)}")
+    print(f"\nburst of {len(calls)} triggers over {API_WORKERS} workers: {dict(outcomes)}")
     assert sum(outcomes.values()) == 30
     assert set(outcomes) <= {"created", "429 skipped queue_full", "429 skipped busy"}
     # 24 runs fit the per-pipeline limits, so the global limit decides: exactly 20.

@@ -21,12 +21,13 @@ from schemathesis.engine import Status, from_schema
 from schemathesis.engine.events import EngineFinished, NonFatalError, ScenarioFinished
 from schemathesis.transport.wsgi import WSGITransport
 
-from service.app import Deps, create_app
+from service.app import create_app
 from service.auth import ADMIN
 from service.db import Database
+from service.deps import Deps
 from service.openapi import build_spec, openapi_path
 from service.routes import ROUTES
-from tests.integration.test_api_app import NOW, TOKENS, plan_copy, seed_principals
+from tests.integration.testapp import NOW, TOKENS, plan_copy, seed_principals
 
 EXAMPLES = 50
 SEED = 20261201

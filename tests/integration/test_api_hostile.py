@@ -9,7 +9,7 @@ import json
 import pytest
 
 from service.schemas import MAX_JSON_DEPTH
-from tests.integration.test_api_app import Api, api_fixture, plan_copy  # noqa: F401
+from tests.integration.testapp import Api, plan_copy
 
 JSON = {"Content-Type": "application/json"}
 

@@ -13,11 +13,8 @@ import urllib.parse
 from typing import Any
 
 from service.auth import ADMIN
-from tests.integration.test_api_app import TOKENS, plan_copy
-from tests.integration.test_api_concurrency import (
-    _request,
-    server,  # noqa: F401
-)
+from tests.integration.testapp import TOKENS, plan_copy
+from tests.integration.testapp import request_json as _request
 
 SLOW_CLIENTS = 50
 HOLD_S = 30.0
@@ -66,7 +63,7 @@ def _post_chunked(base: str, path: str, payload: bytes, size: int = 7) -> tuple[
     return _raw_http(base, head, _chunked(payload, size))
 
 
-def test_a_chunked_trigger_key_is_honoured(server: str) -> None:  # noqa: F811 (the fixture)
+def test_a_chunked_trigger_key_is_honoured(server: str) -> None:
     # Regression: a chunked body was read as empty, so every retry created a new run.
     status, pipeline = _request(server, "POST", "/pipelines", {"name": "c", "plan": plan_copy()})
     assert status == 201
@@ -95,7 +92,7 @@ def _timed(call) -> float:
     return elapsed
 
 
-def test_fifty_slow_header_clients_do_not_delay_health_or_a_trigger(server: str) -> None:  # noqa: F811 (the fixture)
+def test_fifty_slow_header_clients_do_not_delay_health_or_a_trigger(server: str) -> None:
     # Regression: two clients sending headers slowly blocked both sync workers; /health did
     # not answer for about 32 s.
     status, pipeline = _request(server, "POST", "/pipelines", {"name": "s", "plan": plan_copy()})

@@ -14,8 +14,10 @@ from typing import Any
 import falcon.testing
 
 from ddl import connect
+from drills import ApiClient
 from service.auth import ADMIN, OPERATOR, VIEWER, hash_token
 
+API_WORKERS = 3  # gunicorn workers of the `server` fixture
 TOKENS = {ADMIN: "admin-token-0123456789", OPERATOR: "operator-token-0123", VIEWER: "viewer-tok"}
 NOW = datetime(2026, 11, 29, 13, 0, 0, 123456, tzinfo=UTC)
 PLAN: dict[str, Any] = {
@@ -124,3 +126,9 @@ def seed_principals(db_url: str) -> None:
                 (str(uuid.uuid4()), role, role, hash_token(token)),
             )
     conn.close()
+
+
+def request_json(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """`method` on `path` under `base` (`.../api/v1`, the `server` fixture) as the admin."""
+    client = ApiClient(base.removesuffix("/api/v1"), TOKENS[ADMIN], timeout_s=30)
+    return client.call(method, path, body)
