@@ -64,12 +64,14 @@ class Broker(PostgresBroker):
         )
 
 
-def build_broker(database_url: str, *, max_connections: int = 8) -> Broker:
+def build_broker(database_url: str, *, max_connections: int = 8, app: str = "etl-broker") -> Broker:
     """A dramatiq-pg broker on `database_url` without the default middleware we replace:
     Retries capped at 0 (our attempts live in our tables), no Prometheus (port clashes); a TimeLimit
-    stays as a backstop, actors set their own limits."""
+    stays as a backstop, actors set their own limits. Its sessions are named `app` in
+    `pg_stat_activity`, like every other connection of the process."""
     parts = urlsplit(database_url)
-    query = "&".join(q for q in (parts.query, f"maxconn={max_connections}", "minconn=0") if q)
+    params = (parts.query, f"maxconn={max_connections}", "minconn=0", f"application_name={app}")
+    query = "&".join(q for q in params if q)
     url = urlunsplit(parts._replace(query=query))
     middleware = [
         AgeLimit(),

@@ -61,7 +61,7 @@ def run_executor(cfg: Config, name: str) -> int:
     configure_logging(name, cfg.log_level)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = _stop_on_signals()
-    broker = build_broker(cfg.database_url, max_connections=8)
+    broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
     settings = ExecutorSettings(
         name=name,
         owner=owner,
@@ -128,7 +128,7 @@ def run_coordinator(
     configure_logging("coordinator", cfg.log_level)
     stop = _stop_on_signals()
     api = subprocess.Popen(api_argv, preexec_fn=_die_with_parent)
-    broker = build_broker(cfg.database_url, max_connections=12)
+    broker = build_broker(cfg.database_url, max_connections=12, app="etl-coordinator-broker")
     register_advancer(broker, connector(cfg.database_url, "etl-advancer"))
     worker = start_worker(broker, [COORDINATOR_QUEUE], threads=2)
     scheduler = scheduler_factory(cfg, broker) if scheduler_factory else None
