@@ -11,6 +11,9 @@ import psycopg2
 import psycopg2.extensions
 
 CONNECT_TIMEOUT_S = 10
+# Server shutting down (fast or crash), or still starting up: the session is gone, not the
+# statement wrong. (Class 08 is every "connection exception".)
+_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
 
 Connection = psycopg2.extensions.connection
 
@@ -41,3 +44,20 @@ def connect(url: str, app: str, **kwargs: Any) -> Connection:
 def connector(url: str, app: str, **kwargs: Any) -> Callable[[], Connection]:
     """A function that opens a new such connection each time it is called."""
     return lambda: connect(url, app, **kwargs)
+
+
+def connection_lost(exc: BaseException | None) -> bool:
+    """True when `exc`, or an error it was raised from or while handling, says the session
+    is gone: the server restarted, terminated the backend, or cannot be reached. Statement
+    and lock timeouts, deadlocks and data errors are not losses: the session lives on."""
+    for _ in range(5):  # a short chain: the driver error, and a rollback failing after it
+        if exc is None:
+            return False
+        if isinstance(exc, psycopg2.InterfaceError):
+            return True
+        if isinstance(exc, psycopg2.OperationalError):
+            code = exc.pgcode
+            if code is None or code.startswith("08") or code in _LOST_SQLSTATES:
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False

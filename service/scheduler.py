@@ -33,6 +33,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from actors import send_advance_run
+from ddl import connector
 from service.admission import Admission, AdmissionOutcome, admit_run, next_fire_at
 from service.config import Config
 from service.db import Cursor
@@ -360,10 +361,7 @@ def build_scheduler(cfg: Config, broker: Any) -> Scheduler:
     """The coordinator's scheduler: fires admit runs in `cfg.database_url` and wake the
     dag-advancer through `broker` (`run_coordinator(cfg, scheduler_factory=build_scheduler)`)."""
 
-    def connect() -> psycopg2.extensions.connection:
-        return connect(cfg.database_url, "etl-scheduler")
-
     def wake(run_id: str, trace_id: str) -> None:
         send_advance_run(broker, run_id, trace_id)
 
-    return Scheduler(connect, wake)
+    return Scheduler(connector(cfg.database_url, "etl-scheduler"), wake)
