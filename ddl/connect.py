@@ -22,13 +22,19 @@ def connection_kwargs(
     app: str,
     *,
     statement_timeout_s: float | None = None,
+    idle_in_transaction_timeout_s: float | None = None,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> dict[str, Any]:
-    """The keyword arguments `psycopg2.connect` (or a pool) takes for a session of `app`."""
+    """The keyword arguments `psycopg2.connect` (or a pool) takes for a session of `app`.
+    `idle_in_transaction_timeout_s` ends a session that sits in an open transaction that
+    long (a process frozen mid-commit must not hold its row locks forever)."""
     options = "-c timezone=UTC"
     if statement_timeout_s is not None:
         ms = int(statement_timeout_s * 1000)
         options += f" -c statement_timeout={ms} -c lock_timeout={ms}"
+    if idle_in_transaction_timeout_s is not None:
+        ms = int(idle_in_transaction_timeout_s * 1000)
+        options += f" -c idle_in_transaction_session_timeout={ms}"
     return {
         "application_name": app,
         "options": options,

@@ -76,8 +76,15 @@ def run_executor(cfg: Config, name: str) -> int:
     runner = StepRunner(
         settings,
         # No statement may outlive the step timeout: a lock held by some reader of the
-        # sandbox must fail the attempt (retryable), not hang the run.
-        connect_state=connector(cfg.database_url, f"etl-{name}", statement_timeout_s=60),
+        # sandbox must fail the attempt (retryable), not hang the run. An executor frozen
+        # inside a fenced commit (SIGSTOP) holds its attempt row, which the reaper skips:
+        # its session ends after two leases, so the step is handed over all the same.
+        connect_state=connector(
+            cfg.database_url,
+            f"etl-{name}",
+            statement_timeout_s=60,
+            idle_in_transaction_timeout_s=2 * cfg.lease_ttl_s,
+        ),
         connect_sandbox=connector(
             cfg.sandbox_url, f"etl-{name}-sandbox", statement_timeout_s=cfg.step_timeout_s
         ),
