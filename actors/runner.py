@@ -51,6 +51,7 @@ MAX_ROW_ERRORS_SHOWN = 20
 # What `run_attempt` answers when a fence found the attempt taken over (not an outcome).
 LEASE_LOST = "lease_lost"
 # Pauses between tries to reach a database that went away (restart, terminated sessions).
+MAX_TAKE_BACKS = 10  # per attempt
 RECONNECT_WAITS_S = (0.2, 0.5, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0)
 
 
@@ -239,8 +240,9 @@ class StepRunner:
         """The claimed attempt to its outcome (and the retry delay, if any). A lost session
         is not the attempt's failure: the executor takes its attempt back, fenced, as soon
         as the database answers and goes on from the last committed checkpoint, instead of
-        the step waiting out the lease."""
-        while True:
+        the step waiting out the lease. A step that loses its session again and again is
+        left to its lease, like one that kills its executor (the reaper's poison guard)."""
+        for _ in range(MAX_TAKE_BACKS + 1):
             conn = self._state_conn()
             try:
                 self._execute(conn, claim, heartbeat)
@@ -263,11 +265,12 @@ class StepRunner:
                     log.warning("database session lost mid-step: %s", exc, extra=ctx)
                     if self._take_back(claim, heartbeat, ctx):
                         continue
-                    return LEASE_LOST, None
+                    break
                 _rollback(conn)
                 outcome, delay_ms = self._fail(conn, claim, exc)
                 log.warning("attempt %s: %s", outcome, exc, extra=ctx)
                 return outcome, delay_ms
+        return LEASE_LOST, None
 
     def _take_back(self, claim: Claim, heartbeat: Heartbeat, ctx: dict) -> bool:
         """After a lost session: reconnect and fence our attempt in a transaction of its
