@@ -9,9 +9,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg2
 import pytest
 
-from drills import Stack
+from ddl import connect, connection_lost
+from drills import Stack, run_sql
 from drills.pgcluster import PrivateCluster
 
 N = 6000
@@ -130,3 +132,26 @@ def test_cancel_ends_a_run_whose_step_no_executor_claimed(db_url: str, tmp_path:
         assert stack.run(first)["status"] == "canceled"  # its late wake-up claimed nothing
     finally:
         stack.stop()
+
+
+def test_connection_lost_tells_a_gone_session_from_a_failed_statement(db_url: str) -> None:
+    conn = connect(db_url, "etl-test", statement_timeout_s=0.1)
+    try:
+        with pytest.raises(psycopg2.Error) as timed_out:
+            conn.cursor().execute("SELECT pg_sleep(5)")
+        assert not connection_lost(timed_out.value)  # the session lives on
+        conn.rollback()
+        with pytest.raises(psycopg2.Error) as bad:
+            conn.cursor().execute("SELECT 1/0")
+        assert not connection_lost(bad.value)
+        conn.rollback()
+        pid = conn.get_backend_pid()
+        assert run_sql(db_url, "SELECT pg_terminate_backend(%s)", pid) == [(True,)]
+        with pytest.raises(psycopg2.Error) as gone:
+            conn.cursor().execute("SELECT 1")
+        assert connection_lost(gone.value)
+        with pytest.raises(psycopg2.Error) as closed:
+            conn.cursor().execute("SELECT 1")
+        assert connection_lost(closed.value)
+    finally:
+        conn.close()
