@@ -53,9 +53,9 @@ def test_a_failed_run_is_purged_and_can_no_longer_be_resumed(stack: Stack) -> No
     assert len(published.read_text().splitlines()) == 701
 
     # Within the retention nothing happens; with 0 days the run is purged.
-    out = stack.etl("purge").stdout
+    out = stack.etl("purge")
     assert out.startswith("purged 0 run(s) finished at least 7 day(s) ago"), out
-    out = stack.etl("purge", "--older-than-days", "0").stdout
+    out = stack.etl("purge", "--older-than-days", "0")
     assert out.startswith("purged 1 run(s)") and "2 output batch(es), 1 staging table(s)" in out
     assert stack.sql(staged)[0][0] == 0 and stack.sql(batches, rid)[0][0] == 0
     assert len(published.read_text().splitlines()) == 701  # published exports stay
@@ -66,7 +66,7 @@ def test_a_failed_run_is_purged_and_can_no_longer_be_resumed(stack: Stack) -> No
     ]  # history stays
     code, body = stack.req("POST", f"/runs/{rid}/resume")
     assert code == 409 and "purged" in body["error"]["message"], body
-    assert "purged 0 run(s)" in stack.etl("purge", "--older-than-days", "0").stdout
+    assert "purged 0 run(s)" in stack.etl("purge", "--older-than-days", "0")
 
 
 def _seed_pipeline(conn, plan: dict) -> str:
