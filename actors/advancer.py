@@ -96,6 +96,8 @@ def _advance_steps(
     ]
     waits = [in_s for _n, status, due, in_s in rows if status == StepStatus.RETRY_WAIT and not due]
 
+    if cancel_requested:
+        _cancel_unclaimed(cur, run_id, states)
     decision = decide(plan, states, cancel_requested=cancel_requested)
     for status, names in (
         (StepStatus.UPSTREAM_FAILED, decision.upstream_failed),
@@ -134,6 +136,16 @@ def _advance_steps(
         )
         return True
     return False
+
+
+def _cancel_unclaimed(cur, run_id: str, states: dict[str, str]) -> None:
+    """A canceled run's steps whose attempt no executor has claimed end canceled now: a
+    claimed one stops at its next batch boundary, an unclaimed one would wait for an
+    executor (down, or busy elsewhere) and keep the run, and its pipeline's queue, waiting."""
+    cur.execute(QUERIES["cancel_unclaimed_attempts"], {"run_id": run_id})
+    for (name,) in cur.fetchall():
+        states[name] = StepStatus.CANCELED
+        log.info("unclaimed step canceled", extra={"run_id": run_id, "step": name})
 
 
 def send_wakeups(broker, run_id: str, trace_id: str, result: Advance) -> None:

@@ -6,11 +6,14 @@ sweep re-queues the same message instead of adding a second one."""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from urllib.parse import urlsplit, urlunsplit
 
 import dramatiq
+import dramatiq.errors
+import psycopg2
 from dramatiq.middleware import (
     AgeLimit,
     Callbacks,
@@ -26,6 +29,7 @@ STEPS_QUEUE = "steps"
 ADVANCE_RUN = "advance_run"
 RUN_STEP = "run_step"
 _STEP_NS = uuid.UUID("6d1f4f4e-2f7a-4c55-9b0e-5f0c1d9a7e21")
+log = logging.getLogger("etl.broker")
 
 
 class PromptConsumer(PostgresConsumer):
@@ -36,15 +40,45 @@ class PromptConsumer(PostgresConsumer):
       reset, so a worker that just finished a step looks at its queue up to 1 s late; we
       poll every `busy_poll_s` instead (a sleep: nothing is read while busy);
     - its connection check reads pending notifications off the socket before `select()`,
-      which then waits its whole timeout on an empty socket; we take those first."""
+      which then waits its whole timeout on an empty socket; we take those first.
+
+    And it rides out a lost database session (a restart, a terminated backend) itself:
+    dramatiq's consumer thread would log CRITICAL, drop this consumer and the messages it
+    counts as in processing, and build a new one. We drop the dead sessions, warn once per
+    outage, and look again after `reconnect_s`; the first look rescans the queue for what
+    was sent meanwhile."""
 
     busy_poll_s = 0.02
+    reconnect_s = 0.5
+    _outage = False
 
     def __next__(self):
-        if self._listen_conn is not None and len(self.in_processing) >= self.prefetch:
-            time.sleep(self.busy_poll_s)
+        try:
+            if self._listen_conn is not None and len(self.in_processing) >= self.prefetch:
+                time.sleep(self.busy_poll_s)
+                return None
+            message = super().__next__()
+        except (dramatiq.errors.ConnectionError, psycopg2.Error) as exc:
+            self._lost(exc)
             return None
-        return super().__next__()
+        if self._outage:
+            self._outage = False
+            log.info("broker connection to queue %s is back", self.queue_name)
+        return message
+
+    def _lost(self, exc: BaseException) -> None:
+        if not self._outage:
+            log.warning("broker connection to queue %s lost: %s", self.queue_name, exc)
+        self._outage = True
+        for name in ("_listen_conn", "_consume_conn"):
+            conn = getattr(self, name)
+            setattr(self, name, None)
+            if conn is not None:
+                try:
+                    self.pool.putconn(conn, close=True)
+                except Exception:  # a pool that no longer knows it: nothing to give back
+                    pass
+        time.sleep(self.reconnect_s)
 
     def poll_for_notify(self):
         conn = self.get_listen_conn()
@@ -64,12 +98,14 @@ class Broker(PostgresBroker):
         )
 
 
-def build_broker(database_url: str, *, max_connections: int = 8) -> Broker:
+def build_broker(database_url: str, *, max_connections: int = 8, app: str = "etl-broker") -> Broker:
     """A dramatiq-pg broker on `database_url` without the default middleware we replace:
     Retries capped at 0 (our attempts live in our tables), no Prometheus (port clashes); a TimeLimit
-    stays as a backstop, actors set their own limits."""
+    stays as a backstop, actors set their own limits. Its sessions are named `app` in
+    `pg_stat_activity`, like every other connection of the process."""
     parts = urlsplit(database_url)
-    query = "&".join(q for q in (parts.query, f"maxconn={max_connections}", "minconn=0") if q)
+    params = (parts.query, f"maxconn={max_connections}", "minconn=0", f"application_name={app}")
+    query = "&".join(q for q in params if q)
     url = urlunsplit(parts._replace(query=query))
     middleware = [
         AgeLimit(),

@@ -51,11 +51,15 @@ from dag import (
     parse_plan,
 )
 from dag.plan import ON_ROW_ERROR_STOP
+from ddl import connection_lost
 
 log = logging.getLogger("etl.executor")
 MAX_ROW_ERRORS_SHOWN = 20
 # What `run_attempt` answers when a fence found the attempt taken over (not an outcome).
 LEASE_LOST = "lease_lost"
+# Pauses between tries to reach a database that went away (restart, terminated sessions).
+MAX_TAKE_BACKS = 10  # per attempt
+RECONNECT_WAITS_S = (0.2, 0.5, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0)
 
 
 @dataclass(frozen=True)
@@ -180,16 +184,20 @@ class StepRunner:
             self._conn = self._connect_state()
         return self._conn
 
+    def _drop_state_conn(self) -> None:
+        """Forget a connection whose session is gone (the next use opens a new one)."""
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except psycopg2.Error:
+                pass
+        self._conn = None
+
     def run_attempt(self, attempt_id: int) -> str | None:
         """Run attempt `attempt_id` if it is ours to run; return its outcome (None if it was
         not claimable, e.g. a duplicate or late wake-up)."""
         s = self.settings
-        conn = self._state_conn()
-        try:
-            claim = claim_attempt(conn, attempt_id, s.owner, s.lease_ttl_s)
-        except psycopg2.OperationalError:
-            self._conn = None
-            raise
+        claim = self._claim(attempt_id)
         if claim is None:
             log.info("attempt not claimable", extra={"attempt_id": attempt_id})
             return None
@@ -208,34 +216,100 @@ class StepRunner:
             interval_s=s.heartbeat_s,
             max_age_s=s.step_timeout_s + 2 * s.heartbeat_s,
         )
-        delay_ms = None
         with heartbeat:
-            try:
-                self._execute(conn, claim, heartbeat)
-                outcome = AttemptOutcome.SUCCEEDED
-            except LeaseLost as exc:
-                conn.rollback()
-                log.warning("lease lost, stopping: %s", exc, extra=ctx)
-                return LEASE_LOST
-            except ExecutorStopping:
-                conn.rollback()
-                self._release(conn, claim)
-                log.info("executor stopping: step handed to a new attempt", extra=ctx)
-                return AttemptOutcome.RELEASED
-            except StepCanceled:
-                conn.rollback()
-                outcome = AttemptOutcome.CANCELED
-                self._end(conn, claim, AttemptOutcome.CANCELED, "run canceled")
-            except (Exception, TimeLimitExceeded) as exc:
-                conn.rollback()
-                outcome, delay_ms = self._fail(conn, claim, exc)
-                log.warning("attempt %s: %s", outcome, exc, extra=ctx)
+            outcome, delay_ms = self._run_claimed(claim, heartbeat, ctx)
+        if outcome in (LEASE_LOST, AttemptOutcome.RELEASED):
+            return outcome
         log.info("attempt %s", outcome, extra=ctx)
         try:
             self._wake_run(claim.run_id, claim.trace_id, delay_ms)
         except Exception as exc:  # the coordinator's sweep advances the run anyway
             log.warning("wake-up not sent: %s", exc, extra=ctx)
         return outcome
+
+    def _claim(self, attempt_id: int) -> Claim | None:
+        """Claim the attempt; a session lost on the way (a restarted database) is reopened
+        and the claim tried again once it answers."""
+        s = self.settings
+        for wait_s in (0.0, *RECONNECT_WAITS_S):
+            if self.stopping.wait(wait_s):
+                break
+            try:
+                return claim_attempt(self._state_conn(), attempt_id, s.owner, s.lease_ttl_s)
+            except psycopg2.Error as exc:
+                if not connection_lost(exc):
+                    raise
+                self._drop_state_conn()
+                log.warning("database unavailable for a claim: %s", exc)
+        return None  # the sweep sends the wake-up again
+
+    def _run_claimed(self, claim: Claim, heartbeat: Heartbeat, ctx: dict) -> tuple[str, int | None]:
+        """The claimed attempt to its outcome (and the retry delay, if any). A lost session
+        is not the attempt's failure: the executor takes its attempt back, fenced, as soon
+        as the database answers and goes on from the last committed checkpoint, instead of
+        the step waiting out the lease. A step that loses its session again and again is
+        left to its lease, like one that kills its executor (the reaper's poison guard)."""
+        for _ in range(MAX_TAKE_BACKS + 1):
+            conn = self._state_conn()
+            try:
+                self._execute(conn, claim, heartbeat)
+                return AttemptOutcome.SUCCEEDED, None
+            except LeaseLost as exc:
+                _rollback(conn)
+                log.warning("lease lost, stopping: %s", exc, extra=ctx)
+                return LEASE_LOST, None
+            except ExecutorStopping:
+                _rollback(conn)
+                self._release(conn, claim)
+                log.info("executor stopping: step handed to a new attempt", extra=ctx)
+                return AttemptOutcome.RELEASED, None
+            except StepCanceled:
+                _rollback(conn)
+                self._end(conn, claim, AttemptOutcome.CANCELED, "run canceled")
+                return AttemptOutcome.CANCELED, None
+            except (Exception, TimeLimitExceeded) as exc:
+                if connection_lost(exc):
+                    log.warning("database session lost mid-step: %s", exc, extra=ctx)
+                    if self._take_back(claim, heartbeat, ctx):
+                        continue
+                    break
+                _rollback(conn)
+                outcome, delay_ms = self._fail(conn, claim, exc)
+                log.warning("attempt %s: %s", outcome, exc, extra=ctx)
+                return outcome, delay_ms
+        return LEASE_LOST, None
+
+    def _take_back(self, claim: Claim, heartbeat: Heartbeat, ctx: dict) -> bool:
+        """After a lost session: reconnect and fence our attempt in a transaction of its
+        own. True when the attempt is still ours (go on from the checkpoint); False when
+        the lease was taken over, or the database stayed away until the executor stopped
+        or the step ran out of time (the reaper hands the step over then)."""
+        s = self.settings
+        self._drop_state_conn()
+        given_up = self._clock() + s.step_timeout_s
+        waits = iter(RECONNECT_WAITS_S)
+        while not heartbeat.lost.is_set() and self._clock() < given_up:
+            if self.stopping.wait(next(waits, RECONNECT_WAITS_S[-1])):
+                return False
+            try:
+                conn = self._state_conn()
+                with conn.cursor() as cur:
+                    cancel = fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
+                conn.commit()
+            except LeaseLost as exc:
+                _rollback(self._conn)
+                log.warning("lease lost while the database was away: %s", exc, extra=ctx)
+                return False
+            except psycopg2.Error as exc:
+                if not connection_lost(exc):
+                    raise
+                self._drop_state_conn()
+                continue
+            if cancel:
+                heartbeat.cancel.set()
+            log.info("database back: attempt continues from its checkpoint", extra=ctx)
+            return True
+        return False
 
     def _execute(self, conn, claim: Claim, heartbeat: Heartbeat) -> None:
         """Load the step's context, run its remaining batches, complete it: the attempt's
@@ -513,3 +587,12 @@ class StepRunner:
             conn.rollback()
             return LEASE_LOST, None
         return outcome, (int(decision.delay_s * 1000) if decision.retry else None)
+
+
+def _rollback(conn) -> None:
+    """Roll back; a session that is already gone has nothing to roll back."""
+    try:
+        conn.rollback()
+    except psycopg2.Error as exc:
+        if not connection_lost(exc):
+            raise

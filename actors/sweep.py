@@ -24,6 +24,7 @@ from actors.broker import send_run_step
 from actors.purge import purge_finished_runs
 from actors.sql import QUERIES
 from dag import StepStatus
+from ddl import connection_lost
 
 log = logging.getLogger("etl.sweep")
 MAX_LEASE_EXPIRIES = 5  # a step that kills its executor again and again is failed
@@ -159,10 +160,12 @@ def run_sweep(
             if time.monotonic() >= purge_due:
                 more_due = purge_pass(conn, connect_sandbox, settings)
                 purge_due = time.monotonic() + (0.0 if more_due else settings.purge_every_s)
-        except psycopg2.OperationalError as exc:
-            log.warning("sweep: database unavailable: %s", exc)
-            conn = None
-        except Exception:
+        except Exception as exc:
+            # a restart or a terminated session often surfaces as the rollback's InterfaceError
+            if isinstance(exc, psycopg2.OperationalError) or connection_lost(exc):
+                log.warning("sweep: database unavailable: %s", str(exc).strip())
+                conn = None
+                continue
             failures += 1
             log.exception("sweep failed (%d in a row)", failures)
             if failures * settings.every_s > settings.give_up_after_s:

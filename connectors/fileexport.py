@@ -3,12 +3,17 @@
 A step writes one chunk per batch into a stage directory (`<seq:08d>.chunk`, atomically, so
 re-writing a batch after a crash replaces its chunk instead of adding a copy). When the step
 commits, `publish(n)` concatenates exactly the committed chunks `0..n-1` into a temporary
-file beside the final path and renames it into place: a reader sees no file or the whole file.
+file in the stage and renames it into place: a reader sees no file or the whole file.
 
-Layout (the stage lives beside the outputs, in a dot directory, so the rename never crosses
-file systems):
-    export_dir/<run_id>/<rel path>              export_dir/<run_id>/.stage/<step>/
-    reject_dir/<run_id>/<step>.jsonl            reject_dir/<run_id>/.stage/<step>/"""
+The stage lives outside the published directory, so nothing but the final files ever
+appears in `<run_id>/`, and the stage path tells the step's state: absent (nothing staged
+yet), a directory (chunks staged), or an empty file, the *published* marker. The marker
+takes the directory's place in the publish, so a stale executor (frozen past its lease,
+its step taken over and published meanwhile) that wakes and writes a chunk cannot create
+the stage again: its write fails and leaves nothing. Layout (all under one directory, so
+no rename crosses file systems):
+    export_dir/<run_id>/<rel path>              export_dir/.stage/<run_id>/<step>
+    reject_dir/<run_id>/<step>.jsonl            reject_dir/.stage/<run_id>/<step>"""
 
 from __future__ import annotations
 
@@ -40,27 +45,31 @@ class ChunkedFile:
         return self.stage_dir / f"{seq:08d}{_CHUNK_SUFFIX}"
 
     def write_chunk(self, seq: int, data: bytes) -> None:
-        """Stage `data` as chunk `seq`, durably and atomically; writing a seq again replaces it."""
+        """Stage `data` as chunk `seq`, durably and atomically; writing a seq again replaces it.
+        `FileExistsError` once the file is published (the stage is the published marker)."""
         if seq < 0:
             raise ValueError(f"chunk seq must be >= 0, got {seq}")
-        self.stage_dir.mkdir(parents=True, exist_ok=True)
+        self.stage_dir.mkdir(parents=True, exist_ok=True)  # refused by the marker file
         # A unique temporary name: a stale executor writing the same seq never mixes bytes.
         _write_atomic(self.chunk_path(seq), [data])
 
     def publish(self, n_chunks: int) -> None:
-        """Make the final file the concatenation of chunks `0..n_chunks-1` and drop the stage.
+        """Make the final file the concatenation of chunks `0..n_chunks-1` and leave the
+        published marker in place of the stage.
 
         Chunks numbered `n_chunks` and above (a batch written but never committed) are
-        ignored. Idempotent: with the stage gone and the final file present, publish already
-        happened (before a crash) and this does nothing. `ChunkMissing` if a chunk is absent."""
+        ignored. Idempotent: once published (marker or final file without a stage) this
+        does nothing. `ChunkMissing` if a chunk is absent."""
         if n_chunks < 0:
             raise ValueError(f"n_chunks must be >= 0, got {n_chunks}")
-        if not self.stage_dir.exists():
+        if not self.stage_dir.is_dir():
             if self.final_path.exists():
                 shutil.rmtree(self._tombstone(), ignore_errors=True)
                 return
             if n_chunks:
                 raise ChunkMissing(f"no staged chunks for {self.final_path} ({n_chunks} expected)")
+            self.stage_dir.unlink(missing_ok=True)  # a marker whose file was removed
+            self.stage_dir.mkdir(parents=True, exist_ok=True)
         chunks = [self.chunk_path(seq) for seq in range(n_chunks)]
         missing = [p.name for p in chunks if not p.is_file()]
         if missing:
@@ -68,28 +77,49 @@ class ChunkedFile:
                 f"cannot publish {self.final_path}: chunk(s) {', '.join(missing[:5])} missing"
             )
         self.final_path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_leftover_tmp(self.final_path)
-        _write_atomic(self.final_path, chunks)
-        # Retire the stage in one atomic rename before deleting it: a crash halfway through
-        # a recursive delete would leave a stage with holes that a retried publish could
-        # only refuse, although the final file is complete.
+        _remove_leftover_tmp(self.final_path)  # of an earlier layout that staged beside it
+        _write_atomic(self.final_path, chunks, tmp_dir=self.stage_dir)
+        self._retire_stage()
+
+    def _retire_stage(self) -> None:
+        """Put the published marker in place of the stage and delete the stage.
+
+        The stage goes in one atomic rename before it is deleted: a crash halfway through a
+        recursive delete would leave a stage with holes that a retried publish could only
+        refuse, although the final file is complete. A stale executor may re-create the
+        directory between the rename and the marker: that copy is retired too."""
         tombstone = self._tombstone()
-        shutil.rmtree(tombstone, ignore_errors=True)
-        if self.stage_dir.exists():  # publish(0) of a step that staged nothing has no stage
-            os.replace(self.stage_dir, tombstone)
+        marker = self.stage_dir.with_name(f".{self.stage_dir.name}.{uuid.uuid4().hex}.marker")
+        marker.touch()
+        for _ in range(10):
             shutil.rmtree(tombstone, ignore_errors=True)
+            if self.stage_dir.is_dir():
+                os.replace(self.stage_dir, tombstone)
+            try:
+                os.rename(marker, self.stage_dir)  # fails if a directory appeared meanwhile
+                break
+            except OSError:
+                continue
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(tombstone, ignore_errors=True)
+        _fsync_dir(self.stage_dir.parent)
 
     def discard(self) -> bool:
-        """Remove the stage directory and every staged chunk; the final file is left alone.
-        True if there was a stage to remove."""
-        found = False
+        """Remove the stage (staged chunks, or the published marker); the final file is left
+        alone. True if chunks were staged."""
+        found = self.stage_dir.is_dir() or self._tombstone().exists()
         for directory in (self.stage_dir, self._tombstone()):
-            found = found or directory.exists()
             shutil.rmtree(directory, ignore_errors=True)
+        if self.stage_dir.is_file():
+            self.stage_dir.unlink(missing_ok=True)
+        try:  # the run's stage folder goes with its last step's stage
+            self.stage_dir.parent.rmdir()
+        except OSError:
+            pass
         return found
 
     def _tombstone(self) -> Path:
-        return self.stage_dir.with_name(self.stage_dir.name + ".published")
+        return self.stage_dir.with_name(f".{self.stage_dir.name}.retired")
 
 
 def export_file(export_dir: Path, run_id: object, step_name: str, rel_path: str) -> ChunkedFile:
@@ -97,16 +127,16 @@ def export_file(export_dir: Path, run_id: object, step_name: str, rel_path: str)
 
     `ExportPathRefused` for an empty/absolute `rel_path`, a `..` segment, or one that would
     land in the stage directory; also for a step name or run id that is not a plain name."""
-    run_dir = Path(export_dir) / _run_dir_name(run_id)
+    run = _run_dir_name(run_id)
     parts = _rel_parts(rel_path)
-    return ChunkedFile(run_dir.joinpath(*parts), _stage_dir(run_dir, step_name))
+    return ChunkedFile(Path(export_dir, run, *parts), _stage_dir(Path(export_dir), run, step_name))
 
 
 def reject_file(reject_dir: Path, run_id: object, step_name: str) -> ChunkedFile:
     """The chunked reject file of a step: `reject_dir/<run_id>/<step_name>.jsonl`."""
-    run_dir = Path(reject_dir) / _run_dir_name(run_id)
-    stage_dir = _stage_dir(run_dir, step_name)
-    return ChunkedFile(run_dir / f"{step_name}.jsonl", stage_dir)
+    run = _run_dir_name(run_id)
+    stage_dir = _stage_dir(Path(reject_dir), run, step_name)
+    return ChunkedFile(Path(reject_dir, run, f"{step_name}.jsonl"), stage_dir)
 
 
 def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
@@ -158,14 +188,14 @@ def _run_dir_name(run_id: object) -> str:
         raise ExportPathRefused(f"run id {run_id!r} is not a UUID") from None
 
 
-def _stage_dir(run_dir: Path, step_name: str) -> Path:
+def _stage_dir(base_dir: Path, run: str, step_name: str) -> Path:
     if (
         not isinstance(step_name, str)
         or step_name in ("", ".", "..")
         or any(c in step_name for c in "/\\\x00")
     ):
         raise ExportPathRefused(f"step name {step_name!r} cannot name a file")
-    return run_dir / STAGE_DIR_NAME / step_name
+    return base_dir / STAGE_DIR_NAME / run / step_name
 
 
 def _rel_parts(rel_path: str) -> tuple[str, ...]:
@@ -180,10 +210,13 @@ def _rel_parts(rel_path: str) -> tuple[str, ...]:
     return parts
 
 
-def _write_atomic(path: Path, sources: list[bytes] | list[Path]) -> None:
+def _write_atomic(
+    path: Path, sources: list[bytes] | list[Path], *, tmp_dir: Path | None = None
+) -> None:
     """Write the concatenation of `sources` (bytes or files) to `path` via a unique temporary
-    file in the same directory: fsync, rename over `path`, fsync the directory."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    file in `tmp_dir` (default: beside it; the same file system): fsync, rename over `path`,
+    fsync the directory."""
+    tmp = (tmp_dir or path.parent) / f".{path.name}.{uuid.uuid4().hex}.tmp"
     try:
         with open(tmp, "xb") as out:
             for src in sources:

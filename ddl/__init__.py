@@ -1,7 +1,7 @@
 """The schema: numbered migrations (state, broker, sandbox) and their runner; the named-SQL
 loader and the one way to open a connection, which every layer above uses."""
 
-from ddl.connect import Connection, connect, connection_kwargs, connector
+from ddl.connect import Connection, connect, connection_kwargs, connection_lost, connector
 from ddl.migrate import MigrationError, apply_migrations, create_database_if_missing, migrate
 from ddl.queries import load_queries
 
@@ -11,6 +11,7 @@ __all__ = [
     "apply_migrations",
     "connect",
     "connection_kwargs",
+    "connection_lost",
     "connector",
     "create_database_if_missing",
     "load_queries",

@@ -11,6 +11,9 @@ import psycopg2
 import psycopg2.extensions
 
 CONNECT_TIMEOUT_S = 10
+# Server shutting down (fast or crash), or still starting up: the session is gone, not the
+# statement wrong. (Class 08 is every "connection exception".)
+_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
 
 Connection = psycopg2.extensions.connection
 
@@ -19,13 +22,19 @@ def connection_kwargs(
     app: str,
     *,
     statement_timeout_s: float | None = None,
+    idle_in_transaction_timeout_s: float | None = None,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> dict[str, Any]:
-    """The keyword arguments `psycopg2.connect` (or a pool) takes for a session of `app`."""
+    """The keyword arguments `psycopg2.connect` (or a pool) takes for a session of `app`.
+    `idle_in_transaction_timeout_s` ends a session that sits in an open transaction that
+    long (a process frozen mid-commit must not hold its row locks forever)."""
     options = "-c timezone=UTC"
     if statement_timeout_s is not None:
         ms = int(statement_timeout_s * 1000)
         options += f" -c statement_timeout={ms} -c lock_timeout={ms}"
+    if idle_in_transaction_timeout_s is not None:
+        ms = int(idle_in_transaction_timeout_s * 1000)
+        options += f" -c idle_in_transaction_session_timeout={ms}"
     return {
         "application_name": app,
         "options": options,
@@ -41,3 +50,20 @@ def connect(url: str, app: str, **kwargs: Any) -> Connection:
 def connector(url: str, app: str, **kwargs: Any) -> Callable[[], Connection]:
     """A function that opens a new such connection each time it is called."""
     return lambda: connect(url, app, **kwargs)
+
+
+def connection_lost(exc: BaseException | None) -> bool:
+    """True when `exc`, or an error it was raised from or while handling, says the session
+    is gone: the server restarted, terminated the backend, or cannot be reached. Statement
+    and lock timeouts, deadlocks and data errors are not losses: the session lives on."""
+    for _ in range(5):  # a short chain: the driver error, and a rollback failing after it
+        if exc is None:
+            return False
+        if isinstance(exc, psycopg2.InterfaceError):
+            return True
+        if isinstance(exc, psycopg2.OperationalError):
+            code = exc.pgcode
+            if code is None or code.startswith("08") or code in _LOST_SQLSTATES:
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False

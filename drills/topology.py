@@ -14,6 +14,7 @@ from typing import Any
 
 from drills.harness import ROOT, Stack, drop_database, now_utc
 from drills.memory import MemorySampler
+from drills.pgcluster import PrivateCluster
 from drills.report import iso
 from service.config import Config
 
@@ -65,8 +66,17 @@ class Topology(Stack):
     (migrated, seeded), `start()` waits for /health, `stop()` stops the processes and drops
     the database."""
 
-    def __init__(self, name: str, *, fast: bool, env: dict[str, str] | None = None):
-        server_url = Config.from_env().database_url.rsplit("/", 1)[0]
+    def __init__(
+        self,
+        name: str,
+        *,
+        fast: bool,
+        env: dict[str, str] | None = None,
+        cluster: PrivateCluster | None = None,
+    ):
+        # A drill that restarts PostgreSQL runs on a private cluster, never the user's server.
+        self.cluster = cluster
+        server_url = cluster.url if cluster else Config.from_env().database_url.rsplit("/", 1)[0]
         db_name = f"etl_drill_{name.replace('-', '_')}_{os.getpid()}"
         directory = ROOT / "var" / "drills" / name
         shutil.rmtree(directory, ignore_errors=True)
@@ -98,10 +108,14 @@ class Topology(Stack):
         return self
 
     def stop(self) -> None:
-        """Stop the processes and the sampler, drop the database."""
+        """Stop the processes and the sampler, drop the database (remove the private
+        cluster, if the topology has one)."""
         super().stop()
         self.sampler.stop()
-        self.drop_database()
+        if self.cluster is not None:
+            self.cluster.destroy()
+        else:
+            self.drop_database()
 
     def drop_database(self) -> None:
         drop_database(self.server_url, self.db_name)

@@ -61,7 +61,7 @@ def run_executor(cfg: Config, name: str) -> int:
     configure_logging(name, cfg.log_level)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = _stop_on_signals()
-    broker = build_broker(cfg.database_url, max_connections=8)
+    broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
     settings = ExecutorSettings(
         name=name,
         owner=owner,
@@ -76,8 +76,15 @@ def run_executor(cfg: Config, name: str) -> int:
     runner = StepRunner(
         settings,
         # No statement may outlive the step timeout: a lock held by some reader of the
-        # sandbox must fail the attempt (retryable), not hang the run.
-        connect_state=connector(cfg.database_url, f"etl-{name}", statement_timeout_s=60),
+        # sandbox must fail the attempt (retryable), not hang the run. An executor frozen
+        # inside a fenced commit (SIGSTOP) holds its attempt row, which the reaper skips:
+        # its session ends after two leases, so the step is handed over all the same.
+        connect_state=connector(
+            cfg.database_url,
+            f"etl-{name}",
+            statement_timeout_s=60,
+            idle_in_transaction_timeout_s=2 * cfg.lease_ttl_s,
+        ),
         connect_sandbox=connector(
             cfg.sandbox_url, f"etl-{name}-sandbox", statement_timeout_s=cfg.step_timeout_s
         ),
@@ -128,7 +135,7 @@ def run_coordinator(
     configure_logging("coordinator", cfg.log_level)
     stop = _stop_on_signals()
     api = subprocess.Popen(api_argv, preexec_fn=_die_with_parent)
-    broker = build_broker(cfg.database_url, max_connections=12)
+    broker = build_broker(cfg.database_url, max_connections=12, app="etl-coordinator-broker")
     register_advancer(broker, connector(cfg.database_url, "etl-advancer"))
     worker = start_worker(broker, [COORDINATOR_QUEUE], threads=2)
     scheduler = scheduler_factory(cfg, broker) if scheduler_factory else None

@@ -62,6 +62,22 @@ SELECT %(run_id)s, %(name)s, coalesce(max(number), 0) + 1
 FROM attempts WHERE run_id = %(run_id)s AND step_name = %(name)s
 RETURNING id, number;
 
+-- cancel_unclaimed_attempts --
+-- A cancel ends the run's open attempts that no executor has claimed (executors down or busy)
+-- and their steps at once. The attempt's row lock orders this against a claim: whichever
+-- comes second finds the other's change and does nothing. Returns the steps canceled.
+WITH canceled AS (
+    UPDATE attempts
+    SET outcome = 'canceled', finished_at = now(), error = 'run canceled before any claim'
+    WHERE run_id = %(run_id)s AND outcome IS NULL AND lease_owner IS NULL
+    RETURNING step_name
+)
+UPDATE step_runs s
+SET status = 'canceled', error = 'run canceled', finished_at = now(), retry_at = NULL
+FROM canceled c
+WHERE s.run_id = %(run_id)s AND s.name = c.step_name AND s.status = 'running'
+RETURNING s.name;
+
 -- finish_run --
 -- A run whose steps are all terminal gets its final status.
 UPDATE runs SET status = %(status)s, finished_at = now()

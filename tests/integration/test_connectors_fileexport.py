@@ -34,13 +34,18 @@ def _chunked(tmp_path: Path) -> ChunkedFile:
     return export_file(tmp_path / "exports", RUN, "to_file", "out/customers.jsonl")
 
 
+def _published(f: ChunkedFile) -> bool:
+    """The stage was replaced by the published marker (an empty file) and no chunk is left."""
+    return f.stage_dir.is_file() and f.stage_dir.stat().st_size == 0
+
+
 def test_paths_of_export_and_reject_files(tmp_path: Path) -> None:
     f = _chunked(tmp_path)
     assert f.final_path == tmp_path / "exports" / str(RUN) / "out" / "customers.jsonl"
-    assert f.stage_dir == tmp_path / "exports" / str(RUN) / ".stage" / "to_file"
+    assert f.stage_dir == tmp_path / "exports" / ".stage" / str(RUN) / "to_file"
     r = reject_file(tmp_path / "rejects", str(RUN), "read")
     assert r.final_path == tmp_path / "rejects" / str(RUN) / "read.jsonl"
-    assert r.stage_dir == tmp_path / "rejects" / str(RUN) / ".stage" / "read"
+    assert r.stage_dir == tmp_path / "rejects" / ".stage" / str(RUN) / "read"
 
 
 @pytest.mark.parametrize(
@@ -73,7 +78,7 @@ def test_nothing_visible_until_publish_then_exact_content(tmp_path: Path) -> Non
     assert not f.final_path.exists()
     f.publish(2)
     assert f.final_path.read_bytes() == b"a\nb\n"
-    assert not f.stage_dir.exists()
+    assert _published(f)
     assert [p.name for p in f.final_path.parent.iterdir()] == ["customers.jsonl"]
 
 
@@ -93,7 +98,7 @@ def test_publish_ignores_chunks_beyond_the_committed_count(tmp_path: Path) -> No
         f.write_chunk(seq, f"{seq}\n".encode())
     f.publish(3)  # chunk 3 was written but its checkpoint never committed
     assert f.final_path.read_bytes() == b"0\n1\n2\n"
-    assert not f.stage_dir.exists()
+    assert _published(f)
 
 
 def test_publish_twice_is_a_no_op(tmp_path: Path) -> None:
@@ -140,11 +145,33 @@ def test_discard_drops_the_stage_only(tmp_path: Path) -> None:
     f = _chunked(tmp_path)
     f.write_chunk(0, b"old\n")
     f.publish(1)
+    f.discard()  # a step that starts over
     f.write_chunk(0, b"new\n")
-    f.discard()
-    f.discard()
-    assert not f.stage_dir.exists()
+    assert f.discard()
+    assert not f.discard()
+    assert not f.stage_dir.exists() and not f.stage_dir.parent.exists()
     assert f.final_path.read_bytes() == b"old\n"
+
+
+def test_a_stale_write_after_the_publish_leaves_nothing(tmp_path: Path) -> None:
+    # Regression: an executor frozen past its lease woke after the step that took over had
+    # published, wrote its chunk and re-created the stage inside the published directory.
+    f = _chunked(tmp_path)
+    f.write_chunk(0, b"a\n")
+    f.write_chunk(1, b"b\n")
+    f.publish(2)
+    for seq in (0, 2):  # a stale attempt that was at its first batch, or at a later one
+        with pytest.raises(FileExistsError):
+            f.write_chunk(seq, b"stale\n")
+    run_dir = tmp_path / "exports" / str(RUN)
+    assert [str(p.relative_to(run_dir)) for p in run_dir.rglob("*")] == [
+        "out",
+        "out/customers.jsonl",
+    ]
+    staged = [p for p in (tmp_path / "exports").rglob("*") if p.is_file()]
+    assert sorted(p.name for p in staged) == ["customers.jsonl", "to_file"]  # the marker
+    f.publish(2)  # the stale attempt's publish (were it to get that far) is a no-op
+    assert f.final_path.read_bytes() == b"a\nb\n"
 
 
 def test_two_steps_of_a_run_stage_apart(tmp_path: Path) -> None:

@@ -125,3 +125,34 @@ def test_sigterm_hands_the_step_to_the_other_executor_at_once(stack: Stack) -> N
     )[0][0]
     assert total == N // 500
     _check_export(stack, run)
+
+
+def test_a_stale_executor_waking_after_the_publish_leaves_nothing(stack: Stack) -> None:
+    # Regression: woken after the step that took over had published, the stale executor
+    # wrote the chunk of its batch in flight into the published run directory.
+    stack.start()
+    run_id = stack.trigger(stack.create("nums", PLAN))[1]["id"]
+    number, executor, _ = stack.wait_for(
+        lambda: (a := _live_attempt(stack, run_id)) and a[2] >= 2 and a, what="2 batches"
+    )
+    name = executor.split(":")[0]
+    stack.kill(name, signal.SIGSTOP)
+    run = stack.wait_run(run_id, timeout=120)  # taken over, finished and published
+    stack.kill(name, signal.SIGCONT)
+    stack.wait_for(lambda: _stale_gave_up(stack, name), what="the stale attempt gave up")
+    _check_export(stack, run)
+    run_dir = stack.exports / run["id"]
+    assert [str(p.relative_to(run_dir)) for p in run_dir.rglob("*")] == ["nums.jsonl"]
+    staged = [p for p in stack.exports.rglob("*") if p.suffix in (".chunk", ".tmp")]
+    assert staged == []
+    after = stack.sql(
+        "SELECT outcome FROM attempts WHERE run_id = %s AND step_name = 'out' AND number = %s",
+        run_id, number,
+    )[0][0]  # fmt: skip
+    assert after == "lease_expired"
+
+
+def _stale_gave_up(stack: Stack, name: str) -> bool:
+    """The woken executor's step (not only its heartbeat) found its lease gone."""
+    lines = stack.logs[name].read_text().splitlines()
+    return any('"etl.executor"' in line and "lease" in line for line in lines)
