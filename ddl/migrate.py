@@ -21,6 +21,11 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 SANDBOX_DIR = Path(__file__).with_name("sandbox")
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _LOCK_KEY = 0x45544C4D  # "ETLM": one runner at a time per database
+# Whole-file checksums of earlier texts of a migration that differ from today's only in
+# comments, recorded by databases migrated before checksums left comments out.
+COMMENT_EDITS = {
+    1: {"cc6ef4c717910b706b2243e2104b72ddb0516bcd0f01b6d98ddde708c2e7f8d3"},
+}
 
 
 class MigrationError(Exception):
@@ -35,6 +40,15 @@ class Migration:
 
     @property
     def checksum(self) -> str:
+        """SHA-256 of the statements: whole-line `--` comments and blank lines do not count,
+        so a comment may be corrected in an applied migration, a statement never."""
+        lines = (ln.rstrip() for ln in self.sql.splitlines())
+        statements = "\n".join(ln for ln in lines if ln and not ln.lstrip().startswith("--"))
+        return hashlib.sha256(statements.encode("utf-8")).hexdigest()
+
+    @property
+    def raw_checksum(self) -> str:
+        """SHA-256 of the whole file, what databases migrated before 2026-12 recorded."""
         return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
 
 
@@ -102,7 +116,7 @@ def apply_migrations(
         for m in migrations:
             if m.version in done:
                 name, checksum = done[m.version]
-                if checksum != m.checksum:
+                if checksum not in {m.checksum, m.raw_checksum, *COMMENT_EDITS.get(m.version, ())}:
                     raise MigrationError(
                         f"{m.name}: applied as {name} with checksum {checksum[:12]}, "
                         f"the file now has {m.checksum[:12]}; applied migrations are never "

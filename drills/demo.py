@@ -1,5 +1,6 @@
 """`make demo`: migrate, seed, start the local topology (`etl up`), run the sample pipeline
-(`fixtures/plans/demo.json`) on `fixtures/`, print the run with its steps and outputs, stop.
+(`fixtures/plans/demo.json`) on `fixtures/`, print the run with its steps and outputs and the
+web console's address and sign-in token, stop (on a terminal: once Enter is pressed).
 
 Run with the project's virtualenv: `python -m drills.demo`. The configuration comes from
 the usual `ETL_*` variables; `ETL_ADMIN_TOKEN` defaults to a demo token here."""
@@ -58,6 +59,19 @@ def _print_run(run: dict, cfg: Config) -> None:
         print(f"    sandbox.demo_active_customers  ({cur.fetchone()[0]} rows of this run)")
 
 
+def _show_console(cfg: Config, token: str, run_id: str) -> None:
+    """Where to look at the run in the web console; on a terminal, keep the topology up
+    until Enter (or Ctrl-C) so the pages can be opened."""
+    base = f"http://{cfg.api_bind}/ui"
+    print(f"\n== web console: {base}/  (sign in with the token {token})")
+    print(f"   this run's page: {base}/runs/{run_id}")
+    if sys.stdin.isatty():
+        try:
+            input("   press Enter to stop everything ")
+        except (EOFError, KeyboardInterrupt):
+            pass
+
+
 def main() -> int:
     env = dict(os.environ)
     env.setdefault("ETL_ADMIN_TOKEN", DEMO_TOKEN)
@@ -97,6 +111,7 @@ def main() -> int:
             time.sleep(0.3)
             run = client.call("GET", f"/runs/{run['id']}")[1]
         _print_run(run, cfg)
+        _show_console(cfg, env["ETL_ADMIN_TOKEN"], run["id"])
         return 0 if run["status"] == RunStatus.SUCCEEDED else 1
     finally:
         print("\n== stopping etl up")

@@ -11,7 +11,13 @@ import psycopg2
 import pytest
 
 import ddl
-from ddl.migrate import MIGRATIONS_DIR, MigrationError, apply_migrations
+from ddl.migrate import (
+    COMMENT_EDITS,
+    MIGRATIONS_DIR,
+    MigrationError,
+    apply_migrations,
+    discover,
+)
 
 from .conftest import PG
 
@@ -92,9 +98,31 @@ def test_an_edited_applied_migration_is_refused(tmp_path: Path) -> None:
             (tmp_path / src.name).write_text(src.read_text())
         apply_migrations(url, tmp_path)
         edited = tmp_path / "0001_state.sql"
-        edited.write_text(edited.read_text() + "\n-- edited\n")
+        original = edited.read_text()
+        # A corrected comment is not an edit: nothing runs again, nothing is refused.
+        edited.write_text("-- a corrected comment\n" + original + "\n-- another one\n")
+        assert apply_migrations(url, tmp_path) == []
+        edited.write_text(original + "\nCREATE TABLE edited (id int);\n")
         with pytest.raises(MigrationError, match=r"0001_state\.sql.*never edited"):
             apply_migrations(url, tmp_path)
+    finally:
+        _drop(url)
+
+
+def test_a_database_migrated_with_whole_file_checksums_still_migrates(tmp_path: Path) -> None:
+    """Before comments were left out, the whole file was hashed; those rows still match, and
+    so does the earlier text of 0001 whose comment was corrected since."""
+    url = _fresh_url()
+    try:
+        apply_migrations(url)
+        with psycopg2.connect(url) as c, c.cursor() as cur:
+            for m in discover():
+                legacy = next(iter(COMMENT_EDITS.get(m.version, ()) or [m.raw_checksum]))
+                cur.execute(
+                    "UPDATE schema_migrations SET checksum = %s WHERE version = %s",
+                    (legacy, m.version),
+                )
+        assert apply_migrations(url) == []
     finally:
         _drop(url)
 
