@@ -269,7 +269,7 @@ class _Previewer:
         view = StepPreview(step.name, step.type, source=_source_view(step))
         failed = [d for d in step.depends_on if d not in self.outputs]
         if failed:
-            view.status = "upstream_failed"
+            view.status = StepStatus.UPSTREAM_FAILED
             view.error = f"not run: {', '.join(failed)} did not succeed"
             return view
         try:

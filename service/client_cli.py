@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from dag import RunStatus, StepStatus
 from service import progress
 from service.client import ApiClient, ApiError, ApiUnreachable
 from service.config import Config
@@ -299,8 +300,10 @@ def runs_list(args: argparse.Namespace, client: ApiClient, console: Console) -> 
 
 
 def _counts(step_counts: dict[str, int], total: int) -> str:
-    done = step_counts.get("succeeded", 0)
-    rest = ", ".join(f"{n} {s}" for s, n in sorted(step_counts.items()) if s != "succeeded")
+    done = step_counts.get(StepStatus.SUCCEEDED, 0)
+    rest = ", ".join(
+        f"{n} {s}" for s, n in sorted(step_counts.items()) if s != StepStatus.SUCCEEDED
+    )
     return f"{done}/{total} succeeded" + (f" ({rest})" if rest else "")
 
 
@@ -321,7 +324,7 @@ def runs_cancel(args: argparse.Namespace, client: ApiClient, console: Console) -
     run = client.cancel_run(args.run)
     if args.json:
         _print_json(console, run)
-    elif run["status"] == "canceled":
+    elif run["status"] == RunStatus.CANCELED:
         print(f"canceled: {progress.run_header(run)}")
     else:
         print(f"cancel requested: {progress.run_header(run)} (stops at the next batch)")

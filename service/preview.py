@@ -12,20 +12,25 @@ import json
 import sys
 from typing import Any, TextIO
 
-import psycopg2
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS, PlanPreview, StepPreview, preview_plan
+from dag import StepStatus
 from dag.plan import parse_plan
+from ddl import connector
 from service.config import Config
 from service.plandoc import read_plan_document
 
 ROW_ERRORS_SHOWN = 10
 RAW_SHOWN = 120  # characters of a row error's raw value (the JSON answer has it whole)
-_STATUS_STYLE = {"ok": "green", "failed": "bold red", "upstream_failed": "yellow"}
+_STATUS_STYLE = {
+    "ok": "green",
+    StepStatus.FAILED: "bold red",
+    StepStatus.UPSTREAM_FAILED: "yellow",
+}
 
 
 def records_arg(text: str) -> int:
@@ -64,14 +69,9 @@ def run_preview(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 2
     cfg = Config.from_env()
 
-    def connect_sandbox() -> Any:
-        return psycopg2.connect(
-            cfg.sandbox_url,
-            connect_timeout=5,
-            application_name="etl-preview",
-            options="-c statement_timeout=10000",
-        )
-
+    connect_sandbox = connector(
+        cfg.sandbox_url, "etl-preview", connect_timeout_s=5, statement_timeout_s=10
+    )
     preview = preview_plan(
         parse_plan(doc.plan),
         data_dir=cfg.data_dir,
@@ -125,7 +125,7 @@ def _render_step(step: StepPreview, console: Console) -> None:
     )
     if step.error:
         console.print(f"[{style}]error:[/] {escape(step.error)}")
-    if step.status == "upstream_failed":
+    if step.status == StepStatus.UPSTREAM_FAILED:
         return
     console.print(
         f"records in {step.records_in} · out {step.records_out} · rejected {step.rejected}"

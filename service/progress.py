@@ -20,24 +20,30 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from dag import RUN_TERMINAL, RunStatus, StepStatus
 from service.client import ApiClient
 
-TERMINAL = ("succeeded", "failed", "canceled", "skipped")
+TERMINAL = (*RUN_TERMINAL, RunStatus.SKIPPED)
 # `--wait` / `watch` exit statuses by how the run ended (documented in README.md).
-EXIT_STATUS = {"succeeded": 0, "failed": 1, "canceled": 3, "skipped": 4}
+EXIT_STATUS = {
+    RunStatus.SUCCEEDED: 0,
+    RunStatus.FAILED: 1,
+    RunStatus.CANCELED: 3,
+    RunStatus.SKIPPED: 4,
+}
 POLL_S = 0.5
 PLAIN_PROGRESS_S = 2.0
 _STYLE = {
-    "succeeded": "green",
-    "failed": "bold red",
-    "upstream_failed": "red",
-    "canceled": "yellow",
-    "not_run": "dim",
-    "running": "cyan",
-    "retry_wait": "magenta",
-    "pending": "dim",
-    "queued": "dim",
-    "skipped": "yellow",
+    StepStatus.SUCCEEDED: "green",
+    StepStatus.FAILED: "bold red",
+    StepStatus.UPSTREAM_FAILED: "red",
+    StepStatus.CANCELED: "yellow",
+    StepStatus.NOT_RUN: "dim",
+    StepStatus.RUNNING: "cyan",
+    StepStatus.RETRY_WAIT: "magenta",
+    StepStatus.PENDING: "dim",
+    RunStatus.QUEUED: "dim",
+    RunStatus.SKIPPED: "yellow",
 }
 
 
@@ -103,11 +109,11 @@ def step_lines(
         done = int(s.get("records_in") or 0)
         inputs = [by_name[d] for d in depends_on.get(s["name"], []) if d in by_name]
         total: int | None = None
-        if s["status"] == "succeeded":
+        if s["status"] == StepStatus.SUCCEEDED:
             total = done
-        elif inputs and all(i["status"] == "succeeded" for i in inputs):
+        elif inputs and all(i["status"] == StepStatus.SUCCEEDED for i in inputs):
             total = sum(int(i.get("records_out") or 0) for i in inputs)
-        if s["status"] == "running":
+        if s["status"] == StepStatus.RUNNING:
             rate = meter.rate(s["name"], done)
         else:
             took = seconds_between(s.get("started_at"), s.get("finished_at"))
@@ -163,7 +169,7 @@ def plain_line(ln: StepLine, name_width: int = 24) -> str:
         f"{ln.name:<{name_width}} {ln.status:<15} records {ln.records():>13}"
         f"  rate {ln.rate_text():>9}  attempts {ln.attempts}  executor {ln.executor or '-'}"
     )
-    if ln.error and ln.status == "failed":
+    if ln.error and ln.status == StepStatus.FAILED:
         text += f"  error: {ln.error}"
     return text
 
@@ -256,7 +262,7 @@ def _watch_plain(
             key = (ln.status, ln.attempts, ln.executor)
             last = progress_at.get(ln.name)
             grew = last is not None and ln.done > last[1] and clock() - last[0] >= PLAIN_PROGRESS_S
-            if shown.get(ln.name) != key or (ln.status == "running" and grew):
+            if shown.get(ln.name) != key or (ln.status == StepStatus.RUNNING and grew):
                 shown[ln.name] = key
                 progress_at[ln.name] = (clock(), ln.done)
                 say(plain_line(ln, width))

@@ -12,6 +12,8 @@ from typing import Any
 import psycopg2
 
 import connectors
+from dag import RUN_ACTIVE, StepStatus
+from ddl import connect
 from service.console.graph import layout_dag, layout_gantt
 from service.console.web import ConsoleSettings
 from service.db import Cursor, fetch_one
@@ -20,7 +22,7 @@ from service.resources import fetch_run_views
 
 log = logging.getLogger(__name__)
 
-ACTIVE = ("queued", "running")
+ACTIVE = tuple(RUN_ACTIVE)
 REJECTS_SHOWN = 20
 
 
@@ -68,9 +70,9 @@ def step_progress(
     """A running step's done fraction where the total is known: a file ingest by its
     checkpoint's byte offset over the file size; a step reading upstream output by records
     in over its finished upstreams' records out. 1.0 once succeeded; None when unknown."""
-    if step["status"] == "succeeded":
+    if step["status"] == StepStatus.SUCCEEDED:
         return 1.0
-    if step["status"] not in ("running", "retry_wait"):
+    if step["status"] not in (StepStatus.RUNNING, StepStatus.RETRY_WAIT):
         return None
     cfg = step.get("config") or {}
     if step["type"] == "ingest":
@@ -83,7 +85,7 @@ def step_progress(
             return None
         return min(offset / size, 1.0) if size else None
     upstream = [steps.get(d) for d in step.get("depends_on") or []]
-    if not upstream or any(u is None or u["status"] != "succeeded" for u in upstream):
+    if not upstream or any(u is None or u["status"] != StepStatus.SUCCEEDED for u in upstream):
         return None
     total = sum(u["records_out"] for u in upstream if u)
     return min(step["records_in"] / total, 1.0) if total else None
@@ -117,7 +119,9 @@ def _export(settings: ConsoleSettings, run_id: str, step: Mapping[str, Any]) -> 
             "format": cfg.get("format", "jsonl"),
         }
     out["table"] = f"sandbox.{cfg.get('table')}"
-    out["rows"] = _count_rows(settings, run_id, step) if step["status"] == "succeeded" else None
+    out["rows"] = (
+        _count_rows(settings, run_id, step) if step["status"] == StepStatus.SUCCEEDED else None
+    )
     return out
 
 
@@ -125,9 +129,7 @@ def _count_rows(settings: ConsoleSettings, run_id: str, step: Mapping[str, Any])
     if settings.sandbox_url is None:
         return None
     try:
-        conn = psycopg2.connect(
-            settings.sandbox_url, connect_timeout=5, application_name="etl-console"
-        )
+        conn = connect(settings.sandbox_url, "etl-console", connect_timeout_s=5)
     except psycopg2.Error:
         log.warning("console: sandbox unavailable for the row count of %s", step["name"])
         return None
