@@ -592,7 +592,8 @@ DRILLS = tuple(SCENARIOS)
 FAULTS = {  # ETL_FAULT of the drill's topology (see actors/faults.py)
     "crash-after-export": "crash_after_export:step=to_table:batch=3",
     "coordinator-restart": "slow_batches:step=normalize:ms=500",
-    "burst-30": "slow_batches:step=read:ms=3000",  # runs stay queued during the burst, even on a busy machine
+    # runs stay queued during the burst, even on a busy machine
+    "burst-30": "slow_batches:step=read:ms=3000",
     # a1 must outlast the claim of b_fail: an executor that just finished a step looks at
     # its queue again only after dramatiq-pg's consumer backoff (up to ~1 s)
     "branch-failure": "fail_attempts:step=b_fail:times=1,slow_batches:step=a1:ms=1000",
