@@ -7,10 +7,22 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from drills.harness import now_utc
+
+
+def plain(value: Any) -> Any:
+    """`value` with every `StrEnum` (a state) as its plain string, for the report's text."""
+    if isinstance(value, StrEnum):
+        return str(value)
+    if isinstance(value, dict):
+        return type(value)({plain(k): plain(v) for k, v in value.items()})
+    if isinstance(value, list | tuple | set | frozenset):
+        return type(value)(plain(v) for v in value)
+    return value
 
 
 def iso(value: datetime | None) -> str | None:
@@ -54,7 +66,7 @@ class DrillResult:
 
     def expect(self, name: str, got: Any, want: Any) -> bool:
         """A check that `got == want`; the report shows what was got."""
-        return self.check(f"{name}: {want}", got == want, got)
+        return self.check(f"{name}: {plain(want)}", got == want, plain(got))
 
     def add_run(self, label: str, run: dict) -> None:
         """Keep a run's ids and the timings of every step and attempt (API timestamps)."""
