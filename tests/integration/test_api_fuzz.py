@@ -2,15 +2,21 @@
 schemathesis has, as the admin and without a token. Bounded and derandomized (the same
 cases every run): EXAMPLES per operation and phase. Zero failures is the bar.
 
-The only help the generator gets is `valid_plan_case`: a plan's dependencies, unique names
-and distinct export paths are rules JSON schema cannot state, so a *positive* case's plan
-is repaired to follow them (negative cases are left alone)."""
+The generator gets help only where JSON schema cannot state a rule, and only for *positive*
+cases (negative cases are left alone): a plan's dependencies, unique names and distinct
+export paths are repaired to follow them (`valid_plan`), and a list's `before` becomes a
+cursor of that list (`list_cursor`: a cursor is opaque, only the `next` of a page is one).
+Previews read a small CSV in a data directory of the test's own."""
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 import traceback
+import uuid
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import falcon.testing
@@ -23,24 +29,54 @@ from schemathesis.transport.wsgi import WSGITransport
 
 from service.app import create_app
 from service.auth import ADMIN
+from service.config import Config
 from service.db import Database
 from service.deps import Deps
+from service.listing import INTEGER_MAX, encode_cursor
 from service.openapi import build_spec, openapi_path
 from service.routes import ROUTES
 from tests.integration.testapp import NOW, TOKENS, plan_copy, seed_principals
 
 EXAMPLES = 50
 SEED = 20261201
+PEOPLE = "id,name,amount,signup\n1,  Ann  ,5,2026-01-02\n2,Bob,x,\n3,Cy,7,2026-02-30\n"
+# The list each path pages through: the kind of its cursors and whether a cursor's key is
+# (created_at, id) or an integer (`service.listing`).
+LISTS = {
+    "/api/v1/pipelines": ("pipelines", "time"),
+    "/api/v1/pipelines/{pipeline_id}/revisions": ("revisions", "int"),
+    "/api/v1/pipelines/{pipeline_id}/runs": ("runs", "time"),
+    "/api/v1/pipelines/{pipeline_id}/schedules": ("schedules", "time"),
+    "/api/v1/runs": ("runs", "time"),
+    "/api/v1/audit": ("audit", "int"),
+}
 
 
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
-    """Make a positive case's plan follow the rules beyond the schema."""
+    """Make a positive case's plan follow the rules beyond the schema, and its `before` a
+    cursor of the list."""
     if case.meta is not None and case.meta.generation.mode.is_positive:
         body = case.body
         if isinstance(body, dict) and isinstance(body.get("plan"), dict):
             case.body = {**body, "plan": valid_plan(body["plan"])}
+        query = case.query
+        if isinstance(query, dict) and isinstance(query.get("before"), str):
+            cursor = list_cursor(case.operation.path, query["before"])
+            case.query = {**query, "before": cursor}
     return case
+
+
+def list_cursor(path: str, seed: str) -> str:
+    """A cursor of the list at `path` whose key is derived from `seed` (the generated
+    value), so positive cases still page from varied places."""
+    kind, key = LISTS[path]
+    digest = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
+    number = int.from_bytes(digest[:8])
+    if key == "int":
+        return encode_cursor(kind, number % INTEGER_MAX + 1)
+    at = NOW - timedelta(microseconds=number % 10**14)
+    return encode_cursor(kind, at, uuid.UUID(bytes=digest[8:24]))
 
 
 def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
@@ -83,12 +119,24 @@ def in_process_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(WSGITransport, "send", send_in_process)
 
 
-def run_schemathesis(db_url: str, headers: dict[str, str]) -> tuple[int, list[str]]:
+def run_schemathesis(db_url: str, tmp_path: Path, headers: dict[str, str]) -> tuple[int, list[str]]:
     """Every phase and every check against the app on `db_url`; (cases sent, failures)."""
     seed_principals(db_url)
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("people.csv", "customers.csv"):
+        (data / name).write_text(PEOPLE)
+    config = Config(
+        database_url=db_url,
+        sandbox_url=db_url,
+        data_dir=data,
+        export_dir=tmp_path / "exports",
+        reject_dir=tmp_path / "rejects",
+    )
     db = Database(db_url)
     try:
-        app = create_app(Deps(db=db, wake_run=lambda run_id, trace_id: None, now=lambda: NOW))
+        deps = Deps(db=db, wake_run=lambda run_id, trace_id: None, now=lambda: NOW, config=config)
+        app = create_app(deps)
         client = falcon.testing.TestClient(app)
         admin = {"Authorization": f"Bearer {TOKENS[ADMIN]}"}
         for name in ("fuzz-a", "fuzz-b"):
@@ -97,7 +145,7 @@ def run_schemathesis(db_url: str, headers: dict[str, str]) -> tuple[int, list[st
                 client.simulate_post("/api/v1/pipelines", json=body, headers=admin).status_code
                 == 201
             )
-        config = SchemathesisConfig.from_dict(
+        settings = SchemathesisConfig.from_dict(
             {
                 "seed": SEED,
                 "headers": headers,
@@ -105,7 +153,7 @@ def run_schemathesis(db_url: str, headers: dict[str, str]) -> tuple[int, list[st
                 "checks": {"enabled": True},
             }
         )
-        schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", app, config=config)
+        schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", app, config=settings)
         cases, failures = 0, []
         for event in from_schema(schema).execute():
             if isinstance(event, ScenarioFinished):
@@ -140,12 +188,13 @@ def _describe(event: ScenarioFinished, case_id: str, check: Any) -> str:
 
 @pytest.mark.parametrize("role", [ADMIN, None], ids=["admin", "no-token"])
 @pytest.mark.usefixtures("in_process_transport")
-def test_schemathesis_finds_nothing(db_url: str, role: str | None) -> None:
+def test_schemathesis_finds_nothing(db_url: str, tmp_path: Path, role: str | None) -> None:
     headers = {"Authorization": f"Bearer {TOKENS[role]}"} if role else {}
-    cases, failures = run_schemathesis(db_url, headers)
+    cases, failures = run_schemathesis(db_url, tmp_path, headers)
     print(f"\nschemathesis ({role or 'no token'}): {cases} cases, {len(failures)} failures")
     assert cases > 0
     assert failures == [], "\n".join(sorted(set(failures)))
+    assert not (tmp_path / "exports").exists()  # previews write nothing
 
 
 def test_the_document_describes_every_route_of_the_one_table() -> None:
