@@ -10,8 +10,10 @@ Previews read a small CSV in a data directory of the test's own."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
+import json
 import re
 import traceback
 import uuid
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import falcon.testing
+import jsonschema_rs
 import pytest
 import schemathesis
 from schemathesis.config import SchemathesisConfig
@@ -32,10 +35,11 @@ from service.auth import ADMIN
 from service.config import Config
 from service.db import Database
 from service.deps import Deps
-from service.listing import INTEGER_MAX, encode_cursor
+from service.errors import ValidationFailed
+from service.listing import INTEGER_MAX, encode_cursor, parse_statuses, parse_uuid
 from service.openapi import build_spec, openapi_path
 from service.routes import ROUTES
-from tests.integration.testapp import NOW, TOKENS, plan_copy, seed_principals
+from tests.integration.testapp import NOW, TOKENS, Api, plan_copy, seed_principals
 
 EXAMPLES = 50
 SEED = 20261201
@@ -214,3 +218,80 @@ def test_the_document_describes_every_route_of_the_one_table() -> None:
     assert len(schemas["ScheduleCreate"]["oneOf"]) == 2
     trigger = doc["paths"]["/api/v1/pipelines/{pipeline_id}/runs"]["post"]["responses"]
     assert {"200", "201", "400", "401", "403", "404", "413", "415", "429"} <= set(trigger)
+
+
+# --- what the fuzzing found, pinned --------------------------------------------------------
+
+
+def _forged(kind: str, *key: str) -> str:
+    """A cursor of list `kind` holding `key` as is (text no page would give out)."""
+    raw = json.dumps([kind, *key], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def test_hostile_list_parameters_are_400_naming_the_parameter(api: Api) -> None:
+    # Regression: each of these was a 500 (int() of over 4,300 digits, a cursor key out of
+    # the column's range, a year out of Python's range in UTC).
+    pid = api.create_pipeline()
+    some_id = str(uuid.uuid4())
+    year_one = _forged("pipelines", "0001-01-01T00:00:00+01:00", some_id)
+    no_time = _forged("schedules", "9999-12-31", some_id)
+    cases = [
+        ("/pipelines", "limit=" + "9" * 5000, "limit"),
+        (f"/pipelines/{pid}/revisions", f"before={_forged('revisions', str(2**31))}", "before"),
+        ("/audit", f"before={_forged('audit', str(2**63))}", "before"),
+        ("/audit", f"before={_forged('audit', '9' * 250)}", "before"),
+        ("/pipelines", f"before={year_one}", "before"),
+        (f"/pipelines/{pid}/schedules", f"before={no_time}", "before"),
+        ("/runs", "pipeline_id=" + some_id.replace("-", ""), "pipeline_id"),
+        ("/runs", f"pipeline_id={{{some_id}}}", "pipeline_id"),
+        ("/runs", "status=queued%0A", "status"),
+    ]  # fmt: skip
+    for path, query, field in cases:
+        a = api.call("GET", f"{path}?{query}")
+        assert a.status == 400, (path, query[:80], a.body)
+        assert a.body["error"]["details"][0]["field"] == field, (path, query[:80])
+    # Regression: a 500 (PostgreSQL reads no fractional-second offset); now read in UTC.
+    odd = _forged("runs", "2026-01-01T00:00:00+05:30:15.5", some_id)
+    assert api.call("GET", f"/runs?before={odd}").body == {"items": [], "next": None}
+
+
+def test_preview_bodies_the_document_calls_invalid_are_400(api: Api) -> None:
+    # Regression: both were previewed (200) though the document allows neither.
+    pid = api.create_pipeline()
+    for body, field in (
+        ({"pipeline_id": pid.replace("-", "")}, "pipeline_id"),
+        ({"pipeline_id": pid, "name": "riding along without a plan"}, "name"),
+    ):
+        a = api.call("POST", "/pipelines/preview", body)
+        assert a.status == 400 and a.body["error"]["details"][0]["field"] == field, a.body
+
+
+def test_documented_query_patterns_accept_what_the_parsers_accept() -> None:
+    doc = build_spec(ROUTES)
+    params = doc["paths"]["/api/v1/runs"]["get"]["parameters"]
+    schema = {p["name"]: p["schema"] for p in params}
+    samples = {
+        "status": [
+            "queued", "failed,succeeded", "failed, running", " ,queued, ", "queued,,failed",
+            "\tqueued\t", "", ",", " ", "queued running", "QUEUED", "queued\n", "queued\u3000",
+            "nope", "queued,nope",
+        ],
+        "pipeline_id": [
+            str(uuid.uuid4()), str(uuid.uuid4()).upper(), uuid.uuid4().hex,
+            f"{{{uuid.uuid4()}}}", f"urn:uuid:{uuid.uuid4()}", "", "12",
+        ],
+    }  # fmt: skip
+    parsers = {
+        "status": parse_statuses,
+        "pipeline_id": lambda text: parse_uuid(text, "pipeline_id"),
+    }
+    for name, values in samples.items():
+        validator = jsonschema_rs.validator_for(schema[name], validate_formats=True)
+        for value in values:
+            try:
+                parsers[name](value)
+                accepted = True
+            except ValidationFailed:
+                accepted = False
+            assert validator.is_valid(value) == accepted, (name, value)
