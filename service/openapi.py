@@ -89,7 +89,7 @@ class Route(NamedTuple):
 
 
 _NO_NUL = r"^[^\u0000]*$"
-_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_UUID = listing.UUID_TEXT.pattern
 _CURSOR = rf"^{listing.CURSOR_TEXT.pattern}$"
 # One run status or several, comma-separated; blanks and spaces around them are ignored
 # (`service.listing.parse_statuses`).
