@@ -59,11 +59,14 @@ def parse_limit(raw: str | None) -> int:
     `limit`."""
     if raw is None:
         return DEFAULT_LIMIT
-    # the length first: int() of over 4,300 digits raises ValueError (a 500)
+    # int() of the significant digits only, and of at most 3: int() of over 4,300 digits
+    # (leading zeros too) raises ValueError, which would be a 500
     digits = raw.lstrip("0")
-    if not (raw.isascii() and raw.isdigit() and len(digits) <= 3 and 1 <= int(raw) <= MAX_LIMIT):
+    if not (raw.isascii() and raw.isdigit() and len(digits) <= 3 and digits):
         raise _invalid("limit", f"must be an integer 1..{MAX_LIMIT}")
-    return int(raw)
+    if not 1 <= int(digits) <= MAX_LIMIT:
+        raise _invalid("limit", f"must be an integer 1..{MAX_LIMIT}")
+    return int(digits)
 
 
 def parse_statuses(raw: str | Sequence[str] | None) -> list[str] | None:

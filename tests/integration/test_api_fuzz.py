@@ -238,6 +238,7 @@ def test_hostile_list_parameters_are_400_naming_the_parameter(api: Api) -> None:
     no_time = _forged("schedules", "9999-12-31", some_id)
     cases = [
         ("/pipelines", "limit=" + "9" * 5000, "limit"),
+        ("/runs", "limit=" + "0" * 5000 + "5", None),
         (f"/pipelines/{pid}/revisions", f"before={_forged('revisions', str(2**31))}", "before"),
         ("/audit", f"before={_forged('audit', str(2**63))}", "before"),
         ("/audit", f"before={_forged('audit', '9' * 250)}", "before"),
@@ -249,6 +250,9 @@ def test_hostile_list_parameters_are_400_naming_the_parameter(api: Api) -> None:
     ]  # fmt: skip
     for path, query, field in cases:
         a = api.call("GET", f"{path}?{query}")
+        if field is None:  # well-formed after all
+            assert a.status == 200, (path, query[:80], a.body)
+            continue
         assert a.status == 400, (path, query[:80], a.body)
         assert a.body["error"]["details"][0]["field"] == field, (path, query[:80])
     # Regression: a 500 (PostgreSQL reads no fractional-second offset); now read in UTC.
