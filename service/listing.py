@@ -18,7 +18,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from marshmallow import Schema, fields
@@ -33,7 +33,14 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 RUN_STATUSES = tuple(RunStatus)
 
-_CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]{1,400}")
+CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]{1,400}")
+UUID_TEXT = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+# The largest keys PostgreSQL's columns hold: a bigger cursor key is forged (and would make
+# the query fail with an out-of-range error rather than a 400).
+INTEGER_MAX = 2**31 - 1
+BIGINT_MAX = 2**63 - 1
 
 Page = tuple[list[dict[str, Any]], str | None]
 
@@ -52,17 +59,23 @@ def parse_limit(raw: str | None) -> int:
     `limit`."""
     if raw is None:
         return DEFAULT_LIMIT
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
+    # int() of the significant digits only, and of at most 3: int() of over 4,300 digits
+    # (leading zeros too) raises ValueError, which would be a 500
+    digits = raw.lstrip("0")
+    if not (raw.isascii() and raw.isdigit() and len(digits) <= 3 and digits):
         raise _invalid("limit", f"must be an integer 1..{MAX_LIMIT}")
-    return int(raw)
+    if not 1 <= int(digits) <= MAX_LIMIT:
+        raise _invalid("limit", f"must be an integer 1..{MAX_LIMIT}")
+    return int(digits)
 
 
 def parse_statuses(raw: str | Sequence[str] | None) -> list[str] | None:
-    """`?status=`: one run status or several, comma-separated; None means every status."""
+    """`?status=`: one run status or several, comma-separated (spaces and tabs around them
+    and empty items ignored); None means every status."""
     if raw is None:
         return None
     items = raw.split(",") if isinstance(raw, str) else list(raw)
-    statuses = [s.strip() for s in items if s.strip()]
+    statuses = [s.strip(" \t") for s in items if s.strip(" \t")]
     unknown = [s for s in statuses if s not in RUN_STATUSES]
     if unknown or not statuses:
         raise _invalid("status", f"must be one or more of {', '.join(RUN_STATUSES)}")
@@ -70,13 +83,13 @@ def parse_statuses(raw: str | Sequence[str] | None) -> list[str] | None:
 
 
 def parse_uuid(raw: str | None, field: str) -> str | None:
-    """An optional id parameter as a canonical UUID string; a malformed one is a 400."""
+    """An optional id parameter (`8-4-4-4-12` hex digits) as a canonical UUID string; any
+    other text (also the other spellings `uuid.UUID` takes) is a 400."""
     if raw is None:
         return None
-    try:
-        return str(uuid.UUID(raw))
-    except ValueError:
-        raise _invalid(field, "must be a UUID") from None
+    if not UUID_TEXT.fullmatch(raw):
+        raise _invalid(field, "must be a UUID (8-4-4-4-12 hex digits)")
+    return str(uuid.UUID(raw))
 
 
 # --- cursors ---------------------------------------------------------------------------------
@@ -93,7 +106,7 @@ def decode_cursor(cursor: str, kind: str, arity: int) -> list[str]:
     """The `arity` key values of a cursor made by `encode_cursor(kind, ...)`; anything else
     (garbage, another list's cursor) is a 400 naming `before`."""
     bad = _invalid("before", "is not a cursor of this list (use the `next` of a page)")
-    if not _CURSOR_TEXT.fullmatch(cursor):
+    if not CURSOR_TEXT.fullmatch(cursor):
         raise bad
     try:
         raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
@@ -114,18 +127,22 @@ def _time_and_id(cursor: str | None, kind: str) -> dict[str, Any]:
     try:
         when = datetime.fromisoformat(at)
         parsed_id = uuid.UUID(row_id)
-    except ValueError:
+        # in UTC: PostgreSQL takes no fractional-second offset, and year 1 with a
+        # positive offset is out of Python's range (OverflowError)
+        when = when.astimezone(UTC) if when.tzinfo is not None else None
+    except (ValueError, OverflowError):
         raise _invalid("before", "is not a cursor of this list") from None
-    if when.tzinfo is None:
+    if when is None:
         raise _invalid("before", "is not a cursor of this list")
     return {"before_at": when, "before_id": str(parsed_id)}
 
 
-def _integer(cursor: str | None, kind: str) -> int | None:
+def _integer(cursor: str | None, kind: str, maximum: int) -> int | None:
+    """The key of a cursor naming an integer 0..`maximum`."""
     if cursor is None:
         return None
     (value,) = decode_cursor(cursor, kind, 1)
-    if not (value.isascii() and value.isdigit()):
+    if not (value.isascii() and value.isdigit()) or int(value) > maximum:
         raise _invalid("before", "is not a cursor of this list")
     return int(value)
 
@@ -172,7 +189,10 @@ def list_revisions(
     cur: Cursor, *, pipeline_id: str, limit: int = DEFAULT_LIMIT, before: str | None = None
 ) -> Page:
     """A pipeline's revision summaries, newest first."""
-    params = {"pipeline_id": pipeline_id, "before_number": _integer(before, "revisions")}
+    params = {
+        "pipeline_id": pipeline_id,
+        "before_number": _integer(before, "revisions", INTEGER_MAX),
+    }
     rows, last = _page(cur, "list_revision_summaries", params, limit, lambda r: (r["number"],))
     return rows, last and encode_cursor("revisions", *last)
 
@@ -230,7 +250,7 @@ def list_audit(
     """Audit rows newest first; `filters` may hold `entity_id`, `entity_type`, `action`,
     `principal` (exact matches)."""
     params = {k: filters.get(k) for k in AUDIT_FILTERS}
-    params["before_id"] = _integer(before, "audit")
+    params["before_id"] = _integer(before, "audit", BIGINT_MAX)
     rows, last = _page(cur, "list_audit_entries", params, limit, lambda r: (r["id"],))
     return rows, last and encode_cursor("audit", *last)
 

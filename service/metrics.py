@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import falcon
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -21,12 +21,17 @@ from prometheus_client.registry import Collector
 
 from dag import RunStatus
 from service.db import Cursor, Database
+from service.deps import Deps
 from service.sql import METRICS_QUERIES as QUERIES
 
 log = logging.getLogger(__name__)
 
 
 RUN_STATUSES = tuple(RunStatus)
+# `generate_latest` writes the classic text format (names escaped to underscores), which
+# prometheus_client itself labels 0.0.4 (its CONTENT_TYPE_LATEST says 1.0.0, a format that
+# allows UTF-8 names and that an older Prometheus server does not take).
+METRICS_CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 SKIP_REASONS = ("queue_full", "busy")
 STEP_DURATION_BOUNDS_S = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
@@ -165,10 +170,10 @@ class MetricsResource:
 
     public = True
 
-    def __init__(self, db: Database):
+    def __init__(self, deps: Deps):
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(DatabaseCollector(db))
+        self.registry.register(DatabaseCollector(deps.db))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.content_type = CONTENT_TYPE_LATEST
+        resp.content_type = METRICS_CONTENT_TYPE
         resp.data = generate_latest(self.registry)

@@ -1,10 +1,13 @@
 """The OpenAPI document of the REST API (`GET /api/v1/openapi.json`): apispec renders the
 marshmallow schemas, `build_spec` documents every operation of a routes table (see
-`service.routes`), and the plan is typed by a JSON schema built from `dag.plan`'s rules.
+`service.routes`), and the plan and the preview answer are typed by JSON schemas built from
+the rules of `dag.plan` and `actors.preview`.
 
 Each operation lists every status it can answer: its success status(es), 401 and 403 from
 the resource's roles, 400/411/413/415 for a body, 404 for path parameters, 400 for query
-parameters, 503 when the database is down, and what the route adds (409, 412, 429 ...)."""
+parameters, 503 when the database is down, and what the route adds (409, 412, 429 ...).
+A list operation (`Op(page=True)`) answers a page envelope `{"items", "next"}` of its
+summary component and takes `limit` and `before` (`service.listing`)."""
 
 from __future__ import annotations
 
@@ -16,10 +19,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 
+from actors.preview import MAX_RECORDS, MAX_ROW_ERRORS, SAMPLE_ROWS
+from dag import RunStatus, StepStatus
 from dag import plan as rules
 from dag.paths import MAX_PATH_BYTES
-from service import schemas
+from service import listing, schemas
 from service.auth import READ
+from service.preview_api import PreviewRequestSchema
 
 if TYPE_CHECKING:
     from service.deps import Deps
@@ -42,24 +48,35 @@ SCHEMAS = {
     "Schedule": schemas.ScheduleSchema,
     "Audit": schemas.AuditSchema,
     "Health": schemas.HealthSchema,
+    "LastRun": listing.LastRunSchema,
+    "PipelineSummary": listing.PipelineSummarySchema,
+    "RevisionSummary": listing.RevisionSummarySchema,
+    "RunSummary": listing.RunSummarySchema,
+    "PreviewRequest": PreviewRequestSchema,
 }
+# The items of each list (`Op.page`): `<name>Page` components are built from them.
+PAGE_ITEMS = ("PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Audit")
 
 
 @dataclass(frozen=True)
 class Op:
-    """One operation. `response`/`request` name components of `service.openapi.SCHEMAS`;
-    `also` maps further statuses it answers (beyond the ones derived from auth, body and
-    path parameters) to their component (None: no body, "Error": our error body);
-    `query` names parameters of `service.openapi.QUERY_PARAMETERS`."""
+    """One operation. `response`/`request` name components of `service.openapi.SCHEMAS`
+    (or the preview's and the plan's JSON schemas); `media` is the success answer's media
+    type ("Text" is its component for a text answer). `page`: a list, answering a page of
+    `response` items (`{"items", "next"}`) and taking `limit` and `before`. `also` maps
+    further statuses it answers (beyond the ones derived from auth, body, path and query
+    parameters) to their component (None: no body, "Error": our error body); `query` names
+    parameters of `service.openapi.QUERY_PARAMETERS`."""
 
     summary: str
     status: int = 200
     response: str | None = None
-    many: bool = False
+    page: bool = False
     request: str | None = None
     body_required: bool = True
     also: Mapping[int, str | None] = field(default_factory=dict)
     query: tuple[str, ...] = ()
+    media: str = "application/json"
 
 
 class Route(NamedTuple):
@@ -71,15 +88,47 @@ class Route(NamedTuple):
     operations: Mapping[str, Op]
 
 
+_NO_NUL = r"^[^\u0000]*$"
+_UUID = listing.UUID_TEXT.pattern
+_CURSOR = rf"^{listing.CURSOR_TEXT.pattern}$"
+# One run status or several, comma-separated; blanks and spaces around them are ignored
+# (`service.listing.parse_statuses`).
+_STATUS = "(?:{})".format("|".join(RunStatus))
+_STATUSES = rf"^(?:[ \t]*,)*[ \t]*{_STATUS}[ \t]*(?:,[ \t]*(?:{_STATUS}[ \t]*)?)*$"
+
+
+def _exact(description: str) -> dict[str, Any]:
+    return {"description": description, "schema": {"type": "string", "pattern": _NO_NUL}}
+
+
 QUERY_PARAMETERS: dict[str, dict[str, Any]] = {
     "limit": {
-        "description": "page size",
-        "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+        "description": f"page size (at most {listing.MAX_LIMIT})",
+        "schema": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": listing.MAX_LIMIT,
+            "default": listing.DEFAULT_LIMIT,
+        },
     },
-    "entity_id": {
-        "description": "only entries about this entity",
-        "schema": {"type": "string", "pattern": r"^[^\u0000]*$"},
+    "before": {
+        "description": "the `next` of the previous page (an opaque cursor of this list)",
+        "schema": {"type": "string", "pattern": _CURSOR},
     },
+    "name": _exact("only the pipeline of this exact name"),
+    "status": {
+        "description": "only runs of this status, or of these comma-separated statuses"
+        f" ({', '.join(RunStatus)})",
+        "schema": {"type": "string", "pattern": _STATUSES},
+    },
+    "pipeline_id": {
+        "description": "only runs of this pipeline",
+        "schema": {"type": "string", "format": "uuid", "pattern": f"^{_UUID}$"},
+    },
+    "entity_id": _exact("only entries about the entity of this id"),
+    "entity_type": _exact("only entries about entities of this type (pipeline, run, ...)"),
+    "action": _exact("only entries of this action (pipeline.create, run.trigger, ...)"),
+    "principal": _exact("only entries by this principal"),
 }
 
 _CONVERTERS = {
@@ -134,11 +183,12 @@ def build_spec(routes: Iterable[Route]) -> dict[str, Any]:
     return doc
 
 
-def _operation(resource: Any, method: str, op: Any, parameters: list) -> dict[str, Any]:
+def _operation(resource: Any, method: str, op: Op, parameters: list) -> dict[str, Any]:
     public = getattr(resource, "public", False)
     roles = getattr(resource, "roles", {}).get(method.upper(), READ)
     who = "anyone" if public else ", ".join(sorted(r.removeprefix("pipeline_") for r in roles))
-    answers: dict[int, str | None] = {op.status: op.response, **op.also}
+    success = f"{op.response}Page" if op.page else op.response
+    answers: dict[int, str | None] = {op.status: success, **op.also}
     if not public:
         answers.update({401: "Error", 503: "Error"})
         if set(roles) != set(READ):
@@ -147,10 +197,13 @@ def _operation(resource: Any, method: str, op: Any, parameters: list) -> dict[st
         answers.update({400: "Error", 411: "Error", 413: "Error", 415: "Error"})
     if parameters:
         answers[404] = "Error"
+    names = op.query + (("limit", "before") if op.page else ())
+    if names:
+        answers[400] = "Error"
     out: dict[str, Any] = {"summary": f"{op.summary} [{who}]", "responses": {}}
     if not public:
         out["security"] = [{"bearer": []}]
-    query = [{"name": q, "in": "query", **QUERY_PARAMETERS[q]} for q in op.query]
+    query = [{"name": q, "in": "query", **QUERY_PARAMETERS[q]} for q in names]
     if parameters or query:
         out["parameters"] = parameters + query
     if op.request:
@@ -161,20 +214,32 @@ def _operation(resource: Any, method: str, op: Any, parameters: list) -> dict[st
         text = op.summary if status < 300 else _STATUS_TEXT.get(status, "error")
         answer: dict[str, Any] = {"description": text}
         if component:
-            body = (
-                {"type": "array", "items": _ref(component)}
-                if op.many and status == op.status
-                else _ref(component)
-            )
-            answer["content"] = {"application/json": {"schema": body}}
+            media = op.media if status == op.status else "application/json"
+            answer["content"] = {media: {"schema": _ref(component)}}
         out["responses"][str(status)] = answer
     return out
 
 
-def _ref(name: str) -> dict[str, str] | dict[str, Any]:
+def _ref(name: str) -> dict[str, Any]:
     if name == "Document":
         return {"type": "object"}
+    if name == "Text":
+        return {"type": "string"}
     return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _page(item: str) -> dict[str, Any]:
+    """The envelope of a list: up to `MAX_LIMIT` items, the cursor of the next page."""
+    return {
+        "description": f"One page of {item} items, newest first; `next` is null on the last",
+        **_closed(
+            {
+                "items": {"type": "array", "maxItems": listing.MAX_LIMIT, "items": _ref(item)},
+                "next": {"type": ["string", "null"], "pattern": _CURSOR},
+            },
+            ["items", "next"],
+        ),
+    }
 
 
 def _refine_components(components: dict[str, Any]) -> None:
@@ -200,11 +265,45 @@ def _refine_components(components: dict[str, Any]) -> None:
     }
     for name in ("ErrorDetail", "ErrorInfo", "Error"):
         components[name]["required"] = list(components[name]["properties"])
+    _refine_lists(components)
+    _refine_preview_request(components)
+    components.update(preview_components())
+
+
+def _refine_lists(components: dict[str, Any]) -> None:
+    """Page envelopes; every field of a list item is always there; statuses are enums."""
+    for name in ("LastRun", *PAGE_ITEMS):
+        components[name]["required"] = list(components[name]["properties"])
+    for name in ("LastRun", "RunSummary"):
+        components[name]["properties"]["status"]["enum"] = [str(s) for s in RunStatus]
+    counts = components["RunSummary"]["properties"]["step_counts"]
+    counts["propertyNames"] = _enum(StepStatus)
+    counts["additionalProperties"] = {"type": "integer", "minimum": 1}
+    for name in PAGE_ITEMS:
+        components[f"{name}Page"] = _page(name)
+
+
+def _refine_preview_request(components: dict[str, Any]) -> None:
+    """Exactly one of a plan (with its name riding along) or a saved pipeline."""
+    fields = components["PreviewRequest"]["properties"]
+    records = fields["records"]
+    name = {**fields["name"], "pattern": _NO_NUL}
+    pipeline_id = {**fields["pipeline_id"], "format": "uuid", "pattern": f"^{_UUID}$"}
+    components["PreviewRequest"] = {
+        "description": "exactly one of plan (a name may ride along) or pipeline_id (revision:"
+        f" default the current one); records: 1..{MAX_RECORDS} per ingest",
+        "oneOf": [
+            _closed({"plan": _ref("Plan"), "name": name, "records": records}, ["plan"]),
+            _closed(
+                {"pipeline_id": pipeline_id, "revision": fields["revision"], "records": records},
+                ["pipeline_id"],
+            ),
+        ],
+    }
 
 
 # --- the plan ------------------------------------------------------------------------------
 
-_NO_NUL = r"^[^\u0000]*$"
 _TEXT = {"type": "string", "pattern": _NO_NUL}
 _NAME = {"type": "string", "minLength": 1, "pattern": _NO_NUL}
 _LITERAL = {
@@ -237,7 +336,7 @@ def _closed(properties: Mapping[str, Any], required: list[str]) -> dict[str, Any
 
 
 def _enum(values: Iterable[str]) -> dict[str, Any]:
-    return {"type": "string", "enum": list(values)}
+    return {"type": "string", "enum": [str(v) for v in values]}
 
 
 def plan_components() -> dict[str, dict[str, Any]]:
@@ -372,3 +471,109 @@ def plan_components() -> dict[str, dict[str, Any]]:
         " file exports do not write the same path or under one another (400)."
     )
     return {"Plan": plan, **steps}
+
+
+# --- the preview answer ----------------------------------------------------------------------
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _fields(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """An object whose `properties` are always there (extra fields may be added later)."""
+    return {"type": "object", "properties": dict(properties), "required": list(properties)}
+
+
+def preview_components() -> dict[str, dict[str, Any]]:
+    """JSON schemas of the preview answer (`actors.preview.PlanPreview.as_dict`)."""
+    count = {"type": "integer", "minimum": 0}
+    text = {"type": "string"}
+    value = {"type": ["integer", "string", "null"]}
+    record = {"type": "object", "additionalProperties": value}
+    column_types = {"type": "object", "additionalProperties": _enum(rules.COLUMN_TYPES)}
+    rows = {"type": "array", "maxItems": SAMPLE_ROWS, "items": record}
+    row_error = _fields(
+        {
+            "line": _nullable({"type": "integer", "minimum": 1}),
+            "record": _nullable({"type": "integer", "minimum": 1}),
+            "column": _nullable(text),
+            "reason": text,
+            "raw": {},
+        }
+    )
+    source = {
+        "oneOf": [
+            _fields(
+                {"source": _enum(["file"]), "path": text, "format": _enum(rules.INGEST_FORMATS)}
+            ),
+            _fields(
+                {
+                    "source": _enum(["table"]),
+                    "table": text,
+                    "read_only": {"const": True},
+                    "note": text,
+                }
+            ),
+        ]
+    }
+    export = {
+        "oneOf": [
+            _fields(
+                {
+                    "target": _enum(["file"]),
+                    "path": text,
+                    "format": _enum(rules.EXPORT_FORMATS),
+                    "columns": column_types,
+                    "rows": rows,
+                    "text": text,
+                }
+            ),
+            _fields(
+                {
+                    "target": _enum(["table"]),
+                    "table": text,
+                    "key": _nullable(text),
+                    "columns": {"type": "object", "additionalProperties": text},
+                    "rows": rows,
+                    "note": text,
+                }
+            ),
+        ]
+    }
+    step = _fields(
+        {
+            "name": text,
+            "type": _enum(rules.STEP_TYPES),
+            "status": _enum(["ok", StepStatus.FAILED, StepStatus.UPSTREAM_FAILED]),
+            "error": _nullable(text),
+            "columns": _nullable(column_types),
+            "inferred": {"type": "object", "additionalProperties": text},
+            "records_in": count,
+            "records_out": count,
+            "rejected": count,
+            "sample": rows,
+            "row_errors": {"type": "array", "maxItems": MAX_ROW_ERRORS, "items": row_error},
+            "row_errors_total": count,
+            "warnings": {"type": "array", "items": _fields({"code": text, "message": text})},
+            "source": _nullable(source),
+            "export": _nullable(export),
+        }
+    )
+    step["description"] = (
+        "One step: ok, failed (error says why) or upstream_failed (not run); at most"
+        f" {SAMPLE_ROWS} sample records and {MAX_ROW_ERRORS} row errors (row_errors_total"
+        " counts them all); source for an ingest, export (what it would write) for an export"
+    )
+    preview = _fields(
+        {
+            "records": {"type": "integer", "minimum": 1, "maximum": MAX_RECORDS},
+            "on_row_error": _enum(rules.ON_ROW_ERROR_MODES),
+            "on_failure": _enum(rules.ON_FAILURE_POLICIES),
+            "ok": {"type": "boolean"},
+            "writes": text,
+            "steps": {"type": "array", "items": _ref("PreviewStep")},
+        }
+    )
+    preview["description"] = "Every step of the plan in execution order; nothing is written"
+    return {"Preview": preview, "PreviewStep": step}

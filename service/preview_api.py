@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from dag.plan import parse_plan
 from service.auth import ADMIN_ONLY
 from service.db import fetch_one
 from service.errors import NotFound
+from service.listing import UUID_TEXT
 from service.resources import _Resource, get_pipeline, read_json
 from service.schemas import check_plan
 
@@ -34,7 +36,11 @@ class PreviewRequestSchema(Schema):
 
     name = fields.String()
     plan = fields.Raw()
-    pipeline_id = fields.UUID()
+    pipeline_id = fields.String(
+        validate=validate.Regexp(
+            rf"{UUID_TEXT.pattern}\Z", error="must be a UUID (8-4-4-4-12 hex digits)"
+        )
+    )
     revision = fields.Integer(strict=True, validate=validate.Range(min=1))
     records = fields.Integer(
         strict=True, validate=validate.Range(min=1, max=MAX_RECORDS), load_default=DEFAULT_RECORDS
@@ -46,6 +52,8 @@ class PreviewRequestSchema(Schema):
             raise ValidationError("give either plan or pipeline_id", "plan")
         if "revision" in data and "pipeline_id" not in data:
             raise ValidationError("revision needs pipeline_id", "revision")
+        if "name" in data and "plan" not in data:
+            raise ValidationError("name rides along with a plan only", "name")
 
 
 class PreviewResource(_Resource):
@@ -59,8 +67,9 @@ class PreviewResource(_Resource):
             entity = f"plan:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
             revision = None
         else:
-            plan, revision = self._saved_plan(str(body["pipeline_id"]), body.get("revision"))
-            entity = f"pipeline:{body['pipeline_id']}"
+            pipeline_id = str(uuid.UUID(body["pipeline_id"]))
+            plan, revision = self._saved_plan(pipeline_id, body.get("revision"))
+            entity = f"pipeline:{pipeline_id}"
         check_plan(plan)
         cfg = self.deps.config
 

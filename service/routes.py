@@ -4,7 +4,8 @@ it, so a route is described once. A new route is one `Route(...)` line in `ROUTE
 
 Path templates use falcon's syntax (`{pipeline_id:uuid}`); the OpenAPI document derives
 the path parameters from their converters. Who may call an operation comes from the
-resource's own `roles` (or `public`), so 401/403 need not be restated here."""
+resource's own `roles` (or `public`), so 401/403 need not be restated here: a route's
+factory is the resource class itself (taking `Deps`), never a lambda hiding them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 import falcon
 
 from service import resources as r
-from service.metrics import MetricsResource
+from service.metrics import METRICS_CONTENT_TYPE, MetricsResource
 from service.openapi import Op, Route, build_spec
 from service.preview_api import PreviewResource
 
@@ -37,8 +38,6 @@ class OpenApiResource:
         resp.media = self.spec
 
 
-_LIMIT_ERROR = {400: "Error"}
-
 ROUTES: list[Route] = [
     Route(
         "/health",
@@ -47,8 +46,15 @@ ROUTES: list[Route] = [
     ),
     Route(
         "/metrics",
-        lambda deps: MetricsResource(deps.db),
-        {"get": Op("Prometheus metrics (text format), read from the database", response=None)},
+        MetricsResource,
+        {
+            "get": Op(
+                "Prometheus metrics, read from the database at scrape time"
+                " (etl_database_up 0 when it is unavailable)",
+                response="Text",
+                media=METRICS_CONTENT_TYPE,
+            )
+        },
     ),
     Route(
         f"{API}/openapi.json", OpenApiResource, {"get": Op("This document", response="Document")}
@@ -57,7 +63,12 @@ ROUTES: list[Route] = [
         f"{API}/pipelines",
         r.PipelinesResource,
         {
-            "get": Op("List pipelines", response="Pipeline", many=True),
+            "get": Op(
+                "Pipeline summaries, newest first",
+                response="PipelineSummary",
+                page=True,
+                query=("name",),
+            ),
             "post": Op(
                 "Create a pipeline (revision 1)",
                 201,
@@ -70,7 +81,15 @@ ROUTES: list[Route] = [
     Route(
         f"{API}/pipelines/preview",
         PreviewResource,
-        {"post": Op("Preview a plan on the first N records", response=None, request=None)},
+        {
+            "post": Op(
+                "Preview a plan, or a saved pipeline's revision, on the first N records of"
+                " its ingests; nothing is written (404: no such pipeline or revision)",
+                response="Preview",
+                request="PreviewRequest",
+                also={404: "Error"},
+            )
+        },
     ),
     Route(
         PIPELINE,
@@ -88,7 +107,7 @@ ROUTES: list[Route] = [
     Route(
         f"{PIPELINE}/revisions",
         r.RevisionsResource,
-        {"get": Op("List revisions", response="Revision", many=True)},
+        {"get": Op("Revision summaries, newest first", response="RevisionSummary", page=True)},
     ),
     Route(
         f"{PIPELINE}/revisions/{{number:int(min=1)}}",
@@ -100,7 +119,10 @@ ROUTES: list[Route] = [
         r.PipelineRunsResource,
         {
             "get": Op(
-                "Newest runs", response="Run", many=True, query=("limit",), also=_LIMIT_ERROR
+                "The pipeline's run summaries, newest first",
+                response="RunSummary",
+                page=True,
+                query=("status",),
             ),
             "post": Op(
                 "Trigger: 201 new run, 200 the run of a repeated key, 429 skipped",
@@ -116,7 +138,7 @@ ROUTES: list[Route] = [
         f"{PIPELINE}/schedules",
         r.SchedulesResource,
         {
-            "get": Op("List schedules", response="Schedule", many=True),
+            "get": Op("Live schedules, newest first", response="Schedule", page=True),
             "post": Op(
                 "Create a UTC schedule: every_minutes 5..1440 or daily_at HH:MM",
                 201,
@@ -133,7 +155,14 @@ ROUTES: list[Route] = [
     Route(
         f"{API}/runs",
         r.RunsResource,
-        {"get": Op("All runs, newest first", response="Run", many=True, query=("limit",))},
+        {
+            "get": Op(
+                "Run summaries of every pipeline, newest first",
+                response="RunSummary",
+                page=True,
+                query=("status", "pipeline_id"),
+            )
+        },
     ),
     Route(RUN, r.RunResource, {"get": Op("A run with every step", response="Run")}),
     Route(
@@ -171,9 +200,8 @@ ROUTES: list[Route] = [
             "get": Op(
                 "Audit trail, newest first",
                 response="Audit",
-                many=True,
-                query=("limit", "entity_id"),
-                also=_LIMIT_ERROR,
+                page=True,
+                query=("entity_id", "entity_type", "action", "principal"),
             ),
         },
     ),

@@ -9,6 +9,8 @@ from service.app import create_app
 from service.auth import ADMIN
 from service.db import Database
 from service.deps import Deps
+from service.openapi import openapi_path
+from service.routes import ROUTES
 from tests.integration.testapp import PLAN, Api
 
 # --- tests -----------------------------------------------------------------------------------
@@ -41,12 +43,70 @@ def test_openapi_document_lists_every_route(api: Api) -> None:
     a = api.call("GET", "/openapi.json", role=None)
     assert a.status == 200
     assert a.body["openapi"].startswith("3.")
-    paths = a.body["paths"]
-    assert "/api/v1/pipelines/{pipeline_id}/runs" in paths
-    assert set(paths["/api/v1/pipelines/{pipeline_id}/runs"]) == {"get", "post"}
-    assert {"Run", "Pipeline", "Schedule", "Error"} <= set(a.body["components"]["schemas"])
-    steps = a.body["components"]["schemas"]["Step"]["properties"]
+    paths, schemas = a.body["paths"], a.body["components"]["schemas"]
+    # every route of the one table, every method it serves, and nothing else
+    assert len(paths) == len(ROUTES)
+    for route in ROUTES:
+        path, _ = openapi_path(route.path)
+        served = {m.removeprefix("on_") for m in dir(route.resource) if m.startswith("on_")}
+        assert set(paths[path]) == set(route.operations) == served, path
+        for method, op in paths[path].items():
+            public = getattr(route.resource, "public", False)
+            assert ("security" in op) != public, (path, method)
+            assert ("401" in op["responses"]) != public, (path, method)
+    assert {"/metrics", "/api/v1/pipelines/preview", "/api/v1/runs"} <= set(paths)
+    assert {"Run", "Pipeline", "Schedule", "Error", "Preview", "PreviewRequest"} <= set(schemas)
+    steps = schemas["Step"]["properties"]
     assert {"attempts", "columns", "checkpoint", "input_digest"} <= set(steps)
+
+
+def test_openapi_lists_are_pages_of_summaries_with_their_parameters(api: Api) -> None:
+    paths = api.call("GET", "/openapi.json", role=None).body["paths"]
+    lists = {
+        "/api/v1/pipelines": ("PipelineSummary", {"name"}),
+        "/api/v1/pipelines/{pipeline_id}/revisions": ("RevisionSummary", set()),
+        "/api/v1/pipelines/{pipeline_id}/runs": ("RunSummary", {"status"}),
+        "/api/v1/pipelines/{pipeline_id}/schedules": ("Schedule", set()),
+        "/api/v1/runs": ("RunSummary", {"status", "pipeline_id"}),
+        "/api/v1/audit": ("Audit", {"entity_id", "entity_type", "action", "principal"}),
+    }
+    for path, (item, filters) in lists.items():
+        op = paths[path]["get"]
+        body = op["responses"]["200"]["content"]["application/json"]["schema"]
+        assert body == {"$ref": f"#/components/schemas/{item}Page"}, path
+        query = {p["name"]: p["schema"] for p in op["parameters"] if p["in"] == "query"}
+        assert set(query) == filters | {"limit", "before"}, path
+        assert (query["limit"]["minimum"], query["limit"]["maximum"]) == (1, 500)
+        assert "400" in op["responses"], path
+    schemas = api.call("GET", "/openapi.json", role=None).body["components"]["schemas"]
+    page = schemas["RunSummaryPage"]
+    assert page["required"] == ["items", "next"]
+    assert page["properties"]["items"]["items"] == {"$ref": "#/components/schemas/RunSummary"}
+    assert "plan" not in schemas["PipelineSummary"]["properties"]
+
+
+def test_openapi_preview_and_metrics(api: Api) -> None:
+    doc = api.call("GET", "/openapi.json", role=None).body
+    preview = doc["paths"]["/api/v1/pipelines/preview"]["post"]
+    assert set(preview["responses"]) == {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "411",
+        "413",
+        "415",
+        "503",
+    }
+    request = doc["components"]["schemas"]["PreviewRequest"]["oneOf"]
+    assert [branch["required"] for branch in request] == [["plan"], ["pipeline_id"]]
+    metrics = doc["paths"]["/metrics"]["get"]
+    assert "security" not in metrics and set(metrics["responses"]) == {"200"}
+    (media,) = metrics["responses"]["200"]["content"]
+    assert media.startswith("text/plain; version=0.0.4")
+    scraped = api.client.simulate_get("/metrics")
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith(media)
 
 
 def test_every_answer_has_a_request_id_generated_or_echoed(api: Api) -> None:

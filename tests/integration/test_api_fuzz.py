@@ -1,19 +1,30 @@
 """Schemathesis against the app in process (WSGI) on a real database, with every check
 schemathesis has, as the admin and without a token. Bounded and derandomized (the same
-cases every run): EXAMPLES per operation and phase. Zero failures is the bar.
+cases every run, and the app's ids from a seeded generator): EXAMPLES per operation and
+phase. Zero failures is the bar.
 
-The only help the generator gets is `valid_plan_case`: a plan's dependencies, unique names
-and distinct export paths are rules JSON schema cannot state, so a *positive* case's plan
-is repaired to follow them (negative cases are left alone)."""
+The generator gets help only where JSON schema cannot state a rule, and only for *positive*
+cases (negative cases are left alone): a plan's dependencies, unique names and distinct
+export paths are repaired to follow them (`valid_plan`), and a list's `before` becomes a
+cursor of that list (`list_cursor`: a cursor is opaque, only the `next` of a page is one).
+Previews read a small CSV in a data directory of the test's own."""
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
+import json
+import random
 import re
 import traceback
+import uuid
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import falcon.testing
+import jsonschema_rs
 import pytest
 import schemathesis
 from schemathesis.config import SchemathesisConfig
@@ -23,24 +34,55 @@ from schemathesis.transport.wsgi import WSGITransport
 
 from service.app import create_app
 from service.auth import ADMIN
+from service.config import Config
 from service.db import Database
 from service.deps import Deps
+from service.errors import ValidationFailed
+from service.listing import INTEGER_MAX, encode_cursor, parse_statuses, parse_uuid
 from service.openapi import build_spec, openapi_path
 from service.routes import ROUTES
-from tests.integration.testapp import NOW, TOKENS, plan_copy, seed_principals
+from tests.integration.testapp import NOW, TOKENS, Api, plan_copy, seed_principals
 
 EXAMPLES = 50
 SEED = 20261201
+PEOPLE = "id,name,amount,signup\n1,  Ann  ,5,2026-01-02\n2,Bob,x,\n3,Cy,7,2026-02-30\n"
+# The list each path pages through: the kind of its cursors and whether a cursor's key is
+# (created_at, id) or an integer (`service.listing`).
+LISTS = {
+    "/api/v1/pipelines": ("pipelines", "time"),
+    "/api/v1/pipelines/{pipeline_id}/revisions": ("revisions", "int"),
+    "/api/v1/pipelines/{pipeline_id}/runs": ("runs", "time"),
+    "/api/v1/pipelines/{pipeline_id}/schedules": ("schedules", "time"),
+    "/api/v1/runs": ("runs", "time"),
+    "/api/v1/audit": ("audit", "int"),
+}
 
 
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
-    """Make a positive case's plan follow the rules beyond the schema."""
+    """Make a positive case's plan follow the rules beyond the schema, and its `before` a
+    cursor of the list."""
     if case.meta is not None and case.meta.generation.mode.is_positive:
         body = case.body
         if isinstance(body, dict) and isinstance(body.get("plan"), dict):
             case.body = {**body, "plan": valid_plan(body["plan"])}
+        query = case.query
+        if isinstance(query, dict) and isinstance(query.get("before"), str):
+            cursor = list_cursor(case.operation.path, query["before"])
+            case.query = {**query, "before": cursor}
     return case
+
+
+def list_cursor(path: str, seed: str) -> str:
+    """A cursor of the list at `path` whose key is derived from `seed` (the generated
+    value), so positive cases still page from varied places."""
+    kind, key = LISTS[path]
+    digest = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
+    number = int.from_bytes(digest[:8])
+    if key == "int":
+        return encode_cursor(kind, number % INTEGER_MAX + 1)
+    at = NOW - timedelta(microseconds=number % 10**14)
+    return encode_cursor(kind, at, uuid.UUID(bytes=digest[8:24]))
 
 
 def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
@@ -83,12 +125,35 @@ def in_process_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(WSGITransport, "send", send_in_process)
 
 
-def run_schemathesis(db_url: str, headers: dict[str, str]) -> tuple[int, list[str]]:
+def run_schemathesis(db_url: str, tmp_path: Path, headers: dict[str, str]) -> tuple[int, list[str]]:
     """Every phase and every check against the app on `db_url`; (cases sent, failures)."""
     seed_principals(db_url)
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("people.csv", "customers.csv"):
+        (data / name).write_text(PEOPLE)
+    config = Config(
+        database_url=db_url,
+        sandbox_url=db_url,
+        data_dir=data,
+        export_dir=tmp_path / "exports",
+        reject_dir=tmp_path / "rejects",
+    )
     db = Database(db_url)
     try:
-        app = create_app(Deps(db=db, wake_run=lambda run_id, trace_id: None, now=lambda: NOW))
+        ids = random.Random(SEED)  # the same ids every run, as the same cases
+
+        def new_id() -> uuid.UUID:
+            return uuid.UUID(int=ids.getrandbits(128), version=4)
+
+        deps = Deps(
+            db=db,
+            wake_run=lambda run_id, trace_id: None,
+            now=lambda: NOW,
+            new_id=new_id,
+            config=config,
+        )
+        app = create_app(deps)
         client = falcon.testing.TestClient(app)
         admin = {"Authorization": f"Bearer {TOKENS[ADMIN]}"}
         for name in ("fuzz-a", "fuzz-b"):
@@ -97,7 +162,7 @@ def run_schemathesis(db_url: str, headers: dict[str, str]) -> tuple[int, list[st
                 client.simulate_post("/api/v1/pipelines", json=body, headers=admin).status_code
                 == 201
             )
-        config = SchemathesisConfig.from_dict(
+        settings = SchemathesisConfig.from_dict(
             {
                 "seed": SEED,
                 "headers": headers,
@@ -105,7 +170,7 @@ def run_schemathesis(db_url: str, headers: dict[str, str]) -> tuple[int, list[st
                 "checks": {"enabled": True},
             }
         )
-        schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", app, config=config)
+        schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", app, config=settings)
         cases, failures = 0, []
         for event in from_schema(schema).execute():
             if isinstance(event, ScenarioFinished):
@@ -140,12 +205,13 @@ def _describe(event: ScenarioFinished, case_id: str, check: Any) -> str:
 
 @pytest.mark.parametrize("role", [ADMIN, None], ids=["admin", "no-token"])
 @pytest.mark.usefixtures("in_process_transport")
-def test_schemathesis_finds_nothing(db_url: str, role: str | None) -> None:
+def test_schemathesis_finds_nothing(db_url: str, tmp_path: Path, role: str | None) -> None:
     headers = {"Authorization": f"Bearer {TOKENS[role]}"} if role else {}
-    cases, failures = run_schemathesis(db_url, headers)
+    cases, failures = run_schemathesis(db_url, tmp_path, headers)
     print(f"\nschemathesis ({role or 'no token'}): {cases} cases, {len(failures)} failures")
     assert cases > 0
     assert failures == [], "\n".join(sorted(set(failures)))
+    assert not (tmp_path / "exports").exists()  # previews write nothing
 
 
 def test_the_document_describes_every_route_of_the_one_table() -> None:
@@ -165,3 +231,84 @@ def test_the_document_describes_every_route_of_the_one_table() -> None:
     assert len(schemas["ScheduleCreate"]["oneOf"]) == 2
     trigger = doc["paths"]["/api/v1/pipelines/{pipeline_id}/runs"]["post"]["responses"]
     assert {"200", "201", "400", "401", "403", "404", "413", "415", "429"} <= set(trigger)
+
+
+# --- what the fuzzing found, pinned --------------------------------------------------------
+
+
+def _forged(kind: str, *key: str) -> str:
+    """A cursor of list `kind` holding `key` as is (text no page would give out)."""
+    raw = json.dumps([kind, *key], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def test_hostile_list_parameters_are_400_naming_the_parameter(api: Api) -> None:
+    # Regression: each of these was a 500 (int() of over 4,300 digits, a cursor key out of
+    # the column's range, a year out of Python's range in UTC).
+    pid = api.create_pipeline()
+    some_id = str(uuid.uuid4())
+    year_one = _forged("pipelines", "0001-01-01T00:00:00+01:00", some_id)
+    no_time = _forged("schedules", "9999-12-31", some_id)
+    cases = [
+        ("/pipelines", "limit=" + "9" * 5000, "limit"),
+        ("/runs", "limit=" + "0" * 5000 + "5", None),
+        (f"/pipelines/{pid}/revisions", f"before={_forged('revisions', str(2**31))}", "before"),
+        ("/audit", f"before={_forged('audit', str(2**63))}", "before"),
+        ("/audit", f"before={_forged('audit', '9' * 250)}", "before"),
+        ("/pipelines", f"before={year_one}", "before"),
+        (f"/pipelines/{pid}/schedules", f"before={no_time}", "before"),
+        ("/runs", "pipeline_id=" + some_id.replace("-", ""), "pipeline_id"),
+        ("/runs", f"pipeline_id={{{some_id}}}", "pipeline_id"),
+        ("/runs", "status=queued%0A", "status"),
+    ]  # fmt: skip
+    for path, query, field in cases:
+        a = api.call("GET", f"{path}?{query}")
+        if field is None:  # well-formed after all
+            assert a.status == 200, (path, query[:80], a.body)
+            continue
+        assert a.status == 400, (path, query[:80], a.body)
+        assert a.body["error"]["details"][0]["field"] == field, (path, query[:80])
+    # Regression: a 500 (PostgreSQL reads no fractional-second offset); now read in UTC.
+    odd = _forged("runs", "2026-01-01T00:00:00+05:30:15.5", some_id)
+    assert api.call("GET", f"/runs?before={odd}").body == {"items": [], "next": None}
+
+
+def test_preview_bodies_the_document_calls_invalid_are_400(api: Api) -> None:
+    # Regression: both were previewed (200) though the document allows neither.
+    pid = api.create_pipeline()
+    for body, field in (
+        ({"pipeline_id": pid.replace("-", "")}, "pipeline_id"),
+        ({"pipeline_id": pid, "name": "riding along without a plan"}, "name"),
+    ):
+        a = api.call("POST", "/pipelines/preview", body)
+        assert a.status == 400 and a.body["error"]["details"][0]["field"] == field, a.body
+
+
+def test_documented_query_patterns_accept_what_the_parsers_accept() -> None:
+    doc = build_spec(ROUTES)
+    params = doc["paths"]["/api/v1/runs"]["get"]["parameters"]
+    schema = {p["name"]: p["schema"] for p in params}
+    samples = {
+        "status": [
+            "queued", "failed,succeeded", "failed, running", " ,queued, ", "queued,,failed",
+            "\tqueued\t", "", ",", " ", "queued running", "QUEUED", "queued\n", "queued\u3000",
+            "nope", "queued,nope",
+        ],
+        "pipeline_id": [
+            str(uuid.uuid4()), str(uuid.uuid4()).upper(), uuid.uuid4().hex,
+            f"{{{uuid.uuid4()}}}", f"urn:uuid:{uuid.uuid4()}", "", "12",
+        ],
+    }  # fmt: skip
+    parsers = {
+        "status": parse_statuses,
+        "pipeline_id": lambda text: parse_uuid(text, "pipeline_id"),
+    }
+    for name, values in samples.items():
+        validator = jsonschema_rs.validator_for(schema[name], validate_formats=True)
+        for value in values:
+            try:
+                parsers[name](value)
+                accepted = True
+            except ValidationFailed:
+                accepted = False
+            assert validator.is_valid(value) == accepted, (name, value)
