@@ -466,7 +466,7 @@ def plan_components() -> dict[str, dict[str, Any]]:
         ["steps"],
     )
     plan["description"] = (
-        "A DAG of steps (CONTRACT.md). Beyond this schema the API checks that dependencies"
+        "A DAG of steps (docs/plan-format.md). Beyond this schema the API checks that dependencies"
         " name other steps of the plan, without cycles, that step names are unique and that"
         " file exports do not write the same path or under one another (400)."
     )
