@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import falcon
-import psycopg2
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from actors.preview import DEFAULT_RECORDS, MAX_RECORDS, preview_plan
+from actors.preview import DEFAULT_RECORDS, MAX_RECORDS, PlanPreview, preview_plan
 from dag.plan import parse_plan
+from ddl import connector
 from service.auth import ADMIN_ONLY
+from service.config import Config
 from service.db import fetch_one
 from service.errors import NotFound
 from service.listing import UUID_TEXT
@@ -56,6 +57,31 @@ class PreviewRequestSchema(Schema):
             raise ValidationError("name rides along with a plan only", "name")
 
 
+def preview_with(cfg: Config, plan: Any, records: int) -> PlanPreview:
+    """`plan` checked (400 with field paths) and previewed on its first `records` records
+    with the service's directories: the path guard of ingest, a read-only sandbox, every
+    statement and the whole preview bounded by `TIME_LIMIT_S`. Writes nothing. The API and
+    the console's preview panel both call this."""
+    check_plan(plan)
+    sandbox = connector(
+        cfg.sandbox_url, "etl-api-preview", connect_timeout_s=2, statement_timeout_s=TIME_LIMIT_S
+    )
+    return preview_plan(
+        parse_plan(plan),
+        data_dir=cfg.data_dir,
+        export_dir=cfg.export_dir,
+        records=records,
+        sandbox_connect=sandbox,
+        time_limit_s=TIME_LIMIT_S,
+    )
+
+
+def plan_entity(plan: Any) -> str:
+    """The audit entity of an unsaved plan: `plan:<sha256 prefix of its canonical JSON>`."""
+    text = json.dumps(plan, sort_keys=True, separators=(",", ":"), default=str)
+    return f"plan:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
 class PreviewResource(_Resource):
     roles = {"POST": ADMIN_ONLY}
 
@@ -63,32 +89,13 @@ class PreviewResource(_Resource):
         body = read_json(req, PreviewRequestSchema())
         if "plan" in body:
             plan = body["plan"]
-            text = json.dumps(plan, sort_keys=True, separators=(",", ":"), default=str)
-            entity = f"plan:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+            entity = plan_entity(plan)
             revision = None
         else:
             pipeline_id = str(uuid.UUID(body["pipeline_id"]))
             plan, revision = self._saved_plan(pipeline_id, body.get("revision"))
             entity = f"pipeline:{pipeline_id}"
-        check_plan(plan)
-        cfg = self.deps.config
-
-        def connect_sandbox() -> Any:
-            return psycopg2.connect(
-                cfg.sandbox_url,
-                connect_timeout=2,
-                application_name="etl-api-preview",
-                options=f"-c statement_timeout={int(TIME_LIMIT_S * 1000)}",
-            )
-
-        preview = preview_plan(
-            parse_plan(plan),
-            data_dir=cfg.data_dir,
-            export_dir=cfg.export_dir,
-            records=body["records"],
-            sandbox_connect=connect_sandbox,
-            time_limit_s=TIME_LIMIT_S,
-        )
+        preview = preview_with(self.deps.config, plan, body["records"])
         with self.deps.db.transaction() as cur:
             what = {"records": body["records"], "ok": not preview.failed}
             if revision is not None:

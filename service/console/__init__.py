@@ -37,6 +37,7 @@ def add_console(app: falcon.App, deps: Deps, settings: ConsoleSettings) -> None:
     app.add_route(pipeline, p.PipelinePage(console))
     app.add_route(f"{pipeline}/trigger", p.TriggerAction(console))
     app.add_route(f"{pipeline}/schedules", p.ScheduleAddAction(console))
+    app.add_route(f"{pipeline}/preview", p.PreviewAction(console))
     app.add_route(
         f"{pipeline}/schedules/{{schedule_id:uuid}}/delete", p.ScheduleDeleteAction(console)
     )

@@ -13,6 +13,8 @@ from typing import Any
 import falcon
 from marshmallow import ValidationError
 
+from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
+from dag import RunStatus
 from service import schemas
 from service.admission import admit_run, cancel_run, resume_run
 from service.auth import ADMIN_ONLY, OPERATE, READ
@@ -28,7 +30,7 @@ from service.console.sessions import (
     revoke_session,
 )
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
-from service.db import fetch_all, fetch_one
+from service.db import fetch_all, fetch_one, insert_audit
 from service.errors import ValidationFailed
 from service.listing import (
     MAX_LIMIT,
@@ -38,7 +40,14 @@ from service.listing import (
     list_runs,
     list_schedules,
 )
-from service.resources import create_schedule, delete_schedule, get_pipeline, wake_run
+from service.preview_api import preview_with
+from service.resources import (
+    MAX_BODY_BYTES,
+    create_schedule,
+    delete_schedule,
+    get_pipeline,
+    wake_run,
+)
 
 PAGE_SIZE = 50
 STATIC_TYPES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript"}
@@ -188,13 +197,74 @@ class PipelinePage(ConsolePage):
             steps={str(s.get("name")): s for s in steps},
             revisions=revisions,
             schedules=schedules,
-            runs=[r for r in runs if r["status"] != "skipped"],
-            skipped=[r for r in runs if r["status"] == "skipped"],
+            runs=[r for r in runs if r["status"] != RunStatus.SKIPPED],
+            skipped=[r for r in runs if r["status"] == RunStatus.SKIPPED],
+            plan_json=json.dumps(pipeline["plan"], indent=2),
+            max_preview_records=MAX_RECORDS,
             a=a,
             b=b,
             diff=diff,
             notice=_notice(req),
         )
+
+
+class PreviewAction(ConsolePage):
+    """The preview panel's answer: the pipeline's current plan, or an edited one pasted in
+    the form, previewed on the first records (`service.preview_api.preview_with`, as the
+    API does); an audit row is all it writes. Roles as creating a pipeline."""
+
+    roles = {"POST": ADMIN_ONLY}
+    max_form_bytes = MAX_BODY_BYTES  # a pasted plan may be as large as the API takes
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        form, pid = req.context.form, str(pipeline_id)
+        with as_console_errors(), self.deps.db.transaction() as cur:
+            pipeline = get_pipeline(cur, pid)
+        raw_records = form.get("records", "").strip()
+        records = int(raw_records) if raw_records.isdigit() else DEFAULT_RECORDS
+        records = max(1, min(records, MAX_RECORDS))
+        text = form.get("plan", "").strip()
+        edited = bool(text) and _loads(text) != pipeline["plan"]
+        plan = _loads(text) if edited else pipeline["plan"]
+        page = {"pipeline": pipeline, "records": records, "errors": [], "preview": None}
+        page["source"] = (
+            "an edited plan (not saved)" if edited else f"revision {pipeline['revision']}"
+        )
+        try:
+            if plan is _NOT_JSON:
+                raise ValidationFailed("invalid plan", details=[_NOT_JSON_DETAIL])
+            page["preview"] = preview_with(self.deps.config, plan, records).as_dict()
+        except ValidationFailed as exc:
+            page["errors"] = exc.details
+        with self.deps.db.transaction() as cur:
+            insert_audit(
+                cur,
+                principal=req.context.principal.name,
+                action="pipeline.preview",
+                entity_type="pipeline",
+                entity_id=pid,
+                details={"records": records, "edited": edited, "ok": _preview_ok(page)},
+                trace_id=req.context.request_id,
+            )
+        self.console.render(req, resp, "preview.html", **page)
+
+
+_NOT_JSON = object()
+_NOT_JSON_DETAIL = {
+    "field": "plan",
+    "message": "the plan text is not JSON",
+}
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _preview_ok(page: dict[str, Any]) -> bool:
+    return page["preview"] is not None and bool(page["preview"]["ok"])
 
 
 def _revision_param(req: falcon.Request, name: str, current: int) -> int | None:

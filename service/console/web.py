@@ -137,21 +137,22 @@ class ConsolePage:
     public = True
     anonymous = False
     roles: ClassVar[dict[str, frozenset[str]]] = {}
+    max_form_bytes: ClassVar[int] = MAX_FORM_BYTES
 
     def __init__(self, console: Console):
         self.console = console
         self.deps = console.deps
 
 
-def read_form(req: falcon.Request) -> dict[str, str]:
+def read_form(req: falcon.Request, max_bytes: int = MAX_FORM_BYTES) -> dict[str, str]:
     """An `application/x-www-form-urlencoded` body (first value of each field); 415 for any
-    other type, 413 past `MAX_FORM_BYTES`."""
+    other type, 413 past `max_bytes`."""
     media = (req.content_type or "").split(";")[0].strip().lower()
     if media != falcon.MEDIA_URLENCODED:
         raise ConsoleError(415, "forms must be sent as application/x-www-form-urlencoded")
-    raw = req.bounded_stream.read(MAX_FORM_BYTES + 1)
-    if len(raw) > MAX_FORM_BYTES:
-        raise ConsoleError(413, f"the form exceeds {MAX_FORM_BYTES} bytes")
+    raw = req.bounded_stream.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise ConsoleError(413, f"the form exceeds {max_bytes} bytes")
     fields = urllib.parse.parse_qs(raw.decode("utf-8", errors="replace"), keep_blank_values=True)
     return {k: v[0] for k, v in fields.items()}
 
@@ -185,7 +186,7 @@ class ConsoleMiddleware:
         if allowed is not None and session.principal.role not in allowed:
             raise ConsoleError(403, f"role {session.principal.role} may not do this")
         if req.method == "POST":
-            req.context.form = read_form(req)
+            req.context.form = read_form(req, resource.max_form_bytes)
             if not csrf_matches(cookie, req.context.form.get("csrf")):
                 raise ConsoleError(
                     403, "the form's CSRF token is missing or wrong; reload the page"

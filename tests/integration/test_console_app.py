@@ -3,6 +3,7 @@ CSRF, roles, escaping, security headers, and the actions' effects (runs, audit, 
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ from falcon.testing import TestClient
 
 from service.app import create_app
 from service.auth import ADMIN, OPERATOR, VIEWER, hash_token
+from service.config import Config
 from service.console import ConsoleSettings
 from service.db import Database, execute, fetch_all
 from service.deps import Deps
@@ -45,7 +47,18 @@ class Env:
         settings = ConsoleSettings(
             data_dir=tmp, export_dir=tmp / "exports", reject_dir=tmp / "rejects", sandbox_url=db_url
         )
-        deps = Deps(db=self.db, wake_run=lambda run_id, trace_id: self.woken.append(run_id))
+        self.config = Config(
+            database_url=db_url,
+            sandbox_url=db_url,
+            data_dir=tmp,
+            export_dir=tmp / "exports",
+            reject_dir=tmp / "rejects",
+        )
+        deps = Deps(
+            db=self.db,
+            wake_run=lambda run_id, trace_id: self.woken.append(run_id),
+            config=self.config,
+        )
         self.app = create_app(deps, settings)
         self.api = TestClient(self.app)
         with self.db.transaction() as cur:
@@ -345,3 +358,62 @@ def test_audit_page_filters_for_admins(env: Env) -> None:
 def fetch_all_actions(env: Env) -> list[str]:
     with env.db.transaction() as cur:
         return [r["action"] for r in fetch_all(cur, "list_audit_actions")]
+
+
+def test_the_preview_panel_previews_the_current_or_an_edited_plan_for_admins_only(
+    env: Env, tmp_path: Path
+) -> None:
+    (tmp_path / "in.csv").write_text("id,name\n1,  Ann  \n2,Bob\n3,x\n")
+    pid = env.create("previewed")
+    admin = env.browser(ADMIN)
+    page = admin.get(f"/ui/pipelines/{pid}").text
+    assert f'action="/ui/pipelines/{pid}/preview"' in page and "to_table" in page
+    # the current revision, as saved (an empty plan field means: this revision)
+    current = admin.post(
+        f"/ui/pipelines/{pid}/preview", {"plan": "", "records": "2"}, csrf=admin.csrf
+    )
+    assert current.status_code == 200, current.text
+    assert "revision 1; first 2 records" in current.text
+    assert re.findall(r'data-step="([^"]+)"', current.text) == [
+        "read",
+        "clean",
+        "to_file",
+        "to_table",
+    ]
+    assert '<td class="mono">Ann</td>' in current.text  # trimmed by `clean`
+    # an edited plan: a filter that keeps nothing, with markup in its literal
+    keep_none = {"op": "filter_eq", "column": "name", "value": EVIL}
+    only = {"name": "only", "type": "transform", "depends_on": ["clean"], "config": keep_none}
+    edited = {"steps": [*PLAN["steps"][:2], only]}
+    answer = admin.post(
+        f"/ui/pipelines/{pid}/preview", {"plan": json.dumps(edited)}, csrf=admin.csrf
+    ).text
+    assert "an edited plan (not saved)" in answer and "filter_kept_none" in answer
+    assert EVIL not in answer
+    # an invalid plan names the field; text that is not JSON says so
+    broken = {"steps": [{**PLAN["steps"][1], "depends_on": ["nowhere"]}]}
+    invalid = admin.post(
+        f"/ui/pipelines/{pid}/preview", {"plan": json.dumps(broken)}, csrf=admin.csrf
+    )
+    assert invalid.status_code == 200 and "plan.steps[0].depends_on[0]" in invalid.text
+    assert (
+        "not JSON"
+        in admin.post(f"/ui/pipelines/{pid}/preview", {"plan": "{oops"}, csrf=admin.csrf).text
+    )
+    # nothing was saved or written: one revision, no export, no sandbox table; audit rows
+    assert env.sql("SELECT count(*) AS n FROM revisions") == [{"n": 1}]
+    assert not (tmp_path / "exports").exists() or not any((tmp_path / "exports").rglob("*"))
+    assert env.sql("SELECT to_regclass('sandbox.people') IS NULL AS absent") == [{"absent": True}]
+    audited = env.sql("SELECT details FROM audit WHERE action = 'pipeline.preview' ORDER BY id")
+    assert [(a["details"]["edited"], a["details"]["ok"]) for a in audited] == [
+        (False, True),
+        (True, True),
+        (True, False),
+        (True, False),
+    ]
+    # operators and viewers see no panel and may not post one
+    for role in (OPERATOR, VIEWER):
+        other = env.browser(role)
+        assert "/preview" not in other.get(f"/ui/pipelines/{pid}").text
+        refused = other.post(f"/ui/pipelines/{pid}/preview", {"plan": ""}, csrf=other.csrf)
+        assert refused.status_code == 403
