@@ -25,7 +25,7 @@ from service.config import Config
 from service.db import fetch_one
 from service.errors import NotFound
 from service.listing import UUID_TEXT
-from service.resources import _Resource, get_pipeline, read_json
+from service.resources import Resource, get_pipeline, read_json
 from service.schemas import check_plan
 
 TIME_LIMIT_S = 5.0
@@ -82,7 +82,7 @@ def plan_entity(plan: Any) -> str:
     return f"plan:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
-class PreviewResource(_Resource):
+class PreviewResource(Resource):
     roles = {"POST": ADMIN_ONLY}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:

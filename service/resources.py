@@ -127,7 +127,10 @@ def answer_run(resp: falcon.Response, status: int, view: dict, extra: dict | Non
     resp.set_header("X-Trace-Id", view["trace_id"])
 
 
-class _Resource:
+class Resource:
+    """Base of the API's resources: the dependencies, the audit row of a change, and the
+    advancer's wake-up after COMMIT. Subclasses declare `roles` per HTTP method."""
+
     def __init__(self, deps: Deps):
         self.deps = deps
 
@@ -159,7 +162,7 @@ def wake_run(deps: Deps, run: dict) -> None:
         log.exception("could not wake run %s; the sweep will", run["id"])
 
 
-class HealthResource(_Resource):
+class HealthResource(Resource):
     public = True
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -174,7 +177,7 @@ class HealthResource(_Resource):
         resp.media = {"status": "ok", "database": "ok"}
 
 
-class PipelinesResource(_Resource):
+class PipelinesResource(Resource):
     roles = {"GET": READ, "POST": ADMIN_ONLY}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -206,7 +209,7 @@ class PipelinesResource(_Resource):
         resp.media = PIPELINE.dump(row)
 
 
-class PipelineResource(_Resource):
+class PipelineResource(Resource):
     roles = {"GET": READ, "PATCH": ADMIN_ONLY}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
@@ -252,7 +255,7 @@ def _matches(if_match: str, revision: int) -> bool:
     return False
 
 
-class RevisionsResource(_Resource):
+class RevisionsResource(Resource):
     roles = {"GET": READ}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
@@ -262,7 +265,7 @@ class RevisionsResource(_Resource):
         resp.media = listing.page_body(listing.REVISION_SUMMARY, page)
 
 
-class RevisionResource(_Resource):
+class RevisionResource(Resource):
     roles = {"GET": READ}
 
     def on_get(
@@ -276,7 +279,7 @@ class RevisionResource(_Resource):
         resp.media = REVISION.dump(row)
 
 
-class PipelineRunsResource(_Resource):
+class PipelineRunsResource(Resource):
     roles = {"GET": READ, "POST": OPERATE}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
@@ -320,7 +323,7 @@ def _refusal(admission: Admission) -> dict:
     return {"code": admission.reason, "message": message, "details": []}
 
 
-class RunsResource(_Resource):
+class RunsResource(Resource):
     """`GET /runs?status=&pipeline_id=`: every pipeline's runs, newest first."""
 
     roles = {"GET": READ}
@@ -334,7 +337,7 @@ class RunsResource(_Resource):
         resp.media = listing.page_body(listing.RUN_SUMMARY, page)
 
 
-class RunResource(_Resource):
+class RunResource(Resource):
     roles = {"GET": READ}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
@@ -346,7 +349,7 @@ class RunResource(_Resource):
         answer_run(resp, 200, view)
 
 
-class _RunAction(_Resource):
+class _RunAction(Resource):
     """POST /runs/{id}/cancel and /runs/{id}/resume: one path, only `act` differs. A change
     answers 202; a resume the limits refuse answers 429 with the run (it stays failed)."""
 
@@ -377,7 +380,7 @@ class RunResumeResource(_RunAction):
     act = staticmethod(resume_run)
 
 
-class SchedulesResource(_Resource):
+class SchedulesResource(Resource):
     roles = {"GET": READ, "POST": ADMIN_ONLY}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
@@ -402,7 +405,7 @@ class SchedulesResource(_Resource):
         resp.media = SCHEDULE.dump(row)
 
 
-class ScheduleResource(_Resource):
+class ScheduleResource(Resource):
     roles = {"DELETE": ADMIN_ONLY}
 
     def on_delete(
@@ -470,7 +473,7 @@ def delete_schedule(
     )
 
 
-class AuditResource(_Resource):
+class AuditResource(Resource):
     roles = {"GET": ADMIN_ONLY}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
