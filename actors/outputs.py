@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Iterator
+from typing import Any
 
+from actors.errors import LeaseLost
 from actors.sql import QUERIES
 
 
@@ -44,6 +46,27 @@ def write_batch(cur, run_id: str, step: str, seq: int, records: int, rows: bytes
             "payload": zlib.compress(rows, 1),
         },
     )
+
+
+def commit_batch(
+    cur,
+    fence: dict[str, Any],
+    progress: dict[str, Any],
+    seq: int,
+    records: int,
+    rows: bytes | None,
+) -> bool:
+    """Fence, output batch `seq` (none when `rows` is None) and checkpoint in one statement
+    of the caller's transaction (one round trip); returns the run's cancel flag. Raises
+    LeaseLost, having written nothing, when the lease is no longer ours. `fence` holds
+    attempt_id, owner, ttl_s; `progress` the `save_checkpoint` parameters."""
+    payload = None if rows is None else zlib.compress(rows, 1)
+    params = {**fence, **progress, "seq": seq, "n_records": records, "payload": payload}
+    cur.execute(QUERIES["commit_batch"], params)
+    row = cur.fetchone()
+    if row is None:
+        raise LeaseLost(f"attempt {fence['attempt_id']}: lease no longer held by {fence['owner']}")
+    return bool(row[0])
 
 
 def read_batches(

@@ -25,7 +25,7 @@ import connectors
 from actors.errors import ExecutorStopping, LeaseLost, StepCanceled, StepTimeout
 from actors.faults import Faults
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
-from actors.outputs import columns_from_db, columns_to_db, write_batch
+from actors.outputs import columns_from_db, columns_to_db, commit_batch, write_batch
 from actors.sql import QUERIES
 from actors.steps import InputBatch, StepEnv, build_compute, build_sink, build_source
 from dag import (
@@ -356,12 +356,12 @@ class StepRunner:
         work.n_batches += 1
         s.faults.after_export(step.name, work.n_batches, claim.number)
         rows = progress.advance(batch, out, errors, work)
+        seq, keep = progress.batches, work.keep_output and rows is not None
+        progress.batches += keep
+        fenced = {"attempt_id": claim.attempt_id, "owner": s.owner, "ttl_s": s.lease_ttl_s}
         with conn.cursor() as cur:
-            cancel = fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s, batches=1)
-            if work.keep_output and rows is not None:
-                write_batch(cur, claim.run_id, step.name, progress.batches, len(out), rows)
-                progress.batches += 1
-            cur.execute(QUERIES["save_checkpoint"], progress.params(claim.run_id, step.name))
+            params = progress.params(claim.run_id, step.name)
+            cancel = commit_batch(cur, fenced, params, seq, len(out), rows if keep else None)
         conn.commit()
         if cancel:
             heartbeat.cancel.set()
