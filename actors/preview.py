@@ -143,7 +143,7 @@ class _MemoryUpstream(UpstreamSource):
             for records in output.batches:
                 if list(output.columns) != names:
                     records = [{n: r.get(n) for n in names} for r in records]
-                yield InputBatch(records, [], len(records), {}, None)
+                yield InputBatch(records, [], len(records), {})
 
 
 class _FileExportView:

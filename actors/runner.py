@@ -25,7 +25,7 @@ import connectors
 from actors.errors import ExecutorStopping, LeaseLost, StepCanceled, StepTimeout
 from actors.faults import Faults
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
-from actors.outputs import columns_from_db, columns_to_db, write_batch
+from actors.outputs import columns_from_db, columns_to_db, commit_batch, write_batch
 from actors.sql import QUERIES
 from actors.steps import (
     InputBatch,
@@ -45,8 +45,9 @@ from dag import (
     StepStatus,
     Transform,
     chain_bytes,
-    chain_digest,
+    chain_rows,
     decide_retry,
+    encode_rows,
     is_input_data_error,
     parse_plan,
 )
@@ -106,18 +107,31 @@ class Progress:
             "row_errors": json.dumps(self.row_errors),
         }
 
-    def advance(self, batch: InputBatch, out: list[dict], errors: list, work: StepWork) -> None:
+    def advance(
+        self, batch: InputBatch, out: list[dict], errors: list, work: StepWork
+    ) -> bytes | None:
         """Count one processed batch in: counters, running digests, types, shown row errors
-        and the checkpoint to resume after it."""
+        and the checkpoint to resume after it. Returns the output's `encode_rows` bytes
+        (None for no output): the digest covers them and they are what is stored."""
         self.records_in += batch.records_in
         self.records_out += len(out)
         self.rejected += len(errors)
+        names_in = list(work.source.columns or {})
+        rows_in = batch.rows
         if batch.raw_bytes is not None:
             self.input_digest = chain_bytes(self.input_digest, batch.raw_bytes)
-        elif batch.digest_items is not None:
-            self.input_digest = chain_digest(self.input_digest, batch.digest_items)
-        self.output_digest = chain_digest(self.output_digest, out)
+        elif batch.digest_records:
+            rows_in = rows_in if rows_in is not None else encode_rows(batch.records, names_in)
+            self.input_digest = chain_rows(self.input_digest, names_in, rows_in)
         self.columns = work.compute.output_columns
+        names = list(self.columns)
+        if not out:
+            rows = None
+        elif out is batch.records and rows_in is not None and names == names_in:
+            rows = rows_in  # passed on unchanged: the bytes it read are the bytes it gives
+        else:
+            rows = encode_rows(out, names)
+        self.output_digest = chain_rows(self.output_digest, names, rows)
         room = MAX_ROW_ERRORS_SHOWN - len(self.row_errors)
         self.row_errors += [e.as_dict() for e in errors[: max(room, 0)]]
         self.checkpoint = {
@@ -127,6 +141,7 @@ class Progress:
             "reject_chunks": work.reject_chunks,
             "state": work.compute.state(),
         }
+        return rows
 
 
 @dataclass(frozen=True)
@@ -420,13 +435,13 @@ class StepRunner:
             work.reject_chunks += 1
         work.n_batches += 1
         s.faults.after_export(step.name, work.n_batches, claim.number)
-        progress.advance(batch, out, errors, work)
+        rows = progress.advance(batch, out, errors, work)
+        seq, keep = progress.batches, work.keep_output and rows is not None
+        progress.batches += keep
+        fenced = {"attempt_id": claim.attempt_id, "owner": s.owner, "ttl_s": s.lease_ttl_s}
         with conn.cursor() as cur:
-            cancel = fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s, batches=1)
-            if work.keep_output and out:
-                write_batch(cur, claim.run_id, step.name, progress.batches, out, progress.columns)
-                progress.batches += 1
-            cur.execute(QUERIES["save_checkpoint"], progress.params(claim.run_id, step.name))
+            params = progress.params(claim.run_id, step.name)
+            cancel = commit_batch(cur, fenced, params, seq, len(out), rows if keep else None)
         conn.commit()
         if cancel:
             heartbeat.cancel.set()
@@ -440,7 +455,11 @@ class StepRunner:
             progress.input_digest = ctx.upstream_digests[digest_of]
         final = work.compute.finish()
         progress.columns = work.compute.output_columns
-        progress.output_digest = chain_digest(progress.output_digest, final)
+        names = list(progress.columns)
+        parts = [final[i : i + BATCH_SIZE] for i in range(0, len(final), BATCH_SIZE)]
+        encoded = [(len(part), encode_rows(part, names)) for part in parts]
+        for _, rows in encoded:
+            progress.output_digest = chain_rows(progress.output_digest, names, rows)
         progress.records_out += len(final)
         if work.sink is not None:
             location = work.sink.publish(work.chunks)
@@ -453,9 +472,8 @@ class StepRunner:
             work.rejects.publish(work.reject_chunks)
         with conn.cursor() as cur:
             fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
-            for i in range(0, len(final), BATCH_SIZE):
-                part = final[i : i + BATCH_SIZE]
-                write_batch(cur, claim.run_id, step.name, progress.batches, part, progress.columns)
+            for n_records, rows in encoded:
+                write_batch(cur, claim.run_id, step.name, progress.batches, n_records, rows)
                 progress.batches += 1
             cur.execute(QUERIES["save_checkpoint"], progress.params(claim.run_id, step.name))
             self._finish(

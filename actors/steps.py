@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import connectors
-from actors.outputs import read_batches
+from actors.outputs import decode_rows, read_batches
 from dag import (
     BATCH_SIZE,
     MAX_SOURCE_BYTES,
@@ -37,14 +37,18 @@ from dag import (
 @dataclass
 class InputBatch:
     """One input batch: typed records, the row errors found reading it, its size and the
-    position to resume after it."""
+    position to resume after it, and what its input digest covers: the raw bytes of a file
+    ingest, else the records (`digest_records`), else nothing (the step takes its input
+    digest from its one upstream step). `rows` are the records' `dag.encode_rows` bytes in
+    the source's column order when the source read them in that form (a stored batch)."""
 
     records: list[dict]
     row_errors: list[RowError]
     records_in: int
     position: dict[str, Any]
-    digest_items: list[Any] | None  # records the input digest covers for this batch, or
-    raw_bytes: bytes | None = None  # the raw input bytes it covers (file ingest)
+    digest_records: bool = False
+    raw_bytes: bytes | None = None
+    rows: bytes | None = None
 
 
 @dataclass
@@ -102,7 +106,7 @@ class FileSource:
                     errors = sorted(
                         [*row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
                     )
-                    yield InputBatch(typed, errors, len(records) + len(row_errors), {}, None)
+                    yield InputBatch(typed, errors, len(records) + len(row_errors), {})
                     return
                 typed, type_errors = type_records(raw.records, self.columns, first_ordinal=ordinal)
                 errors = sorted(
@@ -113,7 +117,7 @@ class FileSource:
                 offset = raw.end.offset
                 ordinal += raw.size
                 position = {"position": raw.end.as_dict()}
-                yield InputBatch(typed, errors, raw.size, position, None, raw_bytes)
+                yield InputBatch(typed, errors, raw.size, position, raw_bytes=raw_bytes)
 
 
 class TableSource:
@@ -138,12 +142,13 @@ class TableSource:
             for records, last_key in connectors.read_table_batches(
                 conn, source, after_key=after, batch_size=BATCH_SIZE
             ):
+                position = {"after_key": last_key}
                 if left is not None and len(records) >= left:
-                    yield InputBatch(records[:left], [], left, {}, None)
+                    yield InputBatch(records[:left], [], left, {}, digest_records=True)
                     return
                 if left is not None:
                     left -= len(records)
-                yield InputBatch(records, [], len(records), {"after_key": last_key}, records)
+                yield InputBatch(records, [], len(records), position, digest_records=True)
         finally:
             conn.close()
 
@@ -180,15 +185,19 @@ class UpstreamSource:
             dep = self.step.depends_on[i]
             dep_columns, count = self.env.upstream[dep]
             start = seq if i == dep_index else 0
-            for s, records in read_batches(
-                self.env.state_conn, self.env.run_id, dep, dep_columns, start_seq=start, count=count
+            same = list(dep_columns) == names
+            for s, rows in read_batches(
+                self.env.state_conn, self.env.run_id, dep, start_seq=start, count=count
             ):
-                if list(dep_columns) != names:
+                records = decode_rows(rows, dep_columns)
+                if not same:
                     records = [{n: r.get(n) for n in names} for r in records]
                 after = {"dep": i, "seq": s + 1}
                 if s + 1 == count:
                     after = {"dep": i + 1, "seq": 0}
-                yield InputBatch(records, [], len(records), after, None if derived else records)
+                yield InputBatch(
+                    records, [], len(records), after, not derived, rows=rows if same else None
+                )
 
 
 class Passthrough(Transform):

@@ -2,11 +2,17 @@
 seeded 100,000-record CSV, plus orchestration overhead and trigger latency. Prints a table
 of figures next to the COMPASS targets. Not a test: nothing here asserts.
 
-- (a) pipeline: POST trigger -> run succeeded (ingest -> normalize_whitespace -> table
-  export) through the API and two executors, production timings;
-- (b) baseline: csv.reader + the same normalisation + COPY into a temp table and
-  INSERT .. ON CONFLICT upsert in 500-record batches, a checkpoint row per commit;
-- (c) their ratio; (d) peak RSS of each executor (/proc, VmHWM);
+Two shapes (issue 13), each measured pipeline run next to a baseline run (interleaved, so a
+change in the machine's load hits both):
+- shape (a): ingest -> normalize_whitespace -> table export (key `id`); its baseline is
+  csv.reader + the same normalisation + COPY into a temp table and INSERT .. ON CONFLICT
+  upsert in 500-record batches, a checkpoint row per commit;
+- shape (b): the same plus a JSONL file export of the normalised records; its baseline also
+  writes the JSONL file (json.dumps per record, fsync at the end).
+
+- (a) pipeline: POST trigger -> run succeeded through the API and two executors,
+  production timings; (b) the baseline; (c) their ratio (median, and the range over the
+  runs); (d) peak RSS of each executor (/proc, VmHWM);
 - (e) a 30-step chain of small transforms vs a 1-step run: (chain - one) / 29 per step;
 - (f) trigger -> first attempt started, median of 50 (run.created_at and the attempt's
   started_at, both on the database clock).
@@ -20,6 +26,8 @@ import argparse
 import cProfile
 import csv
 import io
+import json
+import os
 import pstats
 import statistics
 import sys
@@ -54,31 +62,41 @@ ON CONFLICT (job) DO UPDATE SET byte_offset = EXCLUDED.byte_offset, records = EX
 """
 
 
-def baseline(db_url: str, path: Path) -> float:
-    """The hand-written import (b); returns its wall time in seconds."""
+def baseline(db_url: str, path: Path, jsonl: Path | None = None) -> float:
+    """The hand-written import (and, with `jsonl`, the JSONL file of the normalised
+    records); returns its wall time in seconds."""
     conn = connect(db_url, "etl-bench-baseline")
     with conn.cursor() as cur:
         cur.execute(BASELINE_DDL)
     conn.commit()
     started = time.perf_counter()
+    out = jsonl.open("w", encoding="utf-8") if jsonl is not None else None
     with path.open(newline="", encoding="utf-8") as f, conn.cursor() as cur:
         rows = csv.reader(f)
-        next(rows)
+        names = next(rows)
         done, batch = 0, []
         for row in rows:
             row[1], row[6] = " ".join(row[1].split()), " ".join(row[6].split())
             batch.append(row)
             if len(batch) == BATCH_SIZE:
-                done += _commit_batch(conn, cur, batch, done)
+                done += _commit_batch(conn, cur, batch, done, out, names)
                 batch = []
         if batch:
-            _commit_batch(conn, cur, batch, done)
+            _commit_batch(conn, cur, batch, done, out, names)
+    if out is not None:
+        out.flush()
+        os.fsync(out.fileno())
+        out.close()
     elapsed = time.perf_counter() - started
     conn.close()
     return elapsed
 
 
-def _commit_batch(conn, cur, batch: list[list[str]], done: int) -> int:
+def _commit_batch(conn, cur, batch: list[list[str]], done: int, out, names: list[str]) -> int:
+    if out is not None:
+        out.write(
+            "".join(json.dumps(_typed(names, row), ensure_ascii=False) + "\n" for row in batch)
+        )
     buf = io.StringIO()
     csv.writer(buf).writerows(batch)
     buf.seek(0)
@@ -89,12 +107,20 @@ def _commit_batch(conn, cur, batch: list[list[str]], done: int) -> int:
     return len(batch)
 
 
-def run_pipeline(topo: Topology, pipeline_id: str) -> tuple[float, dict]:
+def _typed(names: list[str], row: list[str]) -> dict:
+    record: dict = dict(zip(names, row, strict=True))
+    record["id"], record["amount"] = int(row[0]), int(row[3])
+    return record
+
+
+def run_pipeline(topo: Topology, pipeline_id: str, timeout_s: float = 900) -> tuple[float, dict]:
     """Trigger, poll until finished; (wall seconds POST -> succeeded seen, run)."""
     started = time.perf_counter()
     code, run = topo.trigger(pipeline_id)
     assert code == 201, run
     while run["status"] not in RUN_TERMINAL:
+        if time.perf_counter() - started > timeout_s:
+            raise SystemExit(f"benchmark run {run['id']} still {run['status']} after {timeout_s} s")
         time.sleep(0.02)
         run = topo.run(run["id"])
     if run["status"] != RunStatus.SUCCEEDED:
@@ -127,49 +153,86 @@ def trigger_latency_ms(topo: Topology, pipeline_id: str, n: int) -> list[float]:
     return latencies
 
 
-def measure(repeat: int) -> None:
+SHAPES = {"a": False, "b": True}  # shape -> with the JSONL file export
+
+
+def measure_shapes(topo: Topology, repeat: int) -> dict[str, dict]:
+    """Per shape, `repeat` pairs of (baseline, pipeline) runs, interleaved so that load
+    drifts hit both: {shape: {"base": [s], "pipe": [(s, run)], "ratios": [x]}}."""
+    csv_path = topo.data / "customers.csv"
+    pipelines = {k: topo.create(f"bench-{k}", import_plan(jsonl=j)) for k, j in SHAPES.items()}
+    found: dict[str, dict] = {k: {"base": [], "pipe": [], "ratios": []} for k in SHAPES}
+    for _ in range(repeat):
+        for shape, jsonl in SHAPES.items():
+            base = baseline(topo.db_url, csv_path, topo.dir / "baseline.jsonl" if jsonl else None)
+            pipe = run_pipeline(topo, pipelines[shape])
+            found[shape]["base"].append(base)
+            found[shape]["pipe"].append(pipe)
+            found[shape]["ratios"].append(pipe[0] / base)
+    return found
+
+
+def measure(repeat: int, ratio_only: bool) -> None:
     topo = Topology("bench", fast=False)
     topo.prepare()
     info = generate_csv(topo.data / "customers.csv", RECORDS)
     generate_csv(topo.data / "tiny.csv", 20)
     print(f"input: {info['records']} records, {info['bytes'] / 2**20:.1f} MiB, "
-          f"{info['multiline']} multi-line; {repeat} repeats, medians")  # fmt: skip
-    base = [baseline(topo.db_url, topo.data / "customers.csv") for _ in range(repeat)]
+          f"{info['multiline']} multi-line; {repeat} repeats, medians; load {_load()}")  # fmt: skip
+    ones: list[float] = []
+    chains: list[float] = []
+    latencies: list[float] = []
     try:
         topo.start()
-        big = topo.create("bench-import", import_plan(jsonl=False))
-        pipe = [run_pipeline(topo, big) for _ in range(repeat)]
-        one, chain = topo.create("one-step", chain_plan(1)), topo.create("chain-30", chain_plan(30))
-        ones = [
-            seconds(r["started_at"], r["finished_at"])
-            for _, r in (run_pipeline(topo, one) for _ in range(repeat))
-        ]
-        chains = [
-            seconds(r["started_at"], r["finished_at"])
-            for _, r in (run_pipeline(topo, chain) for _ in range(repeat))
-        ]
-        latencies = trigger_latency_ms(topo, one, 50)
+        shapes = measure_shapes(topo, repeat)
+        if not ratio_only:
+            one, chain = (
+                topo.create("one-step", chain_plan(1)),
+                topo.create("chain-30", chain_plan(30)),
+            )
+            ones = [_run_s(run_pipeline(topo, one)[1]) for _ in range(repeat)]
+            chains = [_run_s(run_pipeline(topo, chain)[1]) for _ in range(repeat)]
+            latencies = trigger_latency_ms(topo, one, 50)
     finally:
         topo.stop()
-    pipeline_s, baseline_s = statistics.median(t for t, _ in pipe), statistics.median(base)
-    ratio = pipeline_s / baseline_s
-    overhead_ms = (statistics.median(chains) - statistics.median(ones)) / 29 * 1000
-    trigger_ms = statistics.median(latencies)
-    executors = [m for m in topo.sampler.table() if m["process"].startswith("executor")]
+    print(f"load after: {_load()}")
     print(f"\n{'figure':<48}{'value':>10}  {'COMPASS':<9} verdict")
-    show("(a) pipeline trigger -> succeeded, s", pipeline_s)
-    show("(b) baseline psycopg2 COPY + upsert, s", baseline_s)
-    show("(c) ratio pipeline / baseline", ratio, TARGETS["ratio"])
+    for shape, f in shapes.items():
+        show(
+            f"({shape}) pipeline trigger -> succeeded, s",
+            statistics.median(t for t, _ in f["pipe"]),
+        )
+        show(f"({shape}) baseline psycopg2 COPY + upsert, s", statistics.median(f["base"]))
+        show(f"({shape}) ratio pipeline / baseline (median)", statistics.median(f["ratios"]),
+             TARGETS["ratio"])  # fmt: skip
+    executors = [m for m in topo.sampler.table() if m["process"].startswith("executor")]
     for m in executors:
         show(f"(d) {m['process']} peak RSS, MiB", m["peak_rss_mib"], TARGETS["rss_mib"])
-    show("(e) orchestration overhead per step, ms", overhead_ms, TARGETS["overhead_ms"])
-    show("(f) trigger -> first step running, median ms", trigger_ms, TARGETS["trigger_ms"])
-    print(f"\nraw: pipeline runs {[round(t, 2) for t, _ in pipe]} s")
-    print(f"     baseline runs {[round(t, 2) for t in base]} s")
-    print(f"     1-step runs {ones} s, 30-step runs {chains} s")
-    deciles = [round(q) for q in statistics.quantiles(latencies, n=10)]
-    print(f"     trigger -> running deciles {deciles} ms")
-    print(f"     last pipeline run, step (wait for claim, run) s: {_steps(pipe[-1][1])}")
+    if not ratio_only:
+        overhead_ms = (statistics.median(chains) - statistics.median(ones)) / 29 * 1000
+        show("(e) orchestration overhead per step, ms", overhead_ms, TARGETS["overhead_ms"])
+        show("(f) trigger -> first step running, median ms", statistics.median(latencies),
+             TARGETS["trigger_ms"])  # fmt: skip
+    for shape, f in shapes.items():
+        ratios = f["ratios"]
+        print(f"\nshape ({shape}): ratio range {min(ratios):.2f}x .. {max(ratios):.2f}x, "
+              f"runs {[round(r, 2) for r in ratios]}")  # fmt: skip
+        print(f"     pipeline runs {[round(t, 2) for t, _ in f['pipe']]} s")
+        print(f"     baseline runs {[round(t, 2) for t in f['base']]} s")
+        print(f"     last run, step (wait for claim, run) s: {_steps(f['pipe'][-1][1])}")
+    if not ratio_only:
+        print(f"\n1-step runs {ones} s, 30-step runs {chains} s")
+        deciles = [round(q) for q in statistics.quantiles(latencies, n=10)]
+        print(f"trigger -> running deciles {deciles} ms")
+
+
+def _run_s(run: dict) -> float:
+    return seconds(run["started_at"], run["finished_at"])
+
+
+def _load() -> str:
+    """The 1/5/15-minute load averages (the machine is shared: say how busy it was)."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def show(name: str, value: float, target: float | None = None) -> None:
@@ -220,7 +283,7 @@ def profiled_executor(name: str, out: str) -> int:
             stats.dump_stats(out)
 
 
-def profile() -> None:
+def profile(shape: str) -> None:
     topo = Topology("bench-profile", fast=False)
     topo.prepare()
     generate_csv(topo.data / "customers.csv", RECORDS)
@@ -230,7 +293,8 @@ def profile() -> None:
     roots.update({name: [*me, name, out] for name, out in outs.items()})
     try:
         topo.start(roots)
-        elapsed, run = run_pipeline(topo, topo.create("profile", import_plan(jsonl=False)))
+        plan = import_plan(jsonl=SHAPES[shape])
+        elapsed, run = run_pipeline(topo, topo.create("profile", plan))
     finally:
         topo.stop()
     print(f"profiled run: {elapsed:.2f} s; step (wait for claim, run) s: {_steps(run)}")
@@ -243,15 +307,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.import_100k", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per figure (median)")
+    parser.add_argument(
+        "--ratio-only", action="store_true", help="only the two shapes, not (e) and (f)"
+    )
     parser.add_argument("--profile", action="store_true", help="profile the executors instead")
+    parser.add_argument("--shape", choices=tuple(SHAPES), default="a", help="shape to profile")
     parser.add_argument(
         "--profile-executor", nargs=2, metavar=("NAME", "OUT"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
     if args.profile_executor:
         return profiled_executor(*args.profile_executor)
-    profile() if args.profile else measure(args.repeat)
+    profile(args.shape) if args.profile else measure(args.repeat, args.ratio_only)
     return 0
 
 

@@ -141,9 +141,11 @@ def reject_file(reject_dir: Path, run_id: object, step_name: str) -> ChunkedFile
 
 def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
     """One JSON object per line (UTF-8, not ASCII-escaped), keys in record order."""
-    return "".join(
-        json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records
-    ).encode("utf-8")
+    return "".join(_encode_json(r) + "\n" for r in records).encode("utf-8")
+
+
+# One encoder for every record: json.dumps with options builds a new one per call.
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def encode_csv(

@@ -258,9 +258,17 @@ class TableExport:
         in one sandbox transaction and return its row errors, in record order: a null key, a
         key repeated within the batch or already staged by another batch (not written), a
         value that does not fit its column. Writing the same batch again replaces it."""
-        fast = self._encode_batch(records, first_ordinal)
+        fast = self._encode_batch(records, first_ordinal, seq)
         if fast is not None:
-            buf, keys = fast
+            try:
+                self._copy_staging(fast[0])
+                return []
+            except psycopg2.errors.UniqueViolation:
+                pass  # this batch again after a crash, or a key another batch staged
+            except psycopg2.DataError:
+                fast = None  # a value that does not fit its column: see record by record
+        if fast is not None:
+            buf, keys = self._encode_batch(records, first_ordinal, None) or fast
             try:
                 written = self._stage(seq, buf, copy_query="copy_batch_typed")
             except psycopg2.DataError:
@@ -284,9 +292,19 @@ class TableExport:
         return errors
 
     def publish(self, n_batches: int | None = None) -> int:
-        """Upsert the staged rows (of batches `< n_batches`, or all) into `sandbox.<table>`
+        """Move the staged rows (of batches `< n_batches`, or all) into `sandbox.<table>`
         and drop the staging table, in one transaction; return the rows published. A no-op
-        returning 0 when the staging table is gone: publish already happened."""
+        returning 0 when the staging table is gone: publish already happened.
+
+        A plain INSERT: the run's rows are new (a new run is a new export, and a publish
+        that committed dropped the staging table with it). Should a row of this run and
+        step be there all the same, the unique violation undoes it and the upsert runs."""
+        try:
+            return self._publish("insert_staging", n_batches)
+        except psycopg2.errors.UniqueViolation:
+            return self._publish("publish_staging", n_batches)
+
+    def _publish(self, query: str, n_batches: int | None) -> int:
         conn = self._conn
         try:
             with conn.cursor() as cur:
@@ -296,7 +314,7 @@ class TableExport:
                     conn.rollback()
                     return 0
                 cur.execute(
-                    sql.SQL(QUERIES["publish_staging"]).format(
+                    sql.SQL(QUERIES[query]).format(
                         table=self._target,
                         columns=self._user_columns,
                         staging=self._staging,
@@ -320,12 +338,13 @@ class TableExport:
             cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=self._staging))
 
     def _encode_batch(
-        self, records: list[Mapping[str, Any]], first_ordinal: int
+        self, records: list[Mapping[str, Any]], first_ordinal: int, seq: int | None
     ) -> tuple[io.StringIO, list[str]] | None:
         """The fast path for the common case, typed records from the core with usable
         distinct keys: the whole batch encoded by `csv.writer` (C) without checking values
         one by one (COPY refuses a value that does not fit, and the caller then takes the
-        per-record path). None when a key is null or repeated in the batch."""
+        per-record path), with `seq` as the last field of every line unless it is None.
+        None when a key is null or repeated in the batch."""
         if self.key_column is None:
             keys = [str(first_ordinal + i) for i in range(len(records))]
         else:
@@ -338,11 +357,26 @@ class TableExport:
         names = list(self.columns)
         buf = io.StringIO()
         writer = csv.writer(buf, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+        tail = [] if seq is None else [seq]
         writer.writerows(
-            [*[_NULL if (v := r.get(c)) is None else v for c in names], key]
+            [*[_NULL if (v := r.get(c)) is None else v for c in names], key, *tail]
             for r, key in zip(records, keys, strict=True)
         )
         return buf, keys
+
+    def _copy_staging(self, buf: io.StringIO) -> None:
+        """The happy path of `write_batch`: COPY a batch encoded with its seq straight into
+        staging, in one transaction. Raises UniqueViolation (nothing written) when a key is
+        staged already: the same batch written before a crash, or another batch's key; the
+        caller then upserts through the batch table, which tells the two apart."""
+        buf.seek(0)
+        with self._conn, self._conn.cursor() as cur:
+            copy = sql.SQL(QUERIES["copy_staging"]).format(
+                staging=self._staging,
+                columns=self._staged_columns,
+                batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
+            )
+            cur.copy_expert(copy.as_string(cur), buf)
 
     def _stage(self, seq: int, buf: io.StringIO, *, copy_query: str = "copy_batch") -> set[str]:
         """COPY the encoded batch into a temporary table and upsert it into staging; the

@@ -2,7 +2,7 @@
 decisions, CSV/JSON batching, column types, transforms and digests. No I/O of its own."""
 
 from dag.csvparts import read_csv_batches
-from dag.digest import DIGEST_SEED, chain_bytes, chain_digest
+from dag.digest import DIGEST_SEED, chain_bytes, chain_rows, encode_rows
 from dag.errors import (
     ConfigValueError,
     CsvFormatError,
@@ -83,9 +83,10 @@ __all__ = [
     "Transform",
     "build_transform",
     "chain_bytes",
-    "chain_digest",
+    "chain_rows",
     "decide",
     "decide_retry",
+    "encode_rows",
     "infer_columns",
     "inference_evidence",
     "is_input_data_error",

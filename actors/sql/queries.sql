@@ -116,6 +116,35 @@ WHERE a.id = %(attempt_id)s AND a.lease_owner = %(owner)s AND a.outcome IS NULL
   AND r.id = a.run_id
 RETURNING r.cancel_requested;
 
+-- commit_batch --
+-- One batch's commit in ONE statement: the fence of `fence_attempt` (lock and extend our
+-- attempt if the lease is ours, count the batch) and, only when it held, the output batch
+-- (if any) and the checkpoint of `save_checkpoint`. No row returned: the lease is lost and
+-- nothing was written. The other two parts read `fence`, so it runs first.
+WITH fence AS (
+    UPDATE attempts a
+    SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl_s)s),
+        batches_done = a.batches_done + 1
+    FROM runs r
+    WHERE a.id = %(attempt_id)s AND a.lease_owner = %(owner)s AND a.outcome IS NULL
+      AND r.id = a.run_id
+    RETURNING r.cancel_requested
+), output AS (
+    INSERT INTO step_batches (run_id, step_name, seq, records, payload)
+    SELECT %(run_id)s, %(name)s, %(seq)s, %(n_records)s, %(payload)s
+    FROM fence WHERE %(payload)s::bytea IS NOT NULL
+    ON CONFLICT (run_id, step_name, seq)
+    DO UPDATE SET records = excluded.records, payload = excluded.payload
+), progress AS (
+    UPDATE step_runs
+    SET checkpoint = %(checkpoint)s, records_in = %(records_in)s,
+        records_out = %(records_out)s, rejected = %(rejected)s,
+        input_digest = %(input_digest)s, output_digest = %(output_digest)s,
+        batches = %(batches)s, columns = %(columns)s, row_errors = %(row_errors)s
+    WHERE run_id = %(run_id)s AND name = %(name)s AND EXISTS (SELECT 1 FROM fence)
+)
+SELECT cancel_requested FROM fence;
+
 -- get_step_context --
 -- What an attempt needs to run its step: the plan, policy, and the step's progress.
 SELECT v.plan, s.type, s.checkpoint, s.columns, s.records_in, s.records_out, s.rejected,

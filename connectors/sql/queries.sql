@@ -83,6 +83,11 @@ COPY {batch} ({columns}) FROM STDIN WITH (FORMAT csv);
 -- The fast path's batch: every string quoted, numbers bare, a bare `nan` is NULL.
 COPY {batch} ({columns}) FROM STDIN WITH (FORMAT csv, NULL 'nan');
 
+-- copy_staging --
+-- The happy path: a batch (typed CSV as `copy_batch_typed`, its seq last) straight into
+-- staging; a key staged already fails it as a whole (unique violation, nothing written).
+COPY {staging} ({columns}, {batch_seq}) FROM STDIN WITH (FORMAT csv, NULL 'nan');
+
 -- upsert_staging --
 -- Move the batch into staging. A key already staged by the same batch (re-run after a
 -- crash) is updated; one staged by another batch is left alone and not returned (the
@@ -96,6 +101,14 @@ RETURNING s.record_key;
 -- lock_staging --
 -- Take the staging table for publish; fails with undefined_table once it was published.
 LOCK TABLE {staging} IN EXCLUSIVE MODE;
+
+-- insert_staging --
+-- Insert the staged rows of the committed batches into the export table (the run's rows
+-- are new there; a unique violation sends the caller to `publish_staging`).
+INSERT INTO {table} ({columns}, run_id, step_id, record_key)
+SELECT {columns}, %(run_id)s::uuid, %(step_id)s, record_key
+FROM {staging}
+WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer;
 
 -- publish_staging --
 -- Upsert the staged rows of the committed batches into the export table.

@@ -387,6 +387,25 @@ def test_publish_twice_is_a_no_op(conn) -> None:
     assert _count(conn, run_id) == 10
 
 
+def test_publish_over_rows_of_the_same_run_and_step_upserts(conn) -> None:
+    # Publish inserts (the run's rows are new); a row of the same run and step found in the
+    # table all the same makes it fall back to the upsert: updated, never doubled.
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    export.write_batch(0, _records(10), 1)
+    _exec(
+        conn,
+        "INSERT INTO sandbox.customers (id, name, run_id, step_id, record_key)"
+        " VALUES (3, 'stale', %s, 'to_table', '3')",
+        (str(run_id),),
+    )
+    assert export.publish() == 10
+    assert _count(conn, run_id) == 10
+    name = "SELECT name FROM sandbox.customers WHERE run_id = %s AND record_key = '3'"
+    assert _exec(conn, name, (str(run_id),)) == [(_records(10)[2]["name"],)]
+    assert _staging_tables(conn) == []
+
+
 def test_concurrent_publishers_publish_once(conn, other) -> None:
     run_id = uuid.uuid4()
     export = _export(conn, run_id)
@@ -553,8 +572,10 @@ def test_every_named_query_is_loaded() -> None:
         "create_batch_table",
         "copy_batch",
         "copy_batch_typed",
+        "copy_staging",
         "upsert_staging",
         "lock_staging",
+        "insert_staging",
         "publish_staging",
         "drop_staging",
         "count_run_rows",
