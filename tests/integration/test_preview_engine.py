@@ -10,6 +10,7 @@ import io
 import json
 import shutil
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from psycopg2 import sql
 
 from actors import ExecutorSettings, StepRunner, advance_pipeline
-from actors.outputs import columns_from_db, decode_batch
+from actors.outputs import columns_from_db, decode_rows
 from actors.preview import MAX_RECORDS, SAMPLE_ROWS, PlanPreview, preview_plan
 from dag import parse_plan
 
@@ -100,7 +101,7 @@ class Engine:
                     (rid, name),
                 )
                 batch = cur.fetchone()
-                first = decode_batch(bytes(batch[0]), columns) if batch else []
+                first = decode_rows(zlib.decompress(bytes(batch[0])), columns) if batch else []
                 out[name] = {
                     "status": STATUS.get(status, status),
                     "error": error,
