@@ -211,16 +211,10 @@ TINY_PLAN = {"steps": [{"name": "read", "type": "ingest",
                         "config": {"source": "file", "path": "tiny.csv"}}]}  # fmt: skip
 
 
-def drill_burst_30(topo: Topology, res: DrillResult, records: int) -> None:
-    """30 concurrent triggers over 8 pipelines of slow one-step runs (6, 6, then 3 each)."""
-    generate_csv(topo.data / "tiny.csv", 10)
-    pipes = [topo.create(f"burst-{i}", TINY_PLAN) for i in range(8)]
-    peaks = dict.fromkeys(("samples", "total", "running", "queued", "waiting"), 0)
-    stop = threading.Event()
-    sampler = threading.Thread(target=_sample_active, args=(topo, stop, peaks), daemon=True)
-    sampler.start()
-    targets = [pipes[i % 8] for i in range(24)] + [pipes[i % 2] for i in range(6)]
-    answers = concurrently([lambda p=p: topo.trigger(p) for p in targets])
+def _check_burst_answers(res: DrillResult, answers: list) -> tuple[list[dict], Counter]:
+    """What the burst's answers must show: only 201 and 429 (skipped, queue_full or busy),
+    the limits per pipeline and in all, each refusal for the limit it names. Returns the
+    admitted runs and the answers by HTTP status."""
     codes = Counter(code for code, _ in answers)
     skipped = [b for c, b in answers if c == 429]
     reasons = Counter((b.get("status"), b.get("reason")) for b in skipped)
@@ -250,6 +244,20 @@ def drill_burst_30(topo: Topology, res: DrillResult, records: int) -> None:
         fits,
         per_pipe,
     )
+    return runs, codes
+
+
+def drill_burst_30(topo: Topology, res: DrillResult, records: int) -> None:
+    """30 concurrent triggers over 8 pipelines of slow one-step runs (6, 6, then 3 each)."""
+    generate_csv(topo.data / "tiny.csv", 10)
+    pipes = [topo.create(f"burst-{i}", TINY_PLAN) for i in range(8)]
+    peaks = dict.fromkeys(("samples", "total", "running", "queued", "waiting"), 0)
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sample_active, args=(topo, stop, peaks), daemon=True)
+    sampler.start()
+    targets = [pipes[i % 8] for i in range(24)] + [pipes[i % 2] for i in range(6)]
+    answers = concurrently([lambda p=p: topo.trigger(p) for p in targets])
+    runs, codes = _check_burst_answers(res, answers)
     runs = [topo.wait_run(b["id"]) for b in runs]
     stop.set()
     sampler.join(10)

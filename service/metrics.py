@@ -6,7 +6,7 @@ process memory. README.md ("Metrics") documents each metric."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import falcon
@@ -41,6 +41,59 @@ def _rows(cur: Cursor, name: str, params: dict[str, Any] | None = None) -> list[
     return [dict(r) for r in cur.fetchall()]
 
 
+# Families with one sample per row of their query: (family, name, help, query, labels).
+PER_ROW = (
+    (
+        GaugeMetricFamily,
+        "etl_queue_depth",
+        "Queued runs per pipeline",
+        "count_queued_runs_by_pipeline",
+        ("pipeline",),
+    ),
+    (
+        GaugeMetricFamily,
+        "etl_active_leases",
+        "Live step-attempt leases by executor",
+        "count_active_leases_by_executor",
+        ("executor",),
+    ),
+    (
+        CounterMetricFamily,
+        "etl_lease_takeovers",
+        "Attempts whose lease expired and whose step went on in a new attempt, by the executor"
+        " that lost the lease",
+        "count_lease_takeovers_by_executor",
+        ("executor",),
+    ),
+    (
+        CounterMetricFamily,
+        "etl_attempts",
+        "Finished step attempts by outcome",
+        "count_attempts_by_outcome",
+        ("outcome",),
+    ),
+    (
+        CounterMetricFamily,
+        "etl_schedule_fires",
+        "Scheduler fires by pipeline and whether admission took them",
+        "count_schedule_fires_by_pipeline",
+        ("pipeline", "outcome"),
+    ),
+)
+
+
+def _zero_filled(
+    cur: Cursor, family: type, name: str, text: str, query: str, label: str, values: Iterable[str]
+) -> Metric:
+    """A family with one sample per value of `label`, from the `{label, n}` rows of `query`;
+    0 for a value without a row, so every series exists from the first scrape."""
+    counts = {r[label]: r["n"] for r in _rows(cur, query)}
+    metric = family(name, text, labels=[label])
+    for value in values:
+        metric.add_metric([value], counts.get(value, 0))
+    return metric
+
+
 class DatabaseCollector(Collector):
     """The platform's metrics, read from the database on every `collect()`."""
 
@@ -63,63 +116,31 @@ class DatabaseCollector(Collector):
         yield from metrics
 
     def _read(self, cur: Cursor) -> Iterator[Metric]:
-        runs = GaugeMetricFamily("etl_runs", "Runs by status", labels=["status"])
-        counts = {r["status"]: r["n"] for r in _rows(cur, "count_runs_by_status")}
-        for status in RUN_STATUSES:
-            runs.add_metric([status], counts.get(status, 0))
-        yield runs
-
-        queue = GaugeMetricFamily(
-            "etl_queue_depth", "Queued runs per pipeline", labels=["pipeline"]
+        yield _zero_filled(
+            cur,
+            GaugeMetricFamily,
+            "etl_runs",
+            "Runs by status",
+            "count_runs_by_status",
+            "status",
+            RUN_STATUSES,
         )
-        for r in _rows(cur, "count_queued_runs_by_pipeline"):
-            queue.add_metric([r["pipeline"]], r["n"])
-        yield queue
-
-        skipped = CounterMetricFamily(
-            "etl_skipped_triggers", "Triggers refused by admission, by reason", labels=["reason"]
+        yield _zero_filled(
+            cur,
+            CounterMetricFamily,
+            "etl_skipped_triggers",
+            "Triggers refused by admission, by reason",
+            "count_skipped_runs_by_reason",
+            "reason",
+            SKIP_REASONS,
         )
-        reasons = {r["reason"]: r["n"] for r in _rows(cur, "count_skipped_runs_by_reason")}
-        for reason in SKIP_REASONS:
-            skipped.add_metric([reason], reasons.get(reason, 0))
-        yield skipped
-
-        leases = GaugeMetricFamily(
-            "etl_active_leases", "Live step-attempt leases by executor", labels=["executor"]
-        )
-        for r in _rows(cur, "count_active_leases_by_executor"):
-            leases.add_metric([r["executor"]], r["n"])
-        yield leases
-
-        takeovers = CounterMetricFamily(
-            "etl_lease_takeovers",
-            "Attempts whose lease expired and whose step went on in a new attempt, by the"
-            " executor that lost the lease",
-            labels=["executor"],
-        )
-        for r in _rows(cur, "count_lease_takeovers_by_executor"):
-            takeovers.add_metric([r["executor"]], r["n"])
-        yield takeovers
-
-        attempts = CounterMetricFamily(
-            "etl_attempts", "Finished step attempts by outcome", labels=["outcome"]
-        )
-        for r in _rows(cur, "count_attempts_by_outcome"):
-            attempts.add_metric([r["outcome"]], r["n"])
-        yield attempts
-
+        for family, name, text, query, labels in PER_ROW:
+            metric = family(name, text, labels=list(labels))
+            for r in _rows(cur, query):
+                metric.add_metric([r[label] for label in labels], r["n"])
+            yield metric
         yield self._step_durations(cur)
         yield from self._step_records(cur)
-
-        fires = CounterMetricFamily(
-            "etl_schedule_fires",
-            "Scheduler fires by pipeline and whether admission took them",
-            labels=["pipeline", "outcome"],
-        )
-        for r in _rows(cur, "count_schedule_fires_by_pipeline"):
-            fires.add_metric([r["pipeline"], r["outcome"]], r["n"])
-        yield fires
-
         (oldest,) = _rows(cur, "oldest_queued_run_age")
         yield GaugeMetricFamily(
             "etl_oldest_queued_run_age_seconds",

@@ -344,99 +344,13 @@ def plan_components() -> dict[str, dict[str, Any]]:
     What a schema cannot say (dependencies name existing steps, no cycles,
     unique names, distinct export paths) `dag` still checks: a 400 with field paths."""
     step_name = {"type": "string", "pattern": f"^{rules.STEP_NAME_RE.pattern}$"}
-    names = {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME}
     retry = _closed(
         {"max_attempts": {"type": "integer", "minimum": 1, "maximum": rules.MAX_ATTEMPTS}}, []
     )
-    columns = {
-        "type": "object",
-        "propertyNames": {"minLength": 1, "pattern": _NO_NUL},
-        "additionalProperties": _enum(rules.COLUMN_TYPES),
-    }
-    delimiter = {"type": "string", "minLength": 1, "maxLength": 1, "not": _enum(['"', "\r", "\n"])}
-    file_ingest = _closed(
-        {
-            "source": _enum(["file"]),
-            "path": _REL_PATH,
-            "format": _enum(rules.INGEST_FORMATS),
-            "columns": columns,
-            "delimiter": delimiter,
-        },
-        ["source", "path"],
-    )
-    # a delimiter only with the csv format (the default)
-    file_ingest["anyOf"] = [
-        {"properties": {"format": _enum(["csv"])}},
-        {"not": {"required": ["delimiter"]}},
-    ]
-    ops = {
-        "trim": _closed({"op": _enum(["trim"]), "columns": names}, ["op", "columns"]),
-        "normalize_whitespace": _closed(
-            {"op": _enum(["normalize_whitespace"]), "columns": names}, ["op", "columns"]
-        ),
-        "map": _closed(
-            {
-                "op": _enum(["map"]),
-                "column": _NAME,
-                "mapping": {
-                    "type": "object",
-                    "propertyNames": {"pattern": _NO_NUL},
-                    "additionalProperties": _LITERAL,
-                },
-                "into": _NAME,
-                "default": _LITERAL,
-            },
-            ["op", "column", "mapping"],
-        ),
-        "filter_eq": _closed(
-            {"op": _enum(["filter_eq"]), "column": _NAME, "value": _LITERAL},
-            ["op", "column", "value"],
-        ),
-        "parse_date": _closed({"op": _enum(["parse_date"]), "column": _NAME}, ["op", "column"]),
-        "aggregate": _closed(
-            {
-                "op": _enum(["aggregate"]),
-                "column": _NAME,
-                "group_by": {
-                    "type": "array",
-                    "uniqueItems": True,
-                    "items": {**_NAME, "not": _enum(rules.AGGREGATE_OUTPUTS)},
-                },
-            },
-            ["op", "column"],
-        ),
-    }
     configs = {
-        "ingest": {
-            "oneOf": [
-                file_ingest,
-                _closed({"source": _enum(["table"]), "table": _NAME}, ["source", "table"]),
-            ]
-        },
-        "transform": {"oneOf": [ops[op] for op in rules.TRANSFORM_OPS]},
-        "export": {
-            "oneOf": [
-                _closed(
-                    {
-                        "target": _enum(["file"]),
-                        "path": _REL_PATH,
-                        "format": _enum(rules.EXPORT_FORMATS),
-                    },
-                    ["target", "path"],
-                ),
-                _closed(
-                    {
-                        "target": _enum(["table"]),
-                        "table": {
-                            "type": "string",
-                            "pattern": f"^{rules.EXPORT_TABLE_RE.pattern}$",
-                        },
-                        "key": _NAME,
-                    },
-                    ["target", "table"],
-                ),
-            ]
-        },
+        "ingest": _ingest_config(),
+        "transform": {"oneOf": list(_transform_ops().values())},
+        "export": _export_config(),
     }
     steps = {}
     for kind in rules.STEP_TYPES:
@@ -473,6 +387,75 @@ def plan_components() -> dict[str, dict[str, Any]]:
     return {"Plan": plan, **steps}
 
 
+def _ingest_config() -> dict[str, Any]:
+    """A file ingest (a delimiter only with the csv format, the default) or a table's."""
+    columns = {
+        "type": "object",
+        "propertyNames": {"minLength": 1, "pattern": _NO_NUL},
+        "additionalProperties": _enum(rules.COLUMN_TYPES),
+    }
+    delimiter = {"type": "string", "minLength": 1, "maxLength": 1, "not": _enum(['"', "\r", "\n"])}
+    file_ingest = _closed(
+        {
+            "source": _enum(["file"]),
+            "path": _REL_PATH,
+            "format": _enum(rules.INGEST_FORMATS),
+            "columns": columns,
+            "delimiter": delimiter,
+        },
+        ["source", "path"],
+    )
+    file_ingest["anyOf"] = [
+        {"properties": {"format": _enum(["csv"])}},
+        {"not": {"required": ["delimiter"]}},
+    ]
+    table_ingest = _closed({"source": _enum(["table"]), "table": _NAME}, ["source", "table"])
+    return {"oneOf": [file_ingest, table_ingest]}
+
+
+def _transform_ops() -> dict[str, dict[str, Any]]:
+    """Each transform op's config, by op."""
+    names = {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME}
+    mapping = {
+        "type": "object",
+        "propertyNames": {"pattern": _NO_NUL},
+        "additionalProperties": _LITERAL,
+    }
+    group_by = {
+        "type": "array",
+        "uniqueItems": True,
+        "items": {**_NAME, "not": _enum(rules.AGGREGATE_OUTPUTS)},
+    }
+    ops = {
+        "trim": ({"columns": names}, ["columns"]),
+        "normalize_whitespace": ({"columns": names}, ["columns"]),
+        "map": (
+            {"column": _NAME, "mapping": mapping, "into": _NAME, "default": _LITERAL},
+            ["column", "mapping"],
+        ),
+        "filter_eq": ({"column": _NAME, "value": _LITERAL}, ["column", "value"]),
+        "parse_date": ({"column": _NAME}, ["column"]),
+        "aggregate": ({"column": _NAME, "group_by": group_by}, ["column"]),
+    }
+    return {
+        op: _closed({"op": _enum([op]), **ops[op][0]}, ["op", *ops[op][1]])
+        for op in rules.TRANSFORM_OPS
+    }
+
+
+def _export_config() -> dict[str, Any]:
+    """A file export or a sandbox table export."""
+    table = {"type": "string", "pattern": f"^{rules.EXPORT_TABLE_RE.pattern}$"}
+    file_export = _closed(
+        {"target": _enum(["file"]), "path": _REL_PATH, "format": _enum(rules.EXPORT_FORMATS)},
+        ["target", "path"],
+    )
+    table_export = _closed(
+        {"target": _enum(["table"]), "table": table, "key": _NAME}, ["target", "table"]
+    )
+    return {"oneOf": [file_export, table_export]}
+
+
 # --- the preview answer ----------------------------------------------------------------------
 
 
@@ -485,14 +468,52 @@ def _fields(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": dict(properties), "required": list(properties)}
 
 
+_TEXT = {"type": "string"}
+_PREVIEW_VALUE = {"type": ["integer", "string", "null"]}
+_PREVIEW_ROWS = {
+    "type": "array",
+    "maxItems": SAMPLE_ROWS,
+    "items": {"type": "object", "additionalProperties": _PREVIEW_VALUE},
+}
+_COLUMN_TYPES = {"type": "object", "additionalProperties": _enum(rules.COLUMN_TYPES)}
+
+
+def _preview_source() -> dict[str, Any]:
+    """Where a previewed ingest read: a file, or a sandbox table (read-only)."""
+    file = {"source": _enum(["file"]), "path": _TEXT, "format": _enum(rules.INGEST_FORMATS)}
+    table = {"source": _enum(["table"]), "table": _TEXT, "read_only": {"const": True}}
+    return {"oneOf": [_fields(file), _fields({**table, "note": _TEXT})]}
+
+
+def _preview_export() -> dict[str, Any]:
+    """What a previewed export would write: a file's first lines or a table's first rows."""
+    file = {
+        "target": _enum(["file"]),
+        "path": _TEXT,
+        "format": _enum(rules.EXPORT_FORMATS),
+        "columns": _COLUMN_TYPES,
+        "rows": _PREVIEW_ROWS,
+        "text": _TEXT,
+    }
+    table = {
+        "target": _enum(["table"]),
+        "table": _TEXT,
+        "key": _nullable(_TEXT),
+        "columns": {"type": "object", "additionalProperties": _TEXT},
+        "rows": _PREVIEW_ROWS,
+        "note": _TEXT,
+    }
+    return {"oneOf": [_fields(file), _fields(table)]}
+
+
 def preview_components() -> dict[str, dict[str, Any]]:
     """JSON schemas of the preview answer (`actors.preview.PlanPreview.as_dict`)."""
-    count = {"type": "integer", "minimum": 0}
-    text = {"type": "string"}
-    value = {"type": ["integer", "string", "null"]}
-    record = {"type": "object", "additionalProperties": value}
-    column_types = {"type": "object", "additionalProperties": _enum(rules.COLUMN_TYPES)}
-    rows = {"type": "array", "maxItems": SAMPLE_ROWS, "items": record}
+    count, text, column_types, rows = (
+        {"type": "integer", "minimum": 0},
+        _TEXT,
+        _COLUMN_TYPES,
+        _PREVIEW_ROWS,
+    )
     row_error = _fields(
         {
             "line": _nullable({"type": "integer", "minimum": 1}),
@@ -502,45 +523,7 @@ def preview_components() -> dict[str, dict[str, Any]]:
             "raw": {},
         }
     )
-    source = {
-        "oneOf": [
-            _fields(
-                {"source": _enum(["file"]), "path": text, "format": _enum(rules.INGEST_FORMATS)}
-            ),
-            _fields(
-                {
-                    "source": _enum(["table"]),
-                    "table": text,
-                    "read_only": {"const": True},
-                    "note": text,
-                }
-            ),
-        ]
-    }
-    export = {
-        "oneOf": [
-            _fields(
-                {
-                    "target": _enum(["file"]),
-                    "path": text,
-                    "format": _enum(rules.EXPORT_FORMATS),
-                    "columns": column_types,
-                    "rows": rows,
-                    "text": text,
-                }
-            ),
-            _fields(
-                {
-                    "target": _enum(["table"]),
-                    "table": text,
-                    "key": _nullable(text),
-                    "columns": {"type": "object", "additionalProperties": text},
-                    "rows": rows,
-                    "note": text,
-                }
-            ),
-        ]
-    }
+    source, export = _preview_source(), _preview_export()
     step = _fields(
         {
             "name": text,
