@@ -215,6 +215,40 @@ def _skip_open_quote(feed: _LineFeed, lines: Iterator[str]) -> None:
         quotes += text.count('"')
 
 
+def _malformed(exc: csv.Error, feed: _LineFeed, lines: Iterator[str], line: int) -> RowError:
+    """The row error of a record the csv module refused; reading resumes after it (and after
+    the rest of a quoted field it left open, see `_skip_open_quote`)."""
+    if "field larger than field limit" in str(exc):
+        # The reader stopped inside a quoted field: going on from the next physical line
+        # would read a record out of the middle of that field.
+        raise CsvFormatError(
+            f"a field is longer than {FIELD_LIMIT_BYTES} bytes", line=line
+        ) from exc
+    _skip_open_quote(feed, lines)
+    if feed.exhausted and "".join(feed.pulled).count('"') % 2:
+        reason = "unterminated quoted field: it runs to the end of the file"
+    else:
+        reason = f"malformed CSV record: {exc}"
+    return RowError(reason, line=line, raw=feed.record_text())
+
+
+def _record(
+    fields: list[str], feed: _LineFeed, header: list[str], delimiter: str, line: int
+) -> RawRecord | RowError:
+    """A parsed record, or the row error that makes it unusable (a lone CR outside quotes,
+    invalid UTF-8, the wrong number of fields)."""
+    if _has_lone_cr("".join(feed.pulled), delimiter):
+        reason = "malformed CSV record: a carriage return (CR) outside quotes without LF"
+        return RowError(reason, line=line, raw=feed.record_text())
+    if feed.bad_utf8:
+        return RowError("invalid UTF-8", line=line, raw=feed.record_text())
+    if len(fields) != len(header):
+        reason = f"wrong number of fields: expected {len(header)}, found {len(fields)}"
+        return RowError(reason, line=line, raw=feed.record_text())
+    values = _values(fields, feed, delimiter)
+    return RawRecord(line, dict(zip(header, values, strict=True)))
+
+
 def read_csv_batches(
     stream: BinaryIO,
     *,
@@ -235,7 +269,6 @@ def read_csv_batches(
     feed = _LineFeed(stream, begin.offset, begin.line)
     lines = feed.lines()
     reader = csv.reader(lines, delimiter=delimiter, strict=True)
-    width = len(header)
 
     records: list[RawRecord] = []
     errors: list[RowError] = []
@@ -247,37 +280,12 @@ def read_csv_batches(
         except StopIteration:
             break
         except csv.Error as exc:
-            if "field larger than field limit" in str(exc):
-                # The reader stopped inside a quoted field: going on from the next physical
-                # line would read a record out of the middle of that field.
-                raise CsvFormatError(
-                    f"a field is longer than {FIELD_LIMIT_BYTES} bytes", line=line
-                ) from exc
-            _skip_open_quote(feed, lines)
-            if feed.exhausted and "".join(feed.pulled).count('"') % 2:
-                reason = "unterminated quoted field: it runs to the end of the file"
-            else:
-                reason = f"malformed CSV record: {exc}"
-            errors.append(RowError(reason, line=line, raw=feed.record_text()))
+            errors.append(_malformed(exc, feed, lines, line))
         else:
-            if _has_lone_cr("".join(feed.pulled), delimiter):
-                reason = "malformed CSV record: a carriage return (CR) outside quotes without LF"
-                errors.append(RowError(reason, line=line, raw=feed.record_text()))
-            elif not fields:
+            if not fields and not _has_lone_cr("".join(feed.pulled), delimiter):
                 continue  # an empty line
-            elif feed.bad_utf8:
-                errors.append(RowError("invalid UTF-8", line=line, raw=feed.record_text()))
-            elif len(fields) != width:
-                errors.append(
-                    RowError(
-                        f"wrong number of fields: expected {width}, found {len(fields)}",
-                        line=line,
-                        raw=feed.record_text(),
-                    )
-                )
-            else:
-                values = _values(fields, feed, delimiter)
-                records.append(RawRecord(line, dict(zip(header, values, strict=True))))
+            read = _record(fields, feed, header, delimiter, line)
+            (records if isinstance(read, RawRecord) else errors).append(read)
         if len(records) + len(errors) >= batch_size:
             yield RawBatch(records, errors, Position(feed.offset, feed.line), list(header))
             yielded = True
