@@ -31,7 +31,7 @@ PG = os.environ.get("ETL_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 def _admin():
     try:
         conn = psycopg2.connect(f"{PG}/postgres", connect_timeout=5)
-    except psycopg2.OperationalError as exc:  # fail, never skip: see DEVELOPERS.md
+    except psycopg2.OperationalError as exc:  # a missing PostgreSQL fails the run, never skips
         pytest.fail(f"PostgreSQL is required for integration tests ({PG}): {exc}")
     conn.autocommit = True
     return conn
