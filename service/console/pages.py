@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from importlib import resources as package_files
 from typing import Any
 
@@ -16,7 +17,7 @@ from marshmallow import ValidationError
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag import RunStatus
 from service import schemas
-from service.admission import admit_run, cancel_run, resume_run
+from service.admission import Admission, Cancellation, admit_run, cancel_run, resume_run
 from service.auth import ADMIN_ONLY, OPERATE, READ
 from service.console.graph import layout_dag
 from service.console.runview import build_run_page
@@ -371,12 +372,15 @@ class RunPage(ConsolePage):
         self.console.render(req, resp, "run.html", notice=_notice(req), **page)
 
 
-class CancelAction(ConsolePage):
+class _RunAction(ConsolePage):
+    """The Cancel and Resume buttons: one path, only `act` differs (as in the API)."""
+
     roles = {"POST": OPERATE}
+    act: Callable[..., Admission | Cancellation]
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
         with as_console_errors(), self.deps.db.transaction() as cur:
-            change = cancel_run(
+            change = self.act(
                 cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
             )
         if change.needs_wake:
@@ -384,17 +388,12 @@ class CancelAction(ConsolePage):
         raise falcon.HTTPSeeOther(f"{PREFIX}/runs/{run_id}?notice={change.outcome}")
 
 
-class ResumeAction(ConsolePage):
-    roles = {"POST": OPERATE}
+class CancelAction(_RunAction):
+    act = staticmethod(cancel_run)
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
-        with as_console_errors(), self.deps.db.transaction() as cur:
-            admission = resume_run(
-                cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
-            )
-        if admission.needs_wake:
-            wake_run(self.deps, admission.run)
-        raise falcon.HTTPSeeOther(f"{PREFIX}/runs/{run_id}?notice={admission.outcome}")
+
+class ResumeAction(_RunAction):
+    act = staticmethod(resume_run)
 
 
 class RunsPage(ConsolePage):
