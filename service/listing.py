@@ -26,7 +26,13 @@ from marshmallow import Schema, fields
 from dag import RunStatus
 from service.db import Cursor
 from service.errors import ValidationFailed
-from service.schemas import AuditSchema, ScheduleSchema, UtcDateTime, pending_step_view
+from service.schemas import (
+    AuditSchema,
+    RunSchema,
+    ScheduleSchema,
+    UtcDateTime,
+    pending_step_view,
+)
 from service.sql import LISTING_QUERIES as QUERIES
 
 DEFAULT_LIMIT = 50
@@ -292,25 +298,10 @@ class RevisionSummarySchema(Schema):
     created_at = UtcDateTime()
 
 
-class RunSummarySchema(Schema):
+class RunSummarySchema(RunSchema):
     """A run in a list: the run's fields, step counts by status instead of the steps."""
 
-    id = fields.String()
-    pipeline_id = fields.String()
     pipeline_name = fields.String()
-    revision = fields.Integer()
-    status = fields.String()
-    reason = fields.String(allow_none=True)
-    trigger_key = fields.String()
-    trace_id = fields.String()
-    created_at = UtcDateTime()
-    started_at = UtcDateTime(allow_none=True)
-    finished_at = UtcDateTime(allow_none=True)
-    purged_at = UtcDateTime(allow_none=True)
-    queue_position = fields.Integer(allow_none=True)
-    cancel_requested = fields.Boolean()
-    created_by = fields.String()
-    error = fields.String(allow_none=True)
     steps = fields.Integer()
     step_counts = fields.Dict(keys=fields.String(), values=fields.Integer())
     records_out = fields.Integer()

@@ -4,6 +4,7 @@ for every test (`CREATE DATABASE ... TEMPLATE`). A missing PostgreSQL fails the 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -17,7 +18,7 @@ import pytest
 from psycopg2 import sql
 
 import ddl
-from drills import ApiClient, free_port
+from drills import ROOT, ApiClient, Stack, free_port
 from service.app import create_app
 from service.cli import gunicorn_argv
 from service.config import Config
@@ -126,3 +127,14 @@ def server(db_url: str) -> Iterator[str]:
             proc.kill()
             proc.wait(5)
         log.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def demo_stack(db_url: str, tmp_path: Path) -> Iterator[Stack]:
+    """A real topology (coordinator + two executors) with the demo's `customers.csv`."""
+    s = Stack(db_url, tmp_path)
+    shutil.copy(ROOT / "fixtures" / "customers.csv", s.data / "customers.csv")
+    try:
+        yield s.start()
+    finally:
+        s.stop()

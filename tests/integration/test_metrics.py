@@ -5,11 +5,9 @@ with SQL counts of the same database."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import falcon.testing
@@ -127,21 +125,11 @@ def test_without_a_database_the_scrape_says_so() -> None:
 # --- after real runs -------------------------------------------------------------------------
 
 
-@pytest.fixture
-def stack(db_url: str, tmp_path: Path) -> Iterator[Stack]:
-    s = Stack(db_url, tmp_path)
-    shutil.copy(ROOT / "fixtures" / "customers.csv", s.data / "customers.csv")
-    try:
-        yield s.start()
-    finally:
-        s.stop()
-
-
-def test_scraped_values_match_sql_counts_after_real_runs(stack: Stack, tmp_path: Path) -> None:
+def test_scraped_values_match_sql_counts_after_real_runs(demo_stack: Stack, tmp_path: Path) -> None:
     demo = json.loads((ROOT / "fixtures" / "plans" / "demo.json").read_text())
     broken = json.loads(json.dumps(demo))
     broken["name"], broken["plan"]["steps"][0]["config"]["path"] = "broken", "missing.csv"
-    env = {**stack.env, "ETL_TOKEN": ADMIN_TOKEN}
+    env = {**demo_stack.env, "ETL_TOKEN": ADMIN_TOKEN}
     for doc, expected in ((demo, 0), (broken, 1), (demo, 0)):
         path = tmp_path / f"{doc['name']}.json"
         path.write_text(json.dumps(doc))
@@ -152,19 +140,21 @@ def test_scraped_values_match_sql_counts_after_real_runs(stack: Stack, tmp_path:
             )  # fmt: skip
             assert done.returncode == (expected if args[0] == "run" else 0), done.stderr
 
-    url = f"http://127.0.0.1:{stack.port}/metrics"
+    url = f"http://127.0.0.1:{demo_stack.port}/metrics"
     with urllib.request.urlopen(url, timeout=30) as resp:
         m = parse(resp.read().decode())
 
-    runs = dict(stack.sql("SELECT status, count(*) FROM runs GROUP BY status"))
+    runs = dict(demo_stack.sql("SELECT status, count(*) FROM runs GROUP BY status"))
     assert runs == {"succeeded": 2, "failed": 1}
     assert by_label(m, "etl_runs", "status") == runs
     attempts = dict(
-        stack.sql("SELECT outcome, count(*) FROM attempts WHERE outcome IS NOT NULL GROUP BY 1")
+        demo_stack.sql(
+            "SELECT outcome, count(*) FROM attempts WHERE outcome IS NOT NULL GROUP BY 1"
+        )
     )
     assert by_label(m, "etl_attempts_total", "outcome") == attempts
     assert attempts["input_error"] >= 1 and attempts["succeeded"] == 16
-    (steps,) = stack.sql(
+    (steps,) = demo_stack.sql(
         "SELECT count(*), sum(records_in), sum(records_out), sum(rejected) FROM step_runs"
         " WHERE status = 'succeeded'"
     )
