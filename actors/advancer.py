@@ -111,7 +111,13 @@ def _advance_steps(
             states[name] = status
     to_start = list(decision.ready)
     if not cancel_requested:
-        to_start += [n for n in due_retries if states.get(n) == StepStatus.RETRY_WAIT]
+        # A fused follower that failed waits for its upstream too (unfused, it is done).
+        to_start += [
+            n
+            for n in due_retries
+            if states.get(n) == StepStatus.RETRY_WAIT
+            and all(states.get(d) == StepStatus.SUCCEEDED for d in plan.step(n).depends_on)
+        ]
     elif waits:
         waits = []
     for name in to_start:

@@ -66,7 +66,8 @@ def fence(cur, attempt_id: int, owner: str, ttl_s: float, *, batches: int = 0) -
 
 class Heartbeat:
     """Extends a lease every `interval_s` on its own connection until stopped; sets `lost`
-    when the lease was taken over and `cancel` when the run asks to stop."""
+    when the lease was taken over and `cancel` when the run asks to stop. The attempts of
+    fused followers joined later (`follow`) are extended with it."""
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class Heartbeat:
         self._max_age_s = max_age_s
         self._clock = clock
         self._attempt_id = attempt_id
+        self._attempt_ids = [attempt_id]
         self._owner = owner
         self._ttl_s = ttl_s
         self._interval_s = interval_s
@@ -90,6 +92,13 @@ class Heartbeat:
         self.lost = threading.Event()
         self.cancel = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+
+    def follow(self, attempt_id: int, *, extra_age_s: float = 0.0) -> None:
+        """Extend the lease of `attempt_id` (a fused follower's) too from now on; the
+        group may run `extra_age_s` longer before the beats stop."""
+        self._attempt_ids = [*self._attempt_ids, attempt_id]
+        if self._max_age_s is not None:
+            self._max_age_s += extra_age_s
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()
@@ -115,16 +124,13 @@ class Heartbeat:
             try:
                 if conn is None or conn.closed:
                     conn = self._connect()
+                ids = self._attempt_ids
                 with conn.cursor() as cur:
                     cur.execute(
                         QUERIES["heartbeat_attempt"],
-                        {
-                            "attempt_id": self._attempt_id,
-                            "owner": self._owner,
-                            "ttl_s": self._ttl_s,
-                        },
+                        {"attempt_ids": ids, "owner": self._owner, "ttl_s": self._ttl_s},
                     )
-                    row = cur.fetchone()
+                    rows = cur.fetchall()
                 conn.commit()
             except psycopg2.Error as exc:
                 # A missed beat is not fatal: the lease has ttl/interval beats of slack, and
@@ -134,11 +140,11 @@ class Heartbeat:
                     conn.close()
                 conn = None
                 continue
-            if row is None:
+            if len(rows) < len(ids):
                 log.warning("lease lost", extra={"attempt": self._attempt_id})
                 self.lost.set()
                 break
-            if row[0]:
+            if rows[0][0]:
                 self.cancel.set()
         if conn is not None:
             conn.close()

@@ -200,6 +200,20 @@ class UpstreamSource:
                 )
 
 
+class FusedSource:
+    """The input of a fused follower: its upstream member's output batches, handed over in
+    memory by the group's run (`actors.runner`) instead of read back from storage."""
+
+    def __init__(self, step: Step, columns: dict[str, str]):
+        self.step = step
+        self.columns = dict(columns)
+
+    @property
+    def input_digest_of(self) -> str:
+        """Its input digest IS its one upstream step's output digest (as `UpstreamSource`)."""
+        return self.step.depends_on[0]
+
+
 class Passthrough(Transform):
     """The computation of an ingest (typing already happened in its source) and of an
     export: the identity, with the source's columns (an ingest's are decided on its first

@@ -38,7 +38,9 @@ class SweepReport:
 
 
 def reap_expired_leases(conn, broker) -> list[tuple[str, str]]:
-    """End attempts whose lease expired and start the next attempt of each such step."""
+    """End attempts whose lease expired and start the next attempt of each such step. A
+    fused follower's step waits instead (pending, its checkpoint kept): the next attempt of
+    its head adopts it again, or the advancer starts it once its upstream succeeded."""
     wake: list[tuple[int, str]] = []
     reaped: list[tuple[str, str]] = []
     try:
@@ -46,12 +48,15 @@ def reap_expired_leases(conn, broker) -> list[tuple[str, str]]:
             cur.execute(QUERIES["reap_expired_leases"])
             # Lock step rows in the advancer's order (run, plan position): no deadlock
             # when two steps of one run lose their lease together.
-            for run_id, step, _ in sorted(cur.fetchall(), key=lambda r: (str(r[0]), r[2])):
+            for run_id, step, _, fused in sorted(cur.fetchall(), key=lambda r: (str(r[0]), r[2])):
                 reaped.append((str(run_id), step))
                 keys = {"run_id": run_id, "name": step}
                 cur.execute(QUERIES["get_step_for_takeover"], keys)
                 row = cur.fetchone()
                 if row is None or row[0] != StepStatus.RUNNING:
+                    continue
+                if fused:
+                    cur.execute(QUERIES["unfuse_step"], keys)
                     continue
                 trace_id = row[1]
                 cur.execute(QUERIES["count_lease_expiries"], keys)

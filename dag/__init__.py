@@ -13,6 +13,7 @@ from dag.errors import (
     PlanInvalid,
     RowValueError,
 )
+from dag.fusion import fusion_group, replay_chain
 from dag.jsonparts import read_json_batches, read_jsonl_batches
 from dag.limits import (
     BATCH_SIZE,
@@ -87,6 +88,7 @@ __all__ = [
     "decide",
     "decide_retry",
     "encode_rows",
+    "fusion_group",
     "infer_columns",
     "inference_evidence",
     "is_input_data_error",
@@ -95,6 +97,7 @@ __all__ = [
     "read_json_batches",
     "read_jsonl_batches",
     "relative_path_problem",
+    "replay_chain",
     "split_relative_path",
     "step_warnings",
     "steps_to_rerun",

@@ -34,6 +34,7 @@ class Config:
     retention_days: float = 7.0  # a finished run's intermediate outputs are purged after this
     api_url: str = "http://127.0.0.1:8080"  # where the `etl` API client commands connect
     token: str | None = None  # the bearer token of the `etl` API client commands
+    fusion: bool = True  # stage fusion: a step's followers run in one pass with it
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -59,6 +60,7 @@ class Config:
             retention_days=_number(env, "ETL_RETENTION_DAYS", float, "7", minimum=0),
             api_url=env.get("ETL_API_URL") or f"http://{bind}",
             token=env.get("ETL_TOKEN") or None,
+            fusion=_flag(env, "ETL_FUSION", True),
         )
 
 
@@ -79,3 +81,16 @@ def _number(
     if minimum is not None and value < minimum:
         raise ConfigError(f"{name}: must be >= {minimum:g}, got {raw!r}")
     return value
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """`env[name]` as a boolean: 1/true/yes/on or 0/false/no/off (any case)."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}: expected 1/true/yes/on or 0/false/no/off, got {raw!r}")

@@ -72,6 +72,7 @@ def run_executor(cfg: Config, name: str) -> int:
         export_dir=cfg.export_dir,
         reject_dir=cfg.reject_dir,
         faults=Faults.parse(cfg.fault),
+        fusion=cfg.fusion,
     )
     runner = StepRunner(
         settings,

@@ -97,11 +97,12 @@ WHERE a.id = %(attempt_id)s AND a.outcome IS NULL
 RETURNING a.run_id, a.step_name, a.number, r.trace_id, r.pipeline_id;
 
 -- heartbeat_attempt --
--- Extend the lease if it is still ours; no row means it was taken over: stop at once.
+-- Extend the leases of an attempt and its fused followers if they are still ours; a row
+-- missing means one was taken over: stop at once.
 UPDATE attempts a
 SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl_s)s)
 FROM runs r
-WHERE a.id = %(attempt_id)s AND a.lease_owner = %(owner)s AND a.outcome IS NULL
+WHERE a.id = ANY(%(attempt_ids)s) AND a.lease_owner = %(owner)s AND a.outcome IS NULL
   AND r.id = a.run_id
 RETURNING r.cancel_requested;
 
@@ -140,7 +141,8 @@ WITH fence AS (
     SET checkpoint = %(checkpoint)s, records_in = %(records_in)s,
         records_out = %(records_out)s, rejected = %(rejected)s,
         input_digest = %(input_digest)s, output_digest = %(output_digest)s,
-        batches = %(batches)s, columns = %(columns)s, row_errors = %(row_errors)s
+        batches = %(batches)s, columns = %(columns)s, row_errors = %(row_errors)s,
+        output_kept = %(output_kept)s
     WHERE run_id = %(run_id)s AND name = %(name)s AND EXISTS (SELECT 1 FROM fence)
 )
 SELECT cancel_requested FROM fence;
@@ -148,7 +150,7 @@ SELECT cancel_requested FROM fence;
 -- get_step_context --
 -- What an attempt needs to run its step: the plan, policy, and the step's progress.
 SELECT v.plan, s.type, s.checkpoint, s.columns, s.records_in, s.records_out, s.rejected,
-       s.input_digest, s.output_digest, s.batches, s.row_errors
+       s.input_digest, s.output_digest, s.batches, s.row_errors, s.output_kept
 FROM step_runs s
 JOIN runs r ON r.id = s.run_id
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
@@ -156,7 +158,7 @@ WHERE s.run_id = %(run_id)s AND s.name = %(name)s;
 
 -- get_upstream_outputs --
 -- The committed outputs (columns, batch count) of the given succeeded steps.
-SELECT name, columns, batches, records_out, output_digest
+SELECT name, columns, batches, records_out, output_digest, output_kept
 FROM step_runs
 WHERE run_id = %(run_id)s AND name = ANY(%(names)s) AND status = 'succeeded';
 
@@ -182,7 +184,7 @@ UPDATE step_runs
 SET checkpoint = %(checkpoint)s, records_in = %(records_in)s, records_out = %(records_out)s,
     rejected = %(rejected)s, input_digest = %(input_digest)s,
     output_digest = %(output_digest)s, batches = %(batches)s, columns = %(columns)s,
-    row_errors = %(row_errors)s
+    row_errors = %(row_errors)s, output_kept = %(output_kept)s
 WHERE run_id = %(run_id)s AND name = %(name)s;
 
 -- finish_attempt --
@@ -224,7 +226,8 @@ FROM (
 ) due
 WHERE a.id = due.id
 RETURNING a.run_id, a.step_name,
-          (SELECT position FROM step_runs s WHERE s.run_id = a.run_id AND s.name = a.step_name);
+          (SELECT position FROM step_runs s WHERE s.run_id = a.run_id AND s.name = a.step_name),
+          a.fused_into IS NOT NULL AS fused;
 
 -- count_lease_expiries --
 -- How often the step's attempts since it (re)started lost their lease (poison-step guard).
@@ -298,3 +301,35 @@ WHERE run_id = %(run_id)s AND checkpoint ? 'state';
 -- mark_run_purged --
 -- The run's intermediate outputs are gone (a failed run can no longer be resumed).
 UPDATE runs SET purged_at = now() WHERE id = %(run_id)s;
+
+-- lock_run_steps --
+-- Every step of a run with its status and checkpoint, locked in the advancer's order: what
+-- an executor reads to form a fused group (dag.fusion_group) and to adopt its followers.
+SELECT name, status, checkpoint, output_kept
+FROM step_runs
+WHERE run_id = %(run_id)s
+ORDER BY position
+FOR NO KEY UPDATE;
+
+-- adopt_step --
+-- A pending step joins a fused group: it runs from now on, inside its head's attempt.
+UPDATE step_runs
+SET status = 'running', retry_at = NULL, started_at = coalesce(started_at, now()),
+    finished_at = NULL, error = NULL
+WHERE run_id = %(run_id)s AND name = %(name)s AND status = 'pending'
+RETURNING name;
+
+-- create_fused_attempt --
+-- A fused follower's attempt, claimed at once by the executor of its head's attempt.
+INSERT INTO attempts (run_id, step_name, number, fused_into, lease_owner, executor,
+                      lease_expires_at, heartbeat_at, started_at)
+SELECT %(run_id)s, %(name)s, coalesce(max(number), 0) + 1, %(head)s, %(owner)s, %(owner)s,
+       now() + make_interval(secs => %(ttl_s)s), now(), now()
+FROM attempts WHERE run_id = %(run_id)s AND step_name = %(name)s
+RETURNING id, number;
+
+-- unfuse_step --
+-- A fused follower whose group stopped without it waits again: the advancer or the next
+-- attempt of its head starts it from its checkpoint.
+UPDATE step_runs SET status = 'pending'
+WHERE run_id = %(run_id)s AND name = %(name)s AND status = 'running';

@@ -188,7 +188,8 @@ WHERE id = %(run_id)s AND status = 'failed';
 UPDATE step_runs
 SET status = 'pending', records_in = 0, records_out = 0, rejected = 0, columns = NULL,
     input_digest = NULL, output_digest = NULL, checkpoint = NULL, batches = 0,
-    row_errors = '[]', error = NULL, retry_at = NULL, started_at = NULL, finished_at = NULL
+    row_errors = '[]', error = NULL, retry_at = NULL, started_at = NULL, finished_at = NULL,
+    output_kept = true
 WHERE run_id = %(run_id)s AND name = ANY(%(step_names)s)
 RETURNING name;
 
