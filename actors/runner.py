@@ -212,6 +212,7 @@ class Member:
     skip: float = 0  # replayed: output batches the next member has consumed already
     expected_digest: str = ""  # replayed: the output digest its step recorded
     done: bool = False  # processed this batch (its checkpoint commits with the batch)
+    spent_s: float = 0.0  # a follower's time in its own batches (its step timeout counts it)
     final: list[tuple[int, bytes]] = field(default_factory=list)  # aggregates' last batches
 
     @property
@@ -418,16 +419,14 @@ class StepRunner:
         try:
             root = group[0]
             self._open_member(conn, root)
-            runs = sum(m.claim is not None for m in group)
-            limit_s = self.settings.step_timeout_s * runs
             started = self._clock()
             checkpoint = root.ctx.progress.checkpoint if root.claim else None
             records_before = root.ctx.progress.records_in if root.claim else 0
             for batch in root.work.source.batches(checkpoint, records_before):
-                self._check(heartbeat, started, limit_s)
+                self._check(conn, heartbeat, started)
                 if batch.records_in > 0:
                     self._run_batch(conn, batch, heartbeat)
-            self._check(heartbeat, started, limit_s)
+            self._check(conn, heartbeat, started)
             self._complete(conn)
         except StepCanceled:
             for m in self._group:
@@ -483,9 +482,9 @@ class StepRunner:
             states = {name: r[0] for name, r in rows.items()}
             aligned = {
                 name
-                for name, (_, checkpoint, _, _) in rows.items()
+                for name, (_, checkpoint, _) in rows.items()
                 if len(plan.step(name).depends_on) == 1
-                and _fused_position(checkpoint) == rows[plan.step(name).depends_on[0]][3]
+                and _fused_position(checkpoint) == rows[plan.step(name).depends_on[0]][2]
             }
             names = fusion_group(plan, claim.step_name, states, aligned) if s.fusion else ()
             fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
@@ -624,6 +623,7 @@ class StepRunner:
             given = batch if m is group[0] else self._fed(m)
             if given is None:
                 continue
+            began = self._clock()
             try:
                 if m.work is None:
                     self._open_member(conn, m)
@@ -633,6 +633,7 @@ class StepRunner:
                     raise
                 _rollback(conn)
                 self._leave(conn, m, exc)
+            m.spent_s += self._clock() - began
         self._commit(conn, heartbeat)
 
     def _process(self, m: Member, batch: InputBatch) -> None:
@@ -818,18 +819,24 @@ class StepRunner:
             )
         conn.commit()
 
-    def _check(self, heartbeat: Heartbeat, started: float, limit_s: float) -> None:
-        """Batch-boundary checks: lease, cancel, shutdown, timeout (the step timeout per
-        step of the group)."""
+    def _check(self, conn, heartbeat: Heartbeat, started: float) -> None:
+        """Batch-boundary checks: lease, cancel, shutdown, timeout. Each step of a group has
+        its own timeout over its own time: a follower's batches, and for the first member
+        the rest (reading the input and its own batches)."""
         if heartbeat.lost.is_set():
             raise LeaseLost("heartbeat found the lease taken over")
         if heartbeat.cancel.is_set():
             raise StepCanceled("run canceled")
         if self.stopping.is_set():
             raise ExecutorStopping("executor is stopping")
-        elapsed = self._clock() - started
+        limit_s = self.settings.step_timeout_s
+        followers = [m for m in self._group if m.upstream is not None]
+        for m in followers:
+            if m.spent_s > limit_s and m.claim is not None:
+                self._leave(conn, m, _timeout(m.spent_s, limit_s))
+        elapsed = self._clock() - started - sum(m.spent_s for m in followers)
         if elapsed > limit_s:
-            raise StepTimeout(f"step timed out after {elapsed:.1f} s (limit {limit_s:g} s)")
+            raise _timeout(elapsed, limit_s)
 
     def _finish(
         self, cur, claim: Claim, outcome: str, error: str | None, *, step_status: str | None
@@ -927,6 +934,10 @@ class StepRunner:
             conn.rollback()
             return LEASE_LOST, None
         return outcome, (int(decision.delay_s * 1000) if decision.retry else None)
+
+
+def _timeout(elapsed_s: float, limit_s: float) -> StepTimeout:
+    return StepTimeout(f"step timed out after {elapsed_s:.1f} s (limit {limit_s:g} s)")
 
 
 def _fresh(columns: dict[str, str] | None) -> Progress:

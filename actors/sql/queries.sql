@@ -305,7 +305,7 @@ UPDATE runs SET purged_at = now() WHERE id = %(run_id)s;
 -- lock_run_steps --
 -- Every step of a run with its status and checkpoint, locked in the advancer's order: what
 -- an executor reads to form a fused group (dag.fusion_group) and to adopt its followers.
-SELECT name, status, checkpoint, output_kept
+SELECT name, status, checkpoint, batches
 FROM step_runs
 WHERE run_id = %(run_id)s
 ORDER BY position
