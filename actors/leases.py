@@ -100,6 +100,10 @@ class Heartbeat:
         if self._max_age_s is not None:
             self._max_age_s += extra_age_s
 
+    def unfollow(self, attempt_id: int) -> None:
+        """Stop extending a follower's lease (its attempt ended)."""
+        self._attempt_ids = [i for i in self._attempt_ids if i != attempt_id]
+
     def __enter__(self) -> Heartbeat:
         self._thread.start()
         return self
@@ -140,11 +144,12 @@ class Heartbeat:
                     conn.close()
                 conn = None
                 continue
-            if len(rows) < len(ids):
+            # Only the claimed attempt's lease decides; a follower's is fenced at its commits.
+            if self._attempt_id not in {attempt_id for attempt_id, _ in rows}:
                 log.warning("lease lost", extra={"attempt": self._attempt_id})
                 self.lost.set()
                 break
-            if rows[0][0]:
+            if rows[0][1]:
                 self.cancel.set()
         if conn is not None:
             conn.close()

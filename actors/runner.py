@@ -213,11 +213,17 @@ class Member:
     expected_digest: str = ""  # replayed: the output digest its step recorded
     done: bool = False  # processed this batch (its checkpoint commits with the batch)
     spent_s: float = 0.0  # a follower's time in its own batches (its step timeout counts it)
+    head: bool = False  # the claimed step (whose attempt the group runs in)
     final: list[tuple[int, bytes]] = field(default_factory=list)  # aggregates' last batches
 
     @property
     def name(self) -> str:
         return self.ctx.step.name
+
+    @property
+    def follower(self) -> bool:
+        """A fused follower: a step with its own attempt, run inside the head's."""
+        return self.claim is not None and not self.head
 
     def below(self, other: Member) -> bool:
         """True if `other` is this member or upstream of it in the group."""
@@ -252,6 +258,7 @@ class StepRunner:
         self._clock = clock
         self._conn = None
         self._group: list[Member] = []  # the running attempt's members, in order
+        self._heartbeat: Heartbeat | None = None  # the running attempt's
 
     def _state_conn(self):
         if self._conn is None or self._conn.closed:
@@ -290,10 +297,10 @@ class StepRunner:
             interval_s=s.heartbeat_s,
             max_age_s=s.step_timeout_s + 2 * s.heartbeat_s,
         )
-        self._group = []
+        self._group, self._heartbeat = [], heartbeat
         with heartbeat:
             outcome, delay_ms = self._run_claimed(claim, heartbeat, ctx)
-        self._group = []
+        self._group, self._heartbeat = [], None
         if outcome in (LEASE_LOST, AttemptOutcome.RELEASED):
             return outcome
         log.info("attempt %s", outcome, extra=ctx)
@@ -320,8 +327,8 @@ class StepRunner:
         return None  # the sweep sends the wake-up again
 
     def _followers(self) -> list[Member]:
-        """The running group's fused followers (members with an attempt of their own)."""
-        return [m for m in self._group[1:] if m.claim is not None and m.upstream is not None]
+        """The running group's fused followers."""
+        return [m for m in self._group if m.follower]
 
     def _run_claimed(self, claim: Claim, heartbeat: Heartbeat, ctx: dict) -> tuple[str, int | None]:
         """The claimed attempt to its outcome (and the retry delay, if any). A lost session
@@ -508,7 +515,7 @@ class StepRunner:
                     attempt_id, run_id, name, number, claim.trace_id, claim.pipeline_id
                 )
         conn.commit()
-        head = Member(ctx, claim)
+        head = Member(ctx, claim, head=True)
         group = self._replayed(conn, run_id, ctx, head)
         group.append(head)
         by_name = {claim.step_name: head}
@@ -629,7 +636,7 @@ class StepRunner:
                     self._open_member(conn, m)
                 self._process(m, given)
             except Exception as exc:
-                if connection_lost(exc) or m.upstream is None or m.claim is None:
+                if connection_lost(exc) or not m.follower:
                     raise
                 _rollback(conn)
                 self._leave(conn, m, exc)
@@ -698,6 +705,7 @@ class StepRunner:
         outcome, _ = self._fail(conn, m.claim, exc)
         if outcome == LEASE_LOST:
             raise LeaseLost(f"attempt {m.claim.attempt_id} of fused step {m.name}")
+        self._heartbeat.unfollow(m.claim.attempt_id)
         log.warning(
             "fused step left its group: %s",
             exc,
@@ -729,6 +737,8 @@ class StepRunner:
             conn.commit()
         except LeaseLost:
             conn.rollback()
+        for m in members:
+            self._heartbeat.unfollow(m.claim.attempt_id)
 
     def _complete(self, conn) -> None:
         """After the last batch: check every replayed output against its recorded digest,
@@ -747,7 +757,7 @@ class StepRunner:
                 else:
                     self._finish_member(m)
             except Exception as exc:
-                if connection_lost(exc) or m.upstream is None or m.claim is None:
+                if connection_lost(exc) or not m.follower:
                     raise
                 _rollback(conn)
                 self._leave(conn, m, exc)
@@ -821,8 +831,8 @@ class StepRunner:
 
     def _check(self, conn, heartbeat: Heartbeat, started: float) -> None:
         """Batch-boundary checks: lease, cancel, shutdown, timeout. Each step of a group has
-        its own timeout over its own time: a follower's batches, and for the first member
-        the rest (reading the input and its own batches)."""
+        its own timeout over its own time: a follower's batches, and for the claimed step
+        the rest (reading the input, recomputing what was not kept, its own batches)."""
         if heartbeat.lost.is_set():
             raise LeaseLost("heartbeat found the lease taken over")
         if heartbeat.cancel.is_set():
@@ -830,9 +840,9 @@ class StepRunner:
         if self.stopping.is_set():
             raise ExecutorStopping("executor is stopping")
         limit_s = self.settings.step_timeout_s
-        followers = [m for m in self._group if m.upstream is not None]
+        followers = self._followers()
         for m in followers:
-            if m.spent_s > limit_s and m.claim is not None:
+            if m in self._group and m.spent_s > limit_s:
                 self._leave(conn, m, _timeout(m.spent_s, limit_s))
         elapsed = self._clock() - started - sum(m.spent_s for m in followers)
         if elapsed > limit_s:

@@ -97,14 +97,14 @@ WHERE a.id = %(attempt_id)s AND a.outcome IS NULL
 RETURNING a.run_id, a.step_name, a.number, r.trace_id, r.pipeline_id;
 
 -- heartbeat_attempt --
--- Extend the leases of an attempt and its fused followers if they are still ours; a row
--- missing means one was taken over: stop at once.
+-- Extend the leases of an attempt and its fused followers if they are still ours; the
+-- claimed attempt's row missing means it was taken over: stop at once.
 UPDATE attempts a
 SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl_s)s)
 FROM runs r
 WHERE a.id = ANY(%(attempt_ids)s) AND a.lease_owner = %(owner)s AND a.outcome IS NULL
   AND r.id = a.run_id
-RETURNING r.cancel_requested;
+RETURNING a.id, r.cancel_requested;
 
 -- fence_attempt --
 -- The first statement of every executor commit: lock our attempt row if the lease is ours.

@@ -19,7 +19,8 @@ DAY_S = 86400.0
 
 @pytest.fixture
 def stack(db_url: str, tmp_path: Path):
-    s = Stack(db_url, tmp_path, env={"ETL_RETENTION_DAYS": "7"})
+    # Unfused, so that `read` stores its output batches (fused, nobody needs them stored).
+    s = Stack(db_url, tmp_path, env={"ETL_RETENTION_DAYS": "7", "ETL_FUSION": "0"})
     yield s
     s.stop()
 

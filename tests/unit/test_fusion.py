@@ -1,0 +1,109 @@
+"""Which steps fuse with a starting step, and which a resumed step recomputes (dag.fusion)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dag import fusion_group, parse_plan, replay_chain
+from dag.plan import Plan
+
+PENDING, RUNNING, SUCCEEDED, FAILED = "pending", "running", "succeeded", "failed"
+NOT_RUN = "not_run"
+
+
+def _plan(steps: list[tuple[str, str, list[str]]], on_failure: str = "stop_dependents") -> Plan:
+    """(name, kind, deps): kind is ingest, trim, aggregate, file or table."""
+    out: list[dict[str, Any]] = []
+    for name, kind, deps in steps:
+        if kind == "ingest":
+            step = {"type": "ingest", "config": {"source": "file", "path": "x.csv"}}
+        elif kind == "trim":
+            step = {"type": "transform", "config": {"op": "trim", "columns": ["a"]}}
+        elif kind == "aggregate":
+            step = {"type": "transform", "config": {"op": "aggregate", "column": "n"}}
+        else:
+            step = {"type": "export", "config": {"target": "file", "path": f"{name}.jsonl"}}
+        out.append({"name": name, **step, "depends_on": deps})
+    return parse_plan({"steps": out, "on_failure": on_failure})
+
+
+SHAPE_B = [
+    ("ingest", "ingest", []),
+    ("normalize", "trim", ["ingest"]),
+    ("to_table", "file", ["normalize"]),
+    ("to_file", "file", ["normalize"]),
+]
+
+
+def _fresh(plan: Plan, head: str) -> dict[str, str]:
+    return {s.name: RUNNING if s.name == head else PENDING for s in plan.steps}
+
+
+def test_a_chain_and_the_exports_off_it_fuse_with_the_head_in_order() -> None:
+    plan = _plan(SHAPE_B)
+    got = fusion_group(plan, "ingest", _fresh(plan, "ingest"), {"normalize", "to_table", "to_file"})
+    assert got == ("normalize", "to_table", "to_file")
+
+
+def test_a_step_whose_checkpoint_does_not_fit_is_left_out_with_what_hangs_off_it() -> None:
+    plan = _plan(SHAPE_B, on_failure="continue_independent")
+    got = fusion_group(plan, "ingest", _fresh(plan, "ingest"), {"to_table", "to_file"})
+    assert got == ()
+
+
+def test_a_branch_point_ends_the_chain_and_an_aggregate_ends_the_group() -> None:
+    plan = _plan(
+        [
+            ("read", "ingest", []),
+            ("a", "trim", ["read"]),
+            ("b", "trim", ["read"]),
+            ("out", "file", ["read"]),
+            ("sum", "aggregate", ["a"]),
+            ("after", "trim", ["sum"]),
+        ],
+        on_failure="continue_independent",
+    )
+    everything = {s.name for s in plan.steps}
+    assert fusion_group(plan, "read", _fresh(plan, "read"), everything) == ("out",)
+    assert fusion_group(plan, "a", _fresh(plan, "a"), everything) == ("sum",)
+
+
+def test_a_step_with_two_dependencies_never_follows() -> None:
+    plan = _plan(
+        [("x", "ingest", []), ("y", "ingest", []), ("j", "trim", ["x", "y"])],
+        on_failure="continue_independent",
+    )
+    assert fusion_group(plan, "x", _fresh(plan, "x"), {"j"}) == ()
+
+
+BRANCHES = [
+    ("read", "ingest", []),
+    ("bad", "trim", ["read"]),
+    ("good", "trim", ["read"]),
+    ("good_out", "file", ["good"]),
+]
+
+
+def test_stop_dependents_fuses_only_what_covers_the_open_steps_and_never_after_a_failure() -> None:
+    plan = _plan(BRANCHES)
+    states = {"read": SUCCEEDED, "bad": RUNNING, "good": RUNNING, "good_out": PENDING}
+    assert fusion_group(plan, "good", states, {"good_out"}) == ()  # `bad` is open elsewhere
+    states["bad"] = FAILED
+    assert fusion_group(plan, "good", states, {"good_out"}) == ()  # nothing new after a failure
+    independent = _plan(BRANCHES, on_failure="continue_independent")
+    assert fusion_group(independent, "good", states, {"good_out"}) == ("good_out",)
+
+
+def test_only_pending_steps_are_adopted() -> None:
+    plan = _plan(SHAPE_B, on_failure="continue_independent")
+    states = {**_fresh(plan, "ingest"), "to_file": NOT_RUN}
+    aligned = {"normalize", "to_table", "to_file"}
+    assert fusion_group(plan, "ingest", states, aligned) == ("normalize", "to_table")
+
+
+def test_replay_chain_walks_up_through_unkept_single_upstreams() -> None:
+    plan = _plan(SHAPE_B)
+    assert replay_chain(plan, "to_file", {"ingest", "normalize"}) == ("ingest", "normalize")
+    assert replay_chain(plan, "to_file", {"normalize"}) == ("normalize",)
+    assert replay_chain(plan, "to_file", set()) == ()
+    assert replay_chain(plan, "normalize", {"normalize"}) == ()
