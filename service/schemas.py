@@ -135,6 +135,8 @@ class AttemptSchema(Schema):
     finished_at = UtcDateTime(allow_none=True)
     outcome = fields.String(allow_none=True)
     error = fields.String(allow_none=True)
+    # The step whose attempt this one ran inside (stage fusion), else null.
+    fused_into = fields.String(allow_none=True)
 
 
 class StepSchema(Schema):

@@ -158,10 +158,13 @@ FROM step_runs WHERE run_id = ANY(%(run_ids)s::uuid[])
 ORDER BY run_id, position;
 
 -- list_attempts --
--- The attempts of some runs' steps, in number order.
-SELECT run_id, step_name, number, executor, started_at, finished_at, outcome, error
-FROM attempts WHERE run_id = ANY(%(run_ids)s::uuid[])
-ORDER BY run_id, step_name, number;
+-- The attempts of some runs' steps, in number order; `fused_into` names the step whose
+-- attempt a fused follower's attempt ran inside (stage fusion).
+SELECT a.run_id, a.step_name, a.number, a.executor, a.started_at, a.finished_at, a.outcome,
+       a.error, h.step_name AS fused_into
+FROM attempts a LEFT JOIN attempts h ON h.id = a.fused_into
+WHERE a.run_id = ANY(%(run_ids)s::uuid[])
+ORDER BY a.run_id, a.step_name, a.number;
 
 -- cancel_queued_run --
 -- A queued run ends at once as canceled.

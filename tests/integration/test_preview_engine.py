@@ -50,6 +50,7 @@ class Engine:
                 data_dir=self.data,
                 export_dir=self.exports,
                 reject_dir=root / "rejects",
+                fusion=False,  # every step stores its output: the first batch is compared
             ),
             connect_state=lambda: psycopg2.connect(db_url),
             connect_sandbox=lambda: psycopg2.connect(db_url),
