@@ -172,13 +172,14 @@ def measure_shapes(topo: Topology, repeat: int) -> dict[str, dict]:
     return found
 
 
-def measure(repeat: int, ratio_only: bool) -> None:
-    topo = Topology("bench", fast=False)
+def measure(repeat: int, ratio_only: bool, env: dict[str, str]) -> None:
+    topo = Topology("bench", fast=False, env=env)
     topo.prepare()
     info = generate_csv(topo.data / "customers.csv", RECORDS)
     generate_csv(topo.data / "tiny.csv", 20)
     print(f"input: {info['records']} records, {info['bytes'] / 2**20:.1f} MiB, "
-          f"{info['multiline']} multi-line; {repeat} repeats, medians; load {_load()}")  # fmt: skip
+          f"{info['multiline']} multi-line; {repeat} repeats, medians; load {_load()}"
+          f"{'; env ' + ' '.join(f'{k}={v}' for k, v in env.items()) if env else ''}")  # fmt: skip
     ones: list[float] = []
     chains: list[float] = []
     latencies: list[float] = []
@@ -314,12 +315,20 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="profile the executors instead")
     parser.add_argument("--shape", choices=tuple(SHAPES), default="a", help="shape to profile")
     parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an ETL_* setting of the topology, e.g. ETL_FUSION=0 for the unfused engine",
+    )
+    parser.add_argument(
         "--profile-executor", nargs=2, metavar=("NAME", "OUT"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
     if args.profile_executor:
         return profiled_executor(*args.profile_executor)
-    profile(args.shape) if args.profile else measure(args.repeat, args.ratio_only)
+    env = dict(item.split("=", 1) for item in args.env)
+    profile(args.shape) if args.profile else measure(args.repeat, args.ratio_only, env)
     return 0
 
 
