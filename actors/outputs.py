@@ -50,22 +50,27 @@ def write_batch(cur, run_id: str, step: str, seq: int, records: int, rows: bytes
 
 def commit_batch(
     cur,
+    run_id: str,
     fence: dict[str, Any],
-    progress: dict[str, Any],
-    seq: int,
-    records: int,
-    rows: bytes | None,
+    steps: list[tuple[int, dict[str, Any], int, int, bytes | None]],
 ) -> bool:
-    """Fence, output batch `seq` (none when `rows` is None) and checkpoint in one statement
-    of the caller's transaction (one round trip); returns the run's cancel flag. Raises
-    LeaseLost, having written nothing, when the lease is no longer ours. `fence` holds
-    attempt_id, owner, ttl_s; `progress` the `save_checkpoint` parameters."""
-    payload = None if rows is None else zlib.compress(rows, 1)
-    params = {**fence, **progress, "seq": seq, "n_records": records, "payload": payload}
+    """One batch's commit for a group's steps, in one statement of the caller's transaction
+    (one round trip): each step's fence, output batch (none when its rows are None) and
+    checkpoint; returns the run's cancel flag. Raises LeaseLost when a lease is no longer
+    ours (the caller must roll back). `fence` holds owner and ttl_s; `steps` holds per step
+    (attempt id, `Progress.values`, seq, records, rows)."""
+    values, payloads = [], []
+    for i, (attempt_id, progress, seq, records, rows) in enumerate(steps, start=1):
+        values.append(
+            {**progress, "attempt_id": attempt_id, "seq": seq, "n_records": records, "i": i}
+        )
+        payloads.append(None if rows is None else zlib.compress(rows, 1))
+    params = {**fence, "run_id": run_id, "steps": json.dumps(values), "payloads": payloads}
     cur.execute(QUERIES["commit_batch"], params)
     row = cur.fetchone()
     if row is None:
-        raise LeaseLost(f"attempt {fence['attempt_id']}: lease no longer held by {fence['owner']}")
+        ids = [attempt_id for attempt_id, *_ in steps]
+        raise LeaseLost(f"attempts {ids}: a lease is no longer held by {fence['owner']}")
     return bool(row[0])
 
 

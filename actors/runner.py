@@ -114,20 +114,30 @@ class Progress:
     row_errors: list[dict]
     output_kept: bool = True
 
-    def params(self, run_id: str, step: str) -> dict[str, Any]:
+    def values(self, step: str) -> dict[str, Any]:
+        """The `step_runs` values of this progress, JSON columns as Python values."""
         return {
-            "run_id": run_id,
             "name": step,
-            "checkpoint": json.dumps(self.checkpoint),
+            "checkpoint": self.checkpoint,
             "records_in": self.records_in,
             "records_out": self.records_out,
             "rejected": self.rejected,
             "input_digest": self.input_digest,
             "output_digest": self.output_digest,
             "batches": self.batches,
+            "columns": None if self.columns is None else [[n, t] for n, t in self.columns.items()],
+            "row_errors": self.row_errors,
+            "output_kept": self.output_kept,
+        }
+
+    def params(self, run_id: str, step: str) -> dict[str, Any]:
+        """The `save_checkpoint` parameters."""
+        return {
+            **self.values(step),
+            "run_id": run_id,
+            "checkpoint": json.dumps(self.checkpoint),
             "columns": columns_to_db(self.columns),
             "row_errors": json.dumps(self.row_errors),
-            "output_kept": self.output_kept,
         }
 
     def advance(
@@ -678,22 +688,20 @@ class StepRunner:
 
     def _commit(self, conn, heartbeat: Heartbeat) -> None:
         """The batch's one transaction: every member that processed it commits its output
-        (when kept) and checkpoint, each behind its own fence."""
-        s, cancel = self.settings, False
+        (when kept) and checkpoint, each behind its own fence, in one statement."""
+        s, steps = self.settings, []
+        for m in self._group:
+            if not m.done or m.claim is None:
+                continue
+            progress, out = m.ctx.progress, m.out
+            rows = out[1] if out is not None and m.work.keep_output else None
+            seq, n = (out[2], len(out[0])) if out is not None else (progress.batches, 0)
+            steps.append((m.claim.attempt_id, progress.values(m.name), seq, n, rows))
+        if not steps:
+            return
         with conn.cursor() as cur:
-            for m in self._group:
-                if not m.done or m.claim is None:
-                    continue
-                progress, out = m.ctx.progress, m.out
-                rows = out[1] if out is not None and m.work.keep_output else None
-                fenced = {
-                    "attempt_id": m.claim.attempt_id,
-                    "owner": s.owner,
-                    "ttl_s": s.lease_ttl_s,
-                }
-                params = progress.params(m.claim.run_id, m.name)
-                seq, n = (out[2], len(out[0])) if out is not None else (progress.batches, 0)
-                cancel |= commit_batch(cur, fenced, params, seq, n, rows)
+            fenced = {"owner": s.owner, "ttl_s": s.lease_ttl_s}
+            cancel = commit_batch(cur, self._run_id(), fenced, steps)
         conn.commit()
         if cancel:
             heartbeat.cancel.set()

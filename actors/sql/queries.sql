@@ -118,34 +118,48 @@ WHERE a.id = %(attempt_id)s AND a.lease_owner = %(owner)s AND a.outcome IS NULL
 RETURNING r.cancel_requested;
 
 -- commit_batch --
--- One batch's commit in ONE statement: the fence of `fence_attempt` (lock and extend our
--- attempt if the lease is ours, count the batch) and, only when it held, the output batch
--- (if any) and the checkpoint of `save_checkpoint`. No row returned: the lease is lost and
--- nothing was written. The other two parts read `fence`, so it runs first.
-WITH fence AS (
+-- One batch's commit in ONE statement for every step of a group that processed it (a
+-- single step is a group of one): the fences of their attempts (lock and extend each attempt
+-- if its lease is ours, count the batch) and, only when every fence held, each step's output
+-- batch (if kept) and checkpoint. No row returned: a lease is lost and nothing may commit
+-- (the caller rolls back). `steps` is a JSON array of the steps' `save_checkpoint` values
+-- plus attempt_id, seq and i (1, 2, ...); `payloads` their output batches (null: none), the
+-- i-th for the i-th step.
+WITH v AS (
+    SELECT v.*, p.payload
+    FROM jsonb_to_recordset(%(steps)s::jsonb) AS v(
+        attempt_id bigint, name text, seq integer, n_records integer, checkpoint jsonb,
+        records_in bigint, records_out bigint, rejected bigint, input_digest text,
+        output_digest text, batches integer, columns jsonb, row_errors jsonb,
+        output_kept boolean, i bigint)
+    JOIN unnest(%(payloads)s::bytea[]) WITH ORDINALITY AS p(payload, i) USING (i)
+), fence AS (
     UPDATE attempts a
     SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl_s)s),
         batches_done = a.batches_done + 1
     FROM runs r
-    WHERE a.id = %(attempt_id)s AND a.lease_owner = %(owner)s AND a.outcome IS NULL
-      AND r.id = a.run_id
+    WHERE a.id IN (SELECT attempt_id FROM v) AND a.lease_owner = %(owner)s
+      AND a.outcome IS NULL AND r.id = a.run_id
     RETURNING r.cancel_requested
+), held AS (
+    SELECT count(*) = (SELECT count(*) FROM v) AS ok, bool_or(cancel_requested) AS cancel
+    FROM fence
 ), output AS (
     INSERT INTO step_batches (run_id, step_name, seq, records, payload)
-    SELECT %(run_id)s, %(name)s, %(seq)s, %(n_records)s, %(payload)s
-    FROM fence WHERE %(payload)s::bytea IS NOT NULL
+    SELECT %(run_id)s, v.name, v.seq, v.n_records, v.payload
+    FROM v WHERE v.payload IS NOT NULL AND (SELECT ok FROM held)
     ON CONFLICT (run_id, step_name, seq)
     DO UPDATE SET records = excluded.records, payload = excluded.payload
 ), progress AS (
-    UPDATE step_runs
-    SET checkpoint = %(checkpoint)s, records_in = %(records_in)s,
-        records_out = %(records_out)s, rejected = %(rejected)s,
-        input_digest = %(input_digest)s, output_digest = %(output_digest)s,
-        batches = %(batches)s, columns = %(columns)s, row_errors = %(row_errors)s,
-        output_kept = %(output_kept)s
-    WHERE run_id = %(run_id)s AND name = %(name)s AND EXISTS (SELECT 1 FROM fence)
+    UPDATE step_runs s
+    SET checkpoint = v.checkpoint, records_in = v.records_in, records_out = v.records_out,
+        rejected = v.rejected, input_digest = v.input_digest, output_digest = v.output_digest,
+        batches = v.batches, columns = v.columns, row_errors = v.row_errors,
+        output_kept = v.output_kept
+    FROM v
+    WHERE s.run_id = %(run_id)s AND s.name = v.name AND (SELECT ok FROM held)
 )
-SELECT cancel_requested FROM fence;
+SELECT cancel FROM held WHERE ok;
 
 -- get_step_context --
 -- What an attempt needs to run its step: the plan, policy, and the step's progress.
