@@ -341,10 +341,12 @@ class TableExport:
         self, records: list[Mapping[str, Any]], first_ordinal: int, seq: int | None
     ) -> tuple[io.StringIO, list[str]] | None:
         """The fast path for the common case, typed records from the core with usable
-        distinct keys: the whole batch encoded by `csv.writer` (C) without checking values
-        one by one (COPY refuses a value that does not fit, and the caller then takes the
-        per-record path), with `seq` as the last field of every line unless it is None.
-        None when a key is null or repeated in the batch."""
+        distinct keys: the whole batch encoded as `csv.writer` (QUOTE_NONNUMERIC) writes it,
+        a column at a time (`_encode_column`) or, for a column of other values, by
+        `csv.writer` itself, without checking values one by one (COPY refuses a value that
+        does not fit, and the caller then takes the per-record path), with `seq` as the
+        last field of every line unless it is None. None when a key is null or repeated in
+        the batch."""
         if self.key_column is None:
             keys = [str(first_ordinal + i) for i in range(len(records))]
         else:
@@ -354,13 +356,19 @@ class TableExport:
             keys = [str(k) for k in raw]
             if len(set(keys)) != len(keys):
                 return None
-        names = list(self.columns)
+        columns = [[r.get(c) for r in records] for c in self.columns]
+        fields = [_encode_column(values) for values in [*columns, keys]]
+        if None not in fields:
+            if seq is not None:
+                fields.append([str(seq)] * len(records))
+            lines = [*map(",".join, zip(*fields, strict=True)), ""]
+            return io.StringIO("\n".join(lines)), keys
         buf = io.StringIO()
         writer = csv.writer(buf, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
         tail = [] if seq is None else [seq]
         writer.writerows(
-            [*[_NULL if (v := r.get(c)) is None else v for c in names], key, *tail]
-            for r, key in zip(records, keys, strict=True)
+            [*[_NULL if v is None else v for v in row], key, *tail]
+            for *row, key in zip(*columns, keys, strict=True)
         )
         return buf, keys
 
@@ -632,6 +640,32 @@ def _check_value(kind: str, value: Any) -> str | None:
 # so a NaN comes out as a bare `nan`, which COPY reads as NULL (`copy_batch_typed`); a text
 # value "nan" is quoted and stays text. The core never produces floats of its own.
 _NULL = float("nan")
+_NULL_FIELD = str(_NULL)  # as csv.writer writes it: bare
+_INT_OR_NULL = frozenset({int, type(None)})
+_TEXT_OR_NULL = frozenset({str, type(None)})
+
+
+def _encode_column(values: list[Any]) -> list[str] | None:
+    """One column of a batch as the fields `csv.writer` writes for it in `_encode_batch`
+    (text quoted, ints bare, null `_NULL`), by C-level string operations over the whole
+    column instead of Python code per value; None when it holds anything else, or a NUL
+    (the separator here; COPY refuses it anyway)."""
+    kinds = set(map(type, values))
+    if kinds <= _INT_OR_NULL:
+        fields = list(map(str, values))
+    elif kinds <= _TEXT_OR_NULL:
+        texts = ["" if v is None else v for v in values] if type(None) in kinds else values
+        joined = "\x00".join(texts)
+        if joined.count("\x00") != len(values) - 1:
+            return None
+        fields = ('"' + joined.replace('"', '""').replace("\x00", '"\x00"') + '"').split("\x00")
+    else:
+        return None
+    if type(None) in kinds:
+        for i, value in enumerate(values):
+            if value is None:
+                fields[i] = _NULL_FIELD
+    return fields
 
 
 def _csv_text(value: str) -> str:

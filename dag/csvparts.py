@@ -104,7 +104,7 @@ class _LineFeed:
 def _has_lone_cr(text: str, delimiter: str) -> bool:
     """True when a carriage return outside quotes in `text` (one record) is not part of a
     CRLF. `csv.reader` silently takes such a CR for a line end, which the contract forbids."""
-    if text.count("\r") == text.count("\r\n"):
+    if "\r" not in text or text.count("\r") == text.count("\r\n"):
         return False  # the common cases: no CR, or only CRLF line ends
     i, n, field_start = 0, len(text), True
     while i < n:
@@ -158,11 +158,10 @@ def _quoted_flags(text: str, delimiter: str) -> list[bool]:
         i += 1
 
 
-def _values(fields: list[str], feed: _LineFeed, delimiter: str) -> list[str | None]:
+def _values(fields: list[str], text: str, delimiter: str) -> list[str | None]:
     """csv.reader gives '' for both `,,` and `,"",`: tell them apart (null vs '')."""
     if "" not in fields:
         return fields  # type: ignore[return-value]
-    text = "".join(feed.pulled)
     if '""' not in text:
         return [None if f == "" else f for f in fields]
     flags = _quoted_flags(text, delimiter)
@@ -233,11 +232,11 @@ def _malformed(exc: csv.Error, feed: _LineFeed, lines: Iterator[str], line: int)
 
 
 def _record(
-    fields: list[str], feed: _LineFeed, header: list[str], delimiter: str, line: int
+    fields: list[str], text: str, feed: _LineFeed, header: list[str], delimiter: str, line: int
 ) -> RawRecord | RowError:
-    """A parsed record, or the row error that makes it unusable (a lone CR outside quotes,
-    invalid UTF-8, the wrong number of fields)."""
-    if _has_lone_cr("".join(feed.pulled), delimiter):
+    """A parsed record (`text`: the lines it was read from), or the row error that makes it
+    unusable (a lone CR outside quotes, invalid UTF-8, the wrong number of fields)."""
+    if _has_lone_cr(text, delimiter):
         reason = "malformed CSV record: a carriage return (CR) outside quotes without LF"
         return RowError(reason, line=line, raw=feed.record_text())
     if feed.bad_utf8:
@@ -245,7 +244,7 @@ def _record(
     if len(fields) != len(header):
         reason = f"wrong number of fields: expected {len(header)}, found {len(fields)}"
         return RowError(reason, line=line, raw=feed.record_text())
-    values = _values(fields, feed, delimiter)
+    values = _values(fields, text, delimiter)
     return RawRecord(line, dict(zip(header, values, strict=True)))
 
 
@@ -270,6 +269,7 @@ def read_csv_batches(
     lines = feed.lines()
     reader = csv.reader(lines, delimiter=delimiter, strict=True)
 
+    width = len(header)
     records: list[RawRecord] = []
     errors: list[RowError] = []
     yielded = False
@@ -282,10 +282,15 @@ def read_csv_batches(
         except csv.Error as exc:
             errors.append(_malformed(exc, feed, lines, line))
         else:
-            if not fields and not _has_lone_cr("".join(feed.pulled), delimiter):
-                continue  # an empty line
-            read = _record(fields, feed, header, delimiter, line)
-            (records if isinstance(read, RawRecord) else errors).append(read)
+            text = "".join(feed.pulled)
+            if len(fields) == width and "\r" not in text and "" not in fields and not feed.bad_utf8:
+                # The common case, which `_record` would take as it is: spare its checks.
+                records.append(RawRecord(line, dict(zip(header, fields, strict=True))))
+            else:
+                if not fields and not _has_lone_cr(text, delimiter):
+                    continue  # an empty line
+                read = _record(fields, text, feed, header, delimiter, line)
+                (records if isinstance(read, RawRecord) else errors).append(read)
         if len(records) + len(errors) >= batch_size:
             yield RawBatch(records, errors, Position(feed.offset, feed.line), list(header))
             yielded = True

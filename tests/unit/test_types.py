@@ -6,6 +6,7 @@ Property tests use hypothesis with `max_examples=200, deadline=None`.
 from __future__ import annotations
 
 import io
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,32 @@ def test_type_records_does_not_mutate_its_input():
     assert records[0].values == {"a": "1"}
 
 
+@pytest.mark.parametrize(
+    ("kind", "odd"),
+    [
+        ("int", "-0"),
+        ("int", "007"),
+        ("int", "9223372036854775808"),
+        ("int", ""),
+        ("int", None),
+        ("date", "0000-01-01"),
+        ("date", "20240101"),
+        ("date", ""),
+        ("string", 1),
+    ],
+)
+def test_type_records_one_odd_value_in_a_batch_of_good_text(kind, odd):
+    good = {"int": "12", "date": "2024-01-02", "string": "x"}[kind]
+    records = raws({"a": good, "b": "y"}, {"a": odd, "b": "z"})
+    typed, errors = type_records(records, {"a": kind, "b": "string"})
+    try:
+        expected = [{"a": convert_value(odd, kind), "b": "z"}]
+    except ValueError as exc:
+        expected = []
+        assert [(e.record, e.column, e.reason) for e in errors] == [(2, "a", str(exc))]
+    assert typed == [{"a": convert_value(good, kind), "b": "y"}, *expected]
+
+
 def test_json_values_typed():
     columns = {"i": "int", "s": "string", "d": "date"}
     records = raws(
@@ -331,3 +358,55 @@ def test_property_csv_ints_infer_and_type_as_ints(numbers):
     assert columns == {"n": "int"}
     typed, errors = type_records(batch.records, columns)
     assert [r["n"] for r in typed] == numbers and errors == []
+
+
+# Text each column type must judge exactly, then values of any JSON type.
+_ODD_TEXT = st.one_of(
+    st.sampled_from(["", "-0", "007", "+1", " 1", "1_0", "\u0663", "0000-01-01", "2023-02-29"]),
+    st.sampled_from(["20230101", "2023-1-01", str(INT64_MAX + 1), str(INT64_MIN - 1)]),
+    st.text(max_size=4),
+)
+_ODD_VALUES = st.one_of(
+    _ODD_TEXT,
+    st.none(),
+    st.integers(INT64_MIN - 1, INT64_MAX + 1),
+    st.booleans(),
+    st.floats(allow_nan=False),
+)
+_CLEAN_VALUES = {
+    "int": st.integers(INT64_MIN, INT64_MAX).map(str),
+    "string": st.one_of(st.none(), st.text(max_size=4)),
+    "date": st.dates().map(date.isoformat),
+}
+
+
+@PROPERTY
+@given(st.data())
+def test_property_type_records_is_convert_value_record_by_record(data):
+    kinds = data.draw(st.lists(st.sampled_from(COLUMN_TYPES), min_size=1, max_size=4))
+    columns = {f"c{i}": kind for i, kind in enumerate(kinds)}
+    # A batch of good values, or one with odd text among them, or anything goes.
+    odd = data.draw(st.sampled_from([None, _ODD_TEXT, _ODD_VALUES]))
+    values = {
+        name: _CLEAN_VALUES[kind] if odd is None else st.one_of(_CLEAN_VALUES[kind], odd)
+        for name, kind in columns.items()
+    }
+    records = data.draw(st.lists(st.fixed_dictionaries(values), max_size=8))
+    expected_typed, expected_errors = [], []
+    for ordinal, values in enumerate(records, start=5):
+        try:
+            expected_typed.append({n: convert_value(values[n], k) for n, k in columns.items()})
+        except ValueError:
+            for name, kind in columns.items():
+                try:
+                    convert_value(values[name], kind)
+                except ValueError as exc:
+                    expected_errors.append((ordinal, name, str(exc), values))
+                    break
+    typed, errors = type_records(raws(*records), columns, first_ordinal=5)
+    assert typed == expected_typed
+    assert [list(r) for r in typed] == [list(columns) for _ in typed]
+    assert [type(v) for r in typed for v in r.values()] == [
+        type(v) for r in expected_typed for v in r.values()
+    ]
+    assert [(e.record, e.column, e.reason, e.raw) for e in errors] == expected_errors
