@@ -180,8 +180,8 @@ class Progress:
 @dataclass(frozen=True)
 class StepContext:
     """What an attempt loads before it runs: the plan, its step, the committed progress and
-    the upstream outputs (name -> (columns, batch count), name -> output digest, and the
-    succeeded upstream steps whose output is not stored)."""
+    the upstream outputs (name -> (columns, batch count), name -> output digest), and the
+    run's succeeded steps whose output is not stored."""
 
     plan: Plan
     step: Step
@@ -466,6 +466,8 @@ class StepRunner:
             names = list(step.depends_on)
             cur.execute(QUERIES["get_upstream_outputs"], {"run_id": run_id, "names": names})
             upstream = cur.fetchall()
+            cur.execute(QUERIES["list_unkept_outputs"], {"run_id": run_id})
+            unkept = frozenset(r["name"] for r in cur.fetchall())
         conn.rollback()
         progress = Progress(
             checkpoint=row["checkpoint"],
@@ -485,7 +487,7 @@ class StepRunner:
             progress=progress,
             upstream={u["name"]: (columns_from_db(u["columns"]), u["batches"]) for u in upstream},
             upstream_digests={u["name"]: u["output_digest"] for u in upstream},
-            unkept=frozenset(u["name"] for u in upstream if not u["output_kept"]),
+            unkept=unkept,
         )
 
     def _form_group(self, conn, claim: Claim, ctx: StepContext, heartbeat: Heartbeat):

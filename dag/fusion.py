@@ -26,6 +26,7 @@ from dag.states import STEP_TERMINAL, StepStatus
 
 __all__ = ["fusion_group", "replay_chain"]
 
+
 def _ends_group(plan: Plan, name: str) -> bool:
     """An aggregate's records come only from its `finish`: nothing fuses behind it."""
     step = plan.step(name)

@@ -176,6 +176,11 @@ SELECT name, columns, batches, records_out, output_digest, output_kept
 FROM step_runs
 WHERE run_id = %(run_id)s AND name = ANY(%(names)s) AND status = 'succeeded';
 
+-- list_unkept_outputs --
+-- The succeeded steps of a run whose output batches were not all stored (stage fusion).
+SELECT name FROM step_runs
+WHERE run_id = %(run_id)s AND status = 'succeeded' AND NOT output_kept;
+
 -- read_step_batch --
 -- One committed output batch of a step.
 SELECT payload FROM step_batches
