@@ -106,19 +106,17 @@ class _Whitespace(Transform):
         self._columns = [c for c in columns if input_columns[c] == "string"]
         self._collapse = collapse
 
-    def _clean(self, value: str) -> str:
-        return " ".join(value.split()) if self._collapse else value.strip()
-
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
     ) -> tuple[list[Record], list[RowError]]:
+        columns, join, strip = self._columns, " ".join, str.strip
         out: list[Record] = []
         for record in records:
             record = dict(record)
-            for name in self._columns:
+            for name in columns:
                 value = record[name]
                 if value is not None:
-                    record[name] = self._clean(value)
+                    record[name] = join(value.split()) if self._collapse else strip(value)
             out.append(record)
         return out, []
 
