@@ -255,7 +255,13 @@ def read_csv_batches(
     batch_size: int = BATCH_SIZE,
     start: Position | None = None,
 ) -> Iterator[RawBatch]:
-    """Yield batches of at most `batch_size` records (see the module docstring)."""
+    """Yield batches of at most `batch_size` records (see the module docstring).
+
+    Each batch is first read by `_plain_batch`, which does no per-line Python work; a batch
+    it cannot vouch for is read again by `_exact_batch`, which follows every rule of the
+    contract line by line. Both end a batch at the same record, so where batches end never
+    depends on which reader read them. After two such batches in a row the rest of the file
+    is read exactly (a file full of rare cases pays for the plain try twice, not always)."""
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     if len(delimiter) != 1 or delimiter in '"\r\n':
@@ -263,17 +269,71 @@ def read_csv_batches(
     if csv.field_size_limit() < FIELD_LIMIT_BYTES:
         csv.field_size_limit(FIELD_LIMIT_BYTES)
     header, after_header = _parse_header(stream, delimiter)
-    begin = after_header if start is None or start.offset <= after_header.offset else start
+    position = after_header if start is None or start.offset <= after_header.offset else start
+    yielded, misses = False, 0
+    while True:
+        batch = (
+            _plain_batch(stream, header, delimiter, batch_size, position) if misses < 2 else None
+        )
+        misses = 0 if batch is not None else misses + 1
+        if batch is None:
+            batch = _exact_batch(stream, header, delimiter, batch_size, position)
+        if batch.size or not yielded:
+            yield batch
+            yielded = True
+        if batch.size < batch_size:
+            return
+        position = batch.end
+
+
+def _plain_batch(
+    stream: BinaryIO, header: list[str], delimiter: str, batch_size: int, begin: Position
+) -> RawBatch | None:
+    """The common batch, read by `csv.reader` straight from the file's lines (decoded in C,
+    counted by the reader): records of the header's width, valid UTF-8, no CR anywhere, and
+    either no empty value or no `""` in the batch's bytes (so every empty value is an
+    unquoted one: null). None for anything else, which `_exact_batch` then reads."""
+    stream.seek(begin.offset)
+    reader = csv.reader(map(bytes.decode, stream), delimiter=delimiter, strict=True)
+    width, records, empty = len(header), [], False
+    try:
+        while len(records) < batch_size:
+            line = begin.line + reader.line_num
+            fields = next(reader, None)
+            if fields is None:
+                break
+            if len(fields) != width:
+                if fields:
+                    return None
+                continue  # an empty line (no CR in the batch: checked below)
+            if "" in fields:
+                empty = True
+                fields = [None if f == "" else f for f in fields]
+            records.append(RawRecord(line, dict(zip(header, fields, strict=True))))
+    except (csv.Error, UnicodeDecodeError):
+        return None
+    end = stream.tell()
+    stream.seek(begin.offset)
+    data = stream.read(end - begin.offset)
+    if b"\r" in data or (empty and b'""' in data):
+        return None
+    line = begin.line + reader.line_num - (bool(data) and not data.endswith(b"\n"))
+    return RawBatch(records, [], Position(end, line), list(header))
+
+
+def _exact_batch(
+    stream: BinaryIO, header: list[str], delimiter: str, batch_size: int, begin: Position
+) -> RawBatch:
+    """One batch from `begin`, read line by line with every rule of the contract (possibly
+    empty at the end of the file)."""
     stream.seek(begin.offset)
     feed = _LineFeed(stream, begin.offset, begin.line)
     lines = feed.lines()
     reader = csv.reader(lines, delimiter=delimiter, strict=True)
-
     width = len(header)
     records: list[RawRecord] = []
     errors: list[RowError] = []
-    yielded = False
-    while True:
+    while len(records) + len(errors) < batch_size:
         line = feed.start_record()
         try:
             fields = next(reader)
@@ -291,9 +351,4 @@ def read_csv_batches(
                     continue  # an empty line
                 read = _record(fields, text, feed, header, delimiter, line)
                 (records if isinstance(read, RawRecord) else errors).append(read)
-        if len(records) + len(errors) >= batch_size:
-            yield RawBatch(records, errors, Position(feed.offset, feed.line), list(header))
-            yielded = True
-            records, errors = [], []
-    if records or errors or not yielded:
-        yield RawBatch(records, errors, Position(feed.offset, feed.line), list(header))
+    return RawBatch(records, errors, Position(feed.offset, feed.line), list(header))

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dag import csvparts
 from dag.csvparts import read_csv_batches
 from dag.errors import CsvFormatError
 from dag.records import Position, RawBatch
@@ -523,3 +524,40 @@ def test_property_any_bytes_give_records_and_row_errors_on_disjoint_lines(blob, 
         lines = set(range(first, first + extra + 1))
         assert not lines & taken
         taken |= lines
+
+
+def _exact_only(data: bytes, **kwargs) -> list[RawBatch]:
+    """`read` with every batch read by the exact line-by-line reader."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(csvparts, "_plain_batch", lambda *a: None)
+        return read(data, **kwargs)
+
+
+RAW_PIECES = st.sampled_from(
+    [b"a", b"1", b",", b";", b'"', b'""', b"\n", b"\r\n", b"\r", b" ", b"\xc3\xa9", b"\xff", b""]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(RAW_PIECES, max_size=80),
+    st.integers(1, 6),
+    st.sampled_from([",", ";"]),
+)
+def test_property_the_plain_reader_agrees_with_the_exact_one_on_any_bytes(
+    pieces, batch_size, delimiter
+):
+    """Whatever the bytes (malformed records, CRs, invalid UTF-8, empty and quoted-empty
+    values), batches, records, lines, row errors and positions are those of the exact
+    line-by-line reader alone."""
+    data = b"h1,h2\n".replace(b",", delimiter.encode()) + b"".join(pieces)
+    exact = _exact_only(data, delimiter=delimiter, batch_size=batch_size)
+    assert read(data, delimiter=delimiter, batch_size=batch_size) == exact
+
+
+@PROPERTY
+@given(csv_files(), st.integers(1, 50))
+def test_property_the_plain_reader_agrees_on_well_formed_files(generated, batch_size):
+    delimiter, data, *_ = generated
+    exact = _exact_only(data, delimiter=delimiter, batch_size=batch_size)
+    assert read(data, delimiter=delimiter, batch_size=batch_size) == exact
