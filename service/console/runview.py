@@ -69,7 +69,8 @@ def step_progress(
 ) -> float | None:
     """A running step's done fraction where the total is known: a file ingest by its
     checkpoint's byte offset over the file size; a step reading upstream output by records
-    in over its finished upstreams' records out. 1.0 once succeeded; None when unknown."""
+    in over its finished upstreams' records out; a fused follower (its one upstream runs
+    with it, batch by batch) by its upstream's. 1.0 once succeeded; None when unknown."""
     if step["status"] == StepStatus.SUCCEEDED:
         return 1.0
     if step["status"] not in (StepStatus.RUNNING, StepStatus.RETRY_WAIT):
@@ -78,13 +79,16 @@ def step_progress(
     if step["type"] == "ingest":
         if cfg.get("source") != "file":
             return None
-        offset = (step.get("checkpoint") or {}).get("offset", 0)
+        checkpoint = step.get("checkpoint") or {}
+        offset = (checkpoint.get("position") or checkpoint).get("offset", 0)
         try:
             size = (data_dir / connectors.check_rel_path(str(cfg.get("path")))).stat().st_size
         except (OSError, ValueError, connectors.ConnectorError):
             return None
         return min(offset / size, 1.0) if size else None
     upstream = [steps.get(d) for d in step.get("depends_on") or []]
+    if len(upstream) == 1 and upstream[0] and upstream[0]["status"] == StepStatus.RUNNING:
+        return step_progress(upstream[0], steps, data_dir)
     if not upstream or any(u is None or u["status"] != StepStatus.SUCCEEDED for u in upstream):
         return None
     total = sum(u["records_out"] for u in upstream if u)

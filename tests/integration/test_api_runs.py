@@ -195,7 +195,9 @@ def test_run_shape_with_step_rows_and_attempts(api: Api) -> None:
         "finished_at",
         "outcome",
         "error",
+        "fused_into",
     }
+    assert clean["attempts"][0]["fused_into"] is None
     assert (clean["status"], clean["error"]) == ("failed", "boom")
     assert (to_file["status"], to_file["columns"], to_file["attempts"]) == (
         "upstream_failed",

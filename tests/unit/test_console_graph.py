@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from service.console.graph import NODE_H, NODE_W, layout_dag, layout_gantt, step_depths
+from service.console.runview import step_progress
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -73,3 +74,20 @@ def test_timeline_shows_a_takeover_after_a_lost_lease_and_a_retry_delay() -> Non
 
 def test_timeline_of_a_run_without_started_attempts_is_empty() -> None:
     assert layout_gantt([("a", [{"number": 1, "started_at": None}])], now=T0).bars == []
+
+
+def test_progress_of_a_file_ingest_and_of_the_steps_fused_with_it(tmp_path) -> None:
+    (tmp_path / "x.csv").write_bytes(b"0123456789" * 10)
+    read = {
+        "name": "read", "type": "ingest", "status": "running", "depends_on": [],
+        "config": {"source": "file", "path": "x.csv"},
+        "checkpoint": {"position": {"offset": 25, "line": 3}, "n": 1},
+    }  # fmt: skip
+    clean = {**_step("clean", "read"), "status": "running", "records_in": 2}
+    out = {**_step("out", "clean"), "status": "running", "records_in": 2}
+    steps = {s["name"]: s for s in (read, clean, out)}
+    assert step_progress(read, steps, tmp_path) == 0.25
+    assert step_progress(out, steps, tmp_path) == 0.25  # fused: as far as the ingest
+    steps["read"] = {**read, "status": "succeeded", "records_out": 8}
+    steps["clean"] = {**clean, "status": "succeeded", "records_out": 8}
+    assert step_progress(out, steps, tmp_path) == 0.25  # unfused: records in over out
