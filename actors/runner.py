@@ -734,21 +734,22 @@ class StepRunner:
         `released` and their steps wait again (pending), checkpoints kept."""
         if not members:
             return
-        s = self.settings
         try:
             with conn.cursor() as cur:
-                for m in members:
-                    claim = m.claim
-                    fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
-                    self._finish(cur, claim, AttemptOutcome.RELEASED, why, step_status=None)
-                    cur.execute(
-                        QUERIES["unfuse_step"], {"run_id": claim.run_id, "name": claim.step_name}
-                    )
+                self._unfuse_in(cur, members, why)
             conn.commit()
         except LeaseLost:
             conn.rollback()
+
+    def _unfuse_in(self, cur, members: list[Member], why: str) -> None:
+        """`_unfuse` inside the caller's transaction."""
+        s = self.settings
         for m in members:
-            self._heartbeat.unfollow(m.claim.attempt_id)
+            claim = m.claim
+            fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
+            self._finish(cur, claim, AttemptOutcome.RELEASED, why, step_status=None)
+            cur.execute(QUERIES["unfuse_step"], {"run_id": claim.run_id, "name": claim.step_name})
+            self._heartbeat.unfollow(claim.attempt_id)
 
     def _complete(self, conn) -> None:
         """After the last batch: check every replayed output against its recorded digest,
@@ -890,7 +891,8 @@ class StepRunner:
     def _release(self, conn, claim: Claim) -> None:
         """A stopping executor ends its attempt as `released` and creates the step's next
         attempt in the same transaction, so another executor continues from the checkpoint
-        at once instead of after the lease TTL."""
+        at once instead of after the lease TTL. Its fused followers wait again (pending) in
+        that transaction too, so the next attempt finds them to adopt."""
         s = self.settings
         try:
             with conn.cursor() as cur:
@@ -898,6 +900,7 @@ class StepRunner:
                 self._finish(
                     cur, claim, AttemptOutcome.RELEASED, "executor stopped", step_status=None
                 )
+                self._unfuse_in(cur, self._followers(), "executor stopped")
                 cur.execute(
                     QUERIES["create_attempt"], {"run_id": claim.run_id, "name": claim.step_name}
                 )
@@ -906,7 +909,6 @@ class StepRunner:
         except LeaseLost:
             conn.rollback()
             return
-        self._unfuse(conn, self._followers(), "executor stopped")
         self._wake_attempt(next_attempt, claim.trace_id)
 
     def _fail(self, conn, claim: Claim, exc: BaseException) -> tuple[str, int | None]:

@@ -234,12 +234,17 @@ WHERE outcome IS NULL AND lease_owner LIKE %(name_prefix)s AND lease_owner <> %(
 
 -- reap_expired_leases --
 -- Attempts whose lease ran out end as lease_expired; the step continues in a new attempt.
+-- The fused followers of an expired attempt expire with it, so that its next attempt finds
+-- them waiting (pending) to adopt again.
 UPDATE attempts a
 SET outcome = 'lease_expired', finished_at = now(),
     error = 'lease of ' || a.lease_owner || ' expired at ' || a.lease_expires_at::text
 FROM (
     SELECT id FROM attempts
-    WHERE outcome IS NULL AND lease_expires_at < now()
+    WHERE outcome IS NULL
+      AND (lease_expires_at < now()
+           OR fused_into IN (SELECT h.id FROM attempts h
+                             WHERE h.outcome IS NULL AND h.lease_expires_at < now()))
     ORDER BY id
     FOR NO KEY UPDATE SKIP LOCKED
 ) due
