@@ -17,7 +17,6 @@ and the others go on. A step whose upstream output was not kept recomputes it fi
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -35,7 +34,8 @@ import connectors
 from actors.errors import ExecutorStopping, LeaseLost, StepCanceled, StepTimeout
 from actors.faults import Faults
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
-from actors.outputs import columns_from_db, columns_to_db, commit_batch, write_batch
+from actors.outputs import commit_batch, write_batch
+from actors.progress import StepContext, StepWork, fresh_progress, load_context
 from actors.sql import QUERIES
 from actors.steps import (
     FusedSource,
@@ -48,15 +48,10 @@ from actors.steps import (
 )
 from dag import (
     BATCH_SIZE,
-    DIGEST_SEED,
     AttemptOutcome,
     InputDataError,
-    Plan,
     RowValueError,
-    Step,
     StepStatus,
-    Transform,
-    chain_bytes,
     chain_rows,
     decide_retry,
     encode_rows,
@@ -69,7 +64,6 @@ from dag.plan import ON_ROW_ERROR_STOP
 from ddl import connection_lost
 
 log = logging.getLogger("etl.executor")
-MAX_ROW_ERRORS_SHOWN = 20
 # What `run_attempt` answers when a fence found the attempt taken over (not an outcome).
 LEASE_LOST = "lease_lost"
 # Pauses between tries to reach a database that went away (restart, terminated sessions).
@@ -96,116 +90,6 @@ class ExecutorSettings:
     reject_dir: Path
     faults: Faults = field(default_factory=Faults)
     fusion: bool = True  # run the steps that hang off a step in one pass with it
-
-
-@dataclass
-class Progress:
-    """A step's committed progress, as in `step_runs`. `batches` counts its output batches
-    (stored or not); `output_kept` says whether every one of them is stored."""
-
-    checkpoint: dict | None
-    columns: dict[str, str] | None
-    records_in: int
-    records_out: int
-    rejected: int
-    input_digest: str
-    output_digest: str
-    batches: int
-    row_errors: list[dict]
-    output_kept: bool = True
-
-    def values(self, step: str) -> dict[str, Any]:
-        """The `step_runs` values of this progress, JSON columns as Python values."""
-        return {
-            "name": step,
-            "checkpoint": self.checkpoint,
-            "records_in": self.records_in,
-            "records_out": self.records_out,
-            "rejected": self.rejected,
-            "input_digest": self.input_digest,
-            "output_digest": self.output_digest,
-            "batches": self.batches,
-            "columns": None if self.columns is None else [[n, t] for n, t in self.columns.items()],
-            "row_errors": self.row_errors,
-            "output_kept": self.output_kept,
-        }
-
-    def params(self, run_id: str, step: str) -> dict[str, Any]:
-        """The `save_checkpoint` parameters."""
-        return {
-            **self.values(step),
-            "run_id": run_id,
-            "checkpoint": json.dumps(self.checkpoint),
-            "columns": columns_to_db(self.columns),
-            "row_errors": json.dumps(self.row_errors),
-        }
-
-    def advance(
-        self, batch: InputBatch, out: list[dict], errors: list, work: StepWork
-    ) -> bytes | None:
-        """Count one processed batch in: counters, running digests, types, shown row errors
-        and the checkpoint to resume after it. Returns the output's `encode_rows` bytes
-        (None for no output): the digest covers them and they are what is stored."""
-        self.records_in += batch.records_in
-        self.records_out += len(out)
-        self.rejected += len(errors)
-        names_in = list(work.source.columns or {})
-        rows_in = batch.rows
-        if batch.raw_bytes is not None:
-            self.input_digest = chain_bytes(self.input_digest, batch.raw_bytes)
-        elif batch.digest_records:
-            rows_in = rows_in if rows_in is not None else encode_rows(batch.records, names_in)
-            self.input_digest = chain_rows(self.input_digest, names_in, rows_in)
-        self.columns = work.compute.output_columns
-        names = list(self.columns)
-        if not out:
-            rows = None
-        elif out is batch.records and rows_in is not None and names == names_in:
-            rows = rows_in  # passed on unchanged: the bytes it read are the bytes it gives
-        else:
-            rows = encode_rows(out, names)
-        self.output_digest = chain_rows(self.output_digest, names, rows)
-        room = MAX_ROW_ERRORS_SHOWN - len(self.row_errors)
-        self.row_errors += [e.as_dict() for e in errors[: max(room, 0)]]
-        self.checkpoint = {
-            **batch.position,
-            "n": work.n_batches,
-            "chunks": work.chunks,
-            "reject_chunks": work.reject_chunks,
-            "state": work.compute.state(),
-        }
-        return rows
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What an attempt loads before it runs: the plan, its step, the committed progress and
-    the upstream outputs (name -> (columns, batch count), name -> output digest), and the
-    run's succeeded steps whose output is not stored."""
-
-    plan: Plan
-    step: Step
-    progress: Progress
-    upstream: dict[str, tuple[dict[str, str] | None, int]]
-    upstream_digests: dict[str, str]
-    unkept: frozenset[str] = frozenset()
-
-
-@dataclass
-class StepWork:
-    """An attempt's open parts and its place in them (export chunks, reject chunks and
-    batches done so far, all part of the checkpoint). `keep_output`: its output batches
-    are stored (a step outside its group reads them); `has_output`: it counts them."""
-
-    source: Any
-    compute: Transform
-    sink: Any
-    rejects: Any
-    keep_output: bool
-    has_output: bool
-    chunks: int
-    reject_chunks: int
-    n_batches: int
 
 
 @dataclass
@@ -420,7 +304,7 @@ class StepRunner:
     def _execute(self, conn, claim: Claim, heartbeat: Heartbeat) -> None:
         """Load the step's context, form its group, run its remaining batches through the
         group, complete it: the attempt's whole life between claim and outcome."""
-        ctx = self._load_context(conn, claim.run_id, claim.step_name)
+        ctx = load_context(conn, claim.run_id, claim.step_name)
         self.settings.faults.at_attempt_start(ctx.step.name, claim.number)
         if not self._group:  # a take-back goes on with the group it had
             self._group = self._form_group(conn, claim, ctx, heartbeat)
@@ -430,9 +314,9 @@ class StepRunner:
             if m.claim == claim:
                 m.ctx = ctx
             elif m.claim is not None:
-                m.ctx = self._load_context(conn, claim.run_id, m.name)
+                m.ctx = load_context(conn, claim.run_id, m.name)
             else:
-                m.ctx = replace(m.ctx, progress=_fresh(m.ctx.progress.columns))
+                m.ctx = replace(m.ctx, progress=fresh_progress(m.ctx.progress.columns))
         try:
             root = group[0]
             self._open_member(conn, root)
@@ -454,41 +338,6 @@ class StepRunner:
             for m in self._group:
                 if m.work is not None and m.work.sink is not None:
                     m.work.sink.close()
-
-    def _load_context(self, conn, run_id: str, name: str) -> StepContext:
-        """The run's plan, the step's committed progress and its upstream outputs."""
-        keys = {"run_id": run_id, "name": name}
-        with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
-            cur.execute(QUERIES["get_step_context"], keys)
-            row = cur.fetchone()
-            plan = parse_plan(row["plan"])
-            step = plan.step(name)
-            names = list(step.depends_on)
-            cur.execute(QUERIES["get_upstream_outputs"], {"run_id": run_id, "names": names})
-            upstream = cur.fetchall()
-            cur.execute(QUERIES["list_unkept_outputs"], {"run_id": run_id})
-            unkept = frozenset(r["name"] for r in cur.fetchall())
-        conn.rollback()
-        progress = Progress(
-            checkpoint=row["checkpoint"],
-            columns=columns_from_db(row["columns"]),
-            records_in=row["records_in"],
-            records_out=row["records_out"],
-            rejected=row["rejected"],
-            input_digest=row["input_digest"] or DIGEST_SEED,
-            output_digest=row["output_digest"] or DIGEST_SEED,
-            batches=row["batches"],
-            row_errors=list(row["row_errors"] or []),
-            output_kept=row["output_kept"],
-        )
-        return StepContext(
-            plan=plan,
-            step=step,
-            progress=progress,
-            upstream={u["name"]: (columns_from_db(u["columns"]), u["batches"]) for u in upstream},
-            upstream_digests={u["name"]: u["output_digest"] for u in upstream},
-            unkept=unkept,
-        )
 
     def _form_group(self, conn, claim: Claim, ctx: StepContext, heartbeat: Heartbeat):
         """The claimed step's group: the upstream steps it must recompute (their output was
@@ -534,7 +383,7 @@ class StepRunner:
         for name, follower in list(adopted.items())[1:]:
             heartbeat.follow(follower.attempt_id, extra_age_s=s.step_timeout_s)
             upstream = by_name[plan.step(name).depends_on[0]]
-            member = Member(self._load_context(conn, run_id, name), follower, upstream)
+            member = Member(load_context(conn, run_id, name), follower, upstream)
             by_name[name] = member
             group.append(member)
             log.info(
@@ -549,9 +398,9 @@ class StepRunner:
         chain = replay_chain(ctx.plan, ctx.step.name, ctx.unkept)
         members: list[Member] = []
         for name in chain:
-            recorded = self._load_context(conn, run_id, name)
+            recorded = load_context(conn, run_id, name)
             member = Member(
-                replace(recorded, progress=_fresh(recorded.progress.columns)),
+                replace(recorded, progress=fresh_progress(recorded.progress.columns)),
                 None,
                 members[-1] if members else None,
                 expected_digest=recorded.progress.output_digest,
@@ -610,7 +459,7 @@ class StepRunner:
         if m.upstream is not None:
             s.faults.at_attempt_start(step.name, m.claim.number)
         if ctx.progress.checkpoint is None:
-            self._start_fresh(conn, m.claim, work.sink, work.rejects)
+            self._startfresh_progress(conn, m.claim, work.sink, work.rejects)
         elif work.sink is not None:
             work.sink.start(fresh=False)
 
@@ -825,7 +674,7 @@ class StepRunner:
         if work.reject_chunks:
             work.rejects.publish(work.reject_chunks)
 
-    def _start_fresh(self, conn, claim: Claim, sink, rejects) -> None:
+    def _startfresh_progress(self, conn, claim: Claim, sink, rejects) -> None:
         """A step starting from scratch drops what an attempt that committed nothing left
         behind (staging rows, chunks, output batches). All of it happens while our fence
         holds the attempt row, so a stale executor waking up here cannot wipe what the
@@ -960,11 +809,6 @@ class StepRunner:
 
 def _timeout(elapsed_s: float, limit_s: float) -> StepTimeout:
     return StepTimeout(f"step timed out after {elapsed_s:.1f} s (limit {limit_s:g} s)")
-
-
-def _fresh(columns: dict[str, str] | None) -> Progress:
-    """The progress of a step recomputed from its start (a replayed member)."""
-    return Progress(None, columns, 0, 0, 0, DIGEST_SEED, DIGEST_SEED, 0, [])
 
 
 def _fused_position(checkpoint: dict | None) -> int | None:
