@@ -459,7 +459,7 @@ class StepRunner:
         if m.upstream is not None:
             s.faults.at_attempt_start(step.name, m.claim.number)
         if ctx.progress.checkpoint is None:
-            self._startfresh_progress(conn, m.claim, work.sink, work.rejects)
+            self._start_fresh(conn, m.claim, work.sink, work.rejects)
         elif work.sink is not None:
             work.sink.start(fresh=False)
 
@@ -674,7 +674,7 @@ class StepRunner:
         if work.reject_chunks:
             work.rejects.publish(work.reject_chunks)
 
-    def _startfresh_progress(self, conn, claim: Claim, sink, rejects) -> None:
+    def _start_fresh(self, conn, claim: Claim, sink, rejects) -> None:
         """A step starting from scratch drops what an attempt that committed nothing left
         behind (staging rows, chunks, output batches). All of it happens while our fence
         holds the attempt row, so a stale executor waking up here cannot wipe what the
