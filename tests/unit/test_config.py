@@ -38,3 +38,17 @@ def test_the_cli_reports_a_configuration_error_and_exits_2(
     assert main(["purge"]) == 2
     err = capsys.readouterr().err
     assert err == "etl: configuration error: ETL_RETENTION_DAYS: expected a number, got 'soon'\n"
+
+
+@pytest.mark.parametrize(
+    ("raw", "fusion"),
+    [(None, True), ("", True), ("1", True), ("on", True), ("0", False), ("False", False)],
+)
+def test_stage_fusion_is_on_unless_switched_off(raw: str | None, fusion: bool) -> None:
+    env = {} if raw is None else {"ETL_FUSION": raw}
+    assert Config.from_env(env).fusion is fusion
+
+
+def test_a_bad_flag_names_its_variable() -> None:
+    with pytest.raises(ConfigError, match="ETL_FUSION: expected 1/true/yes/on or 0/false"):
+        Config.from_env({"ETL_FUSION": "sometimes"})
