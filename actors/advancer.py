@@ -98,7 +98,7 @@ def _advance_steps(
 
     if cancel_requested:
         _cancel_unclaimed(cur, run_id, states)
-    decision = decide(plan, states, cancel_requested=cancel_requested)
+    decision = decide(plan, states, cancel_requested=cancel_requested, due_retries=due_retries)
     for status, names in (
         (StepStatus.UPSTREAM_FAILED, decision.upstream_failed),
         (StepStatus.NOT_RUN, decision.not_run),
@@ -109,16 +109,8 @@ def _advance_steps(
                 QUERIES["set_step_status"], {"run_id": run_id, "name": name, "status": status}
             )
             states[name] = status
-    to_start = list(decision.ready)
-    if not cancel_requested:
-        # A fused follower that failed waits for its upstream too (unfused, it is done).
-        to_start += [
-            n
-            for n in due_retries
-            if states.get(n) == StepStatus.RETRY_WAIT
-            and all(states.get(d) == StepStatus.SUCCEEDED for d in plan.step(n).depends_on)
-        ]
-    elif waits:
+    to_start = [*decision.ready, *decision.retries]
+    if cancel_requested:
         waits = []
     for name in to_start:
         cur.execute(QUERIES["start_step"], {"run_id": run_id, "name": name})

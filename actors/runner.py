@@ -774,10 +774,14 @@ class StepRunner:
             with conn.cursor() as cur:
                 fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
                 keys = {"run_id": claim.run_id, "name": claim.step_name}
+                # the advancer's lock order (every step of the run, by position): the rows
+                # of the steps below may change here too
+                cur.execute(QUERIES["lock_step_runs"], keys)
                 cur.execute(QUERIES["count_failed_attempts"], keys)
                 failures = cur.fetchone()[0] + 1
                 cur.execute(QUERIES["get_run_plan"], keys)
-                step = parse_plan(cur.fetchone()[0]).step(claim.step_name)
+                plan = parse_plan(cur.fetchone()[0])
+                step = plan.step(claim.step_name)
                 decision = decide_retry(exc, failures, step.max_attempts)
                 self._finish(cur, claim, outcome, error, step_status=None)
                 if decision.retry:
@@ -800,6 +804,8 @@ class StepRunner:
                             "error": error,
                         },
                     )
+                    below = sorted(plan.descendants(claim.step_name))
+                    cur.execute(QUERIES["end_waiting_dependents"], {**keys, "names": below})
             conn.commit()
         except LeaseLost:
             conn.rollback()

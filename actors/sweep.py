@@ -35,6 +35,7 @@ class SweepReport:
     reaped: list[tuple[str, str]] = field(default_factory=list)
     resent: list[int] = field(default_factory=list)
     advanced: int = 0
+    stalled: list[str] = field(default_factory=list)
 
 
 def reap_expired_leases(conn, broker) -> list[tuple[str, str]]:
@@ -105,13 +106,56 @@ def advance_active(conn, broker) -> int:
         pipelines = [str(r[0]) for r in cur.fetchall()]
     conn.rollback()
     for pipeline_id in pipelines:
-        result = advance_pipeline(conn, pipeline_id)
+        try:
+            result = advance_pipeline(conn, pipeline_id)
+        except psycopg2.errors.DeadlockDetected:
+            raise
+        except Exception as exc:  # one pipeline's defect must not stop the others' sweep
+            if isinstance(exc, psycopg2.OperationalError) or connection_lost(exc):
+                raise
+            log.exception("advance failed", extra={"pipeline_id": pipeline_id})
+            continue
         for run_id in result.started_runs:
             log.info("run started", extra={"run_id": run_id})
         # Due retries are this sweep's job too, so only the new attempts need a wake-up.
         for attempt_id, trace_id in result.attempts:
             send_run_step(broker, attempt_id, trace_id)
     return len(pipelines)
+
+
+def end_stalled_runs(conn, broker, *, after_s: float) -> list[str]:
+    """End every running run that has had nothing runnable for `after_s` seconds (no open
+    attempt, no retry to come, nothing finished since): its unfinished steps fail naming
+    why and the advancer ends the run and promotes its pipeline's next one. With a correct
+    advancer there is none; this guard keeps a defect from holding a pipeline for good."""
+    ended: list[str] = []
+    params = {"after_s": after_s, "run_id": None}
+    with conn.cursor() as cur:
+        cur.execute(QUERIES["list_stalled_runs"], params)
+        stalled = [(str(r[0]), str(r[1]), r[2]) for r in cur.fetchall()]
+    conn.rollback()
+    for run_id, pipeline_id, trace_id in stalled:
+        try:
+            with conn.cursor() as cur:
+                cur.execute(QUERIES["lock_pipeline"], {"pipeline_id": pipeline_id})
+                cur.execute(QUERIES["list_stalled_runs"], {**params, "run_id": run_id})
+                if cur.fetchone() is None:  # it moved meanwhile
+                    conn.rollback()
+                    continue
+                cur.execute(QUERIES["end_stalled_steps"], {**params, "run_id": run_id})
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        ended.append(run_id)
+        log.error(
+            "run stalled: nothing runnable for %g s, its unfinished steps fail",
+            after_s,
+            extra={"run_id": run_id, "trace_id": trace_id},
+        )
+        for attempt_id, attempt_trace in advance_pipeline(conn, pipeline_id).attempts:
+            send_run_step(broker, attempt_id, attempt_trace)
+    return ended
 
 
 def purge_broker(conn, *, older_than_s: float) -> int:
@@ -138,6 +182,8 @@ class SweepSettings:
     broker_retention_s: float = 3600.0
     # A sweep failing every pass for this long stops the coordinator (a supervisor restarts it).
     give_up_after_s: float = 60.0
+    # A running run with nothing runnable for this long is ended (the lease TTL).
+    stalled_after_s: float = 30.0
 
     @property
     def unclaimed_after_s(self) -> float:
@@ -161,7 +207,12 @@ def run_sweep(
         try:
             if conn is None or conn.closed:
                 conn = connect()
-            sweep_once(conn, broker, unclaimed_after_s=settings.unclaimed_after_s)
+            sweep_once(
+                conn,
+                broker,
+                unclaimed_after_s=settings.unclaimed_after_s,
+                stalled_after_s=settings.stalled_after_s,
+            )
             if time.monotonic() >= purge_due:
                 more_due = purge_pass(conn, connect_sandbox, settings)
                 purge_due = time.monotonic() + (0.0 if more_due else settings.purge_every_s)
@@ -200,13 +251,18 @@ def purge_pass(conn, connect_sandbox: Callable[[], Any], settings: SweepSettings
     return len(purged.runs) >= settings.purge_runs_per_pass
 
 
-def sweep_once(conn, broker, *, unclaimed_after_s: float) -> SweepReport:
-    """One pass of the sweep; safe to run concurrently with everything else."""
+def sweep_once(
+    conn, broker, *, unclaimed_after_s: float, stalled_after_s: float | None = None
+) -> SweepReport:
+    """One pass of the sweep; safe to run concurrently with everything else. With
+    `stalled_after_s`, a run that had nothing runnable that long is ended too."""
     report = SweepReport()
     try:
         report.reaped = reap_expired_leases(conn, broker)
         report.resent = resend_unclaimed(conn, broker, older_than_s=unclaimed_after_s)
         report.advanced = advance_active(conn, broker)
+        if stalled_after_s is not None:
+            report.stalled = end_stalled_runs(conn, broker, after_s=stalled_after_s)
     except psycopg2.errors.DeadlockDetected as exc:  # the next pass picks it up
         conn.rollback()
         log.warning("sweep deadlock, retried next pass: %s", exc)

@@ -6,11 +6,16 @@ Policies (`on_failure` in docs/plan-format.md): the dependents of a failed step 
 end `upstream_failed`. Under `stop_dependents` nothing new starts once a step has failed (the
 other pending steps end `not_run`; running and retry_wait steps finish and commit). Under
 `continue_independent` the branches that do not depend on the failure run to the end.
+
+A step waiting for a retry normally has every dependency succeeded; a fused follower that
+failed inside its head's attempt does not (docs/decisions.md, "Stage fusion"): its retry
+waits for its upstream, and ends with it when that upstream can no longer succeed. So no
+combination of states leaves a run with nothing running, nothing to start and not finished.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from dag.plan import STOP_DEPENDENTS, Plan
@@ -32,11 +37,14 @@ RERUN_STATUSES = frozenset({FAILED, UPSTREAM_FAILED, NOT_RUN, CANCELED})
 class Readiness:
     """The decision for a run: steps to start and steps newly settled, each in plan order.
 
+    `ready` are pending steps to start; `retries` are due retries to start (retry_wait).
+
     `upstream_failed`, `not_run` and `canceled` list only steps that change in this call.
     `finished` and `run_status` describe the run once those changes are applied.
     """
 
     ready: tuple[str, ...] = ()
+    retries: tuple[str, ...] = ()
     upstream_failed: tuple[str, ...] = ()
     not_run: tuple[str, ...] = ()
     canceled: tuple[str, ...] = ()
@@ -51,19 +59,29 @@ class Readiness:
         return changes
 
 
-def decide(plan: Plan, states: Mapping[str, str], *, cancel_requested: bool = False) -> Readiness:
+def decide(
+    plan: Plan,
+    states: Mapping[str, str],
+    *,
+    cancel_requested: bool = False,
+    due_retries: Collection[str] = (),
+) -> Readiness:
     """Decide the next moves of a run from the status of each of its steps.
 
     `states` maps every step name of `plan` to one of `STEP_STATUSES` (ValueError otherwise;
-    names not in the plan are ignored). One call settles the whole graph: applying its
-    transitions and calling again yields no new transitions. Never mutates its inputs.
+    names not in the plan are ignored); `due_retries` names the retry_wait steps whose delay
+    is over. One call settles the whole graph: applying its transitions and calling again
+    yields no new transitions. Never mutates its inputs.
 
-    - cancel: nothing is ready; pending and retry_wait steps become `canceled`.
-    - a pending step with a dependency that failed or will never run becomes
+    - cancel: nothing starts; pending and retry_wait steps become `canceled`.
+    - a pending or retry_wait step with a dependency that failed or will never run becomes
       `upstream_failed` (transitively).
-    - stop_dependents after a failure: nothing is ready; the other pending steps become
+    - a due retry starts once every dependency of its step succeeded (under either policy:
+      a started step finishes).
+    - stop_dependents after a failure: nothing new is ready; the other pending steps become
       `not_run`, except those downstream of a running/retry_wait step, which wait for it so
-      that they end `upstream_failed` if it fails too (the run cannot finish before it anyway).
+      that they end `upstream_failed` if it fails too (the run cannot finish before it
+      anyway); a retry_wait step whose dependency ends `not_run` can never run: `not_run`.
     """
     status = _statuses(plan, states)
     changed: dict[str, str] = {}
@@ -88,28 +106,50 @@ def decide(plan: Plan, states: Mapping[str, str], *, cancel_requested: bool = Fa
     while progress:
         progress = False
         for step in plan.steps:
-            if status[step.name] == PENDING and any(
+            if status[step.name] in (PENDING, RETRY_WAIT) and any(
                 status[dep] in blocking for dep in step.depends_on
             ):
                 settle(step.name, UPSTREAM_FAILED)
                 progress = True
 
     if frozen:
-        undecided: set[str] = set()
-        for step in plan.steps:
-            if status[step.name] in (RUNNING, RETRY_WAIT):
-                undecided.update(plan.descendants(step.name))
-        for step in plan.steps:
-            if status[step.name] == PENDING and step.name not in undecided:
-                settle(step.name, NOT_RUN)
-        return _readiness(plan, status, changed, ready=())
+        progress = True
+        while progress:
+            progress = False
+            undecided: set[str] = set()
+            for step in plan.steps:
+                if status[step.name] in (RUNNING, RETRY_WAIT):
+                    undecided.update(plan.descendants(step.name))
+            for step in plan.steps:
+                name = status[step.name]
+                if (name == PENDING and step.name not in undecided) or (
+                    name == RETRY_WAIT and any(status[d] == NOT_RUN for d in step.depends_on)
+                ):
+                    settle(step.name, NOT_RUN)
+                    progress = True
+        return _readiness(
+            plan, status, changed, ready=(), retries=_retries(plan, status, due_retries)
+        )
 
     ready = tuple(
         step.name
         for step in plan.steps
         if status[step.name] == PENDING and all(status[dep] == SUCCEEDED for dep in step.depends_on)
     )
-    return _readiness(plan, status, changed, ready=ready)
+    return _readiness(
+        plan, status, changed, ready=ready, retries=_retries(plan, status, due_retries)
+    )
+
+
+def _retries(plan: Plan, status: Mapping[str, str], due: Collection[str]) -> tuple[str, ...]:
+    """The due retries that may start: their step still waits and its inputs are there."""
+    return tuple(
+        step.name
+        for step in plan.steps
+        if step.name in due
+        and status[step.name] == RETRY_WAIT
+        and all(status[dep] == SUCCEEDED for dep in step.depends_on)
+    )
 
 
 def steps_to_rerun(plan: Plan, states: Mapping[str, str]) -> tuple[str, ...]:
@@ -137,11 +177,16 @@ def _statuses(plan: Plan, states: Mapping[str, str]) -> dict[str, str]:
 
 
 def _readiness(
-    plan: Plan, status: Mapping[str, str], changed: Mapping[str, str], ready: tuple[str, ...]
+    plan: Plan,
+    status: Mapping[str, str],
+    changed: Mapping[str, str],
+    ready: tuple[str, ...],
+    retries: tuple[str, ...] = (),
 ) -> Readiness:
     finished = all(s in TERMINAL_STATUSES for s in status.values())
     return Readiness(
         ready=ready,
+        retries=retries,
         upstream_failed=_named(plan, changed, UPSTREAM_FAILED),
         not_run=_named(plan, changed, NOT_RUN),
         canceled=_named(plan, changed, CANCELED),

@@ -79,6 +79,13 @@ PER_ROW = (
         "count_schedule_fires_by_pipeline",
         ("pipeline", "outcome"),
     ),
+    (
+        CounterMetricFamily,
+        "etl_runs_stalled",
+        "Runs the sweep ended because nothing was runnable for longer than the lease",
+        "count_stalled_runs_by_pipeline",
+        ("pipeline",),
+    ),
 )
 
 

@@ -147,6 +147,7 @@ def run_coordinator(
         retention_s=cfg.retention_days * 86400,
         export_dir=cfg.export_dir,
         reject_dir=cfg.reject_dir,
+        stalled_after_s=cfg.lease_ttl_s,
     )
     sweep_ok = [True]
 

@@ -218,6 +218,13 @@ UPDATE step_runs
 SET status = %(status)s, error = %(error)s, finished_at = now(), retry_at = NULL
 WHERE run_id = %(run_id)s AND name = %(name)s AND status = 'running';
 
+-- end_waiting_dependents --
+-- Steps below a step that failed for good, waiting for a retry that can never come (fused
+-- followers that failed inside its attempt), end upstream_failed with it.
+UPDATE step_runs
+SET status = 'upstream_failed', finished_at = now(), retry_at = NULL
+WHERE run_id = %(run_id)s AND name = ANY(%(names)s) AND status = 'retry_wait';
+
 -- wait_retry --
 -- A failed attempt that will be retried: the step waits until retry_at.
 UPDATE step_runs
@@ -357,3 +364,32 @@ RETURNING id, number;
 -- attempt of its head starts it from its checkpoint.
 UPDATE step_runs SET status = 'pending'
 WHERE run_id = %(run_id)s AND name = %(name)s AND status = 'running';
+
+-- list_stalled_runs --
+-- Running runs with nothing runnable for longer than the given time: no open attempt, no
+-- retry to come, nothing finished lately. After an advance none should exist; one that does
+-- is a defect the sweep ends instead of letting it hold its pipeline and a global slot.
+SELECT r.id, r.pipeline_id, r.trace_id FROM runs r
+WHERE r.status = 'running'
+  AND (%(run_id)s::uuid IS NULL OR r.id = %(run_id)s::uuid)
+  AND r.started_at < now() - make_interval(secs => %(after_s)s)
+  AND NOT EXISTS (SELECT 1 FROM attempts a
+                  WHERE a.run_id = r.id
+                    AND (a.outcome IS NULL
+                         OR a.finished_at > now() - make_interval(secs => %(after_s)s)))
+  AND NOT EXISTS (SELECT 1 FROM step_runs s
+                  WHERE s.run_id = r.id
+                    AND (s.retry_at > now() - make_interval(secs => %(after_s)s)
+                         OR s.finished_at > now() - make_interval(secs => %(after_s)s)));
+
+-- end_stalled_steps --
+-- The started steps of a stalled run (or, with none, its pending ones) fail naming why;
+-- the advancer then settles the steps below them and ends the run.
+UPDATE step_runs s
+SET status = 'failed', finished_at = now(), retry_at = NULL,
+    error = 'stalled: nothing was runnable for ' || %(after_s)s::text || ' s'
+WHERE s.run_id = %(run_id)s
+  AND (s.status IN ('running', 'retry_wait')
+       OR (s.status = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM step_runs o WHERE o.run_id = s.run_id
+                           AND o.status IN ('running', 'retry_wait'))));

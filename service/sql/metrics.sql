@@ -78,3 +78,10 @@ GROUP BY 1, 2;
 -- Seconds since the oldest queued run was created (0 when none is queued).
 SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS seconds
 FROM runs WHERE status = 'queued';
+
+-- count_stalled_runs_by_pipeline --
+-- Runs the sweep ended because nothing was runnable for longer than the lease, by pipeline.
+SELECT p.name AS pipeline, count(DISTINCT s.run_id) AS n
+FROM step_runs s JOIN runs r ON r.id = s.run_id JOIN pipelines p ON p.id = r.pipeline_id
+WHERE s.status = 'failed' AND s.error LIKE 'stalled:%%'
+GROUP BY p.name;

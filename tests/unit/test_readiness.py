@@ -5,6 +5,7 @@ Hypothesis settings: max_examples=200, deadline=None (see SETTINGS).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -304,6 +305,68 @@ def test_transitions() -> None:
     assert decision.transitions() == {"a": "upstream_failed", "b": "not_run", "c": "canceled"}
 
 
+# --- every run ends ------------------------------------------------------------------------------
+
+
+def test_a_fused_follower_waiting_for_a_retry_ends_with_its_failed_head() -> None:
+    # `to_table` failed inside the attempt of `read`, then `read` failed for good
+    for policy in (STOP, CONTINUE):
+        current = states(read="failed", clean="pending", to_table="retry_wait", to_file="pending")
+        decision = decide(make_plan(EDGES, policy), current, due_retries={"to_table"})
+        assert decision.retries == ()
+        changes = decision.transitions()
+        assert changes["to_table"] == changes["clean"] == "upstream_failed", policy
+
+
+def test_a_due_retry_waits_for_its_upstream_then_starts() -> None:
+    current = states(read="running", clean="running", to_table="retry_wait")
+    waiting = decide(make_plan(EDGES), current, due_retries={"to_table"})
+    assert (waiting.retries, waiting.transitions()) == ((), {})
+    current |= {"read": "succeeded", "clean": "succeeded"}
+    assert decide(make_plan(EDGES), current, due_retries={"to_table"}).retries == ("to_table",)
+    assert decide(make_plan(EDGES), current).retries == ()  # not due yet
+
+
+def test_a_frozen_run_stops_a_retry_whose_upstream_will_not_run() -> None:
+    # stop_dependents after a failure elsewhere: `clean` never starts, so `to_table` never can
+    current = states(read="succeeded", clean="pending", to_table="retry_wait", other="failed")
+    decision = decide(make_plan(EDGES), current, due_retries={"to_table"})
+    assert decision.transitions() == {
+        "clean": "not_run", "to_table": "not_run", "to_file": "not_run", "other_out": "upstream_failed",
+    }  # fmt: skip
+    assert decision.finished and decision.run_status == "failed"
+
+
+# Shapes of fused groups: a chain with two exports, a fan-out, a join under a branch.
+SHAPES = [
+    EDGES,
+    {"a": [], "b": ["a"], "c": ["b"], "d": ["b"], "e": ["a"]},
+    {"a": [], "x": [], "b": ["a"], "c": ["b", "x"], "d": ["c"]},
+]
+
+
+@pytest.mark.parametrize("policy", [STOP, CONTINUE])
+@pytest.mark.parametrize("edges", SHAPES, ids=["chain", "fan-out", "join"])
+def test_no_combination_of_states_leaves_a_run_stuck(edges: dict, policy: str) -> None:
+    """Every assignment of step states, with every retry due (time passes): once the
+    decision is applied, the run is finished, something starts, or something still runs.
+    Lease loss, cancel and the rest end in one of these states, so none can strand a run."""
+    plan = make_plan(edges, policy)
+    names = list(edges)
+    for codes in itertools.product(range(len(STEP_STATUSES)), repeat=len(names)):
+        current = {n: STEP_STATUSES[c] for n, c in zip(names, codes, strict=True)}
+        for cancel in (False, True):
+            waiting = {n for n, s in current.items() if s == "retry_wait"}
+            decision = decide(plan, current, cancel_requested=cancel, due_retries=waiting)
+            after = apply(current, decision)
+            assert (
+                decision.finished
+                or decision.ready
+                or decision.retries
+                or "running" in after.values()
+            ), (current, cancel, decision)
+
+
 # --- resume --------------------------------------------------------------------------------------
 
 
@@ -387,10 +450,14 @@ def test_ready_steps_have_every_dependency_succeeded(
         assert all(current[dep] == "succeeded" for dep in plan.step(name).depends_on)
     if cancel or (plan.on_failure == STOP and "failed" in current.values()):
         assert decision.ready == ()
-    # Only steps that have not started are settled (plus retry_wait ones on cancel).
-    movable = {"pending", "retry_wait"} if cancel else {"pending"}
+    # Only steps that have not started are settled, and retry_wait ones on cancel or when
+    # a dependency will never succeed.
+    after = apply(current, decision)
     for name in decision.transitions():
-        assert current[name] in movable
+        assert current[name] in ("pending", "retry_wait")
+        if current[name] == "retry_wait" and not cancel:
+            deps = {after[d] for d in plan.step(name).depends_on}
+            assert deps & {"failed", "upstream_failed", "not_run", "canceled"}, name
     groups = [decision.ready, decision.upstream_failed, decision.not_run, decision.canceled]
     flat = [name for group in groups for name in group]
     assert len(flat) == len(set(flat))
@@ -488,15 +555,16 @@ def _drive(
     attempts: dict[str, int] = {}
     failed_once = False
     for _round in range(10 * len(plan.steps) + 10):
-        decision = decide(plan, current)
+        waiting = {n for n, s in current.items() if s == "retry_wait"}  # every retry is due
+        decision = decide(plan, current, due_retries=waiting)
         current |= decision.transitions()
         for name in decision.ready:
             assert all(current[d] == "succeeded" for d in plan.step(name).depends_on)
             assert not (plan.on_failure == STOP and failed_once), name
             current[name] = "running"
             started.append(name)
-        for name in [n for n, s in current.items() if s == "retry_wait"]:
-            current[name] = "running"  # the retry is due
+        for name in decision.retries:
+            current[name] = "running"
         running = [n for n, s in current.items() if s == "running"]
         if not running:
             assert decision.finished or decide(plan, current).finished
