@@ -60,7 +60,7 @@ def test_a_retry_waiting_on_a_failed_upstream_ends_upstream_failed(
     for name in ("clean", "to_table", "to_file"):
         assert steps[name]["status"] == "upstream_failed", (name, steps[name])
     if fusion == "1":  # the follower did fail once, and waited for a retry
-        assert [a["outcome"] for a in steps["to_table"]["attempts"]][0] == "failed"
+        assert steps["to_table"]["attempts"][0]["outcome"] == "failed"
     assert not (stack.exports / run["id"] / "p.jsonl").exists()
 
 

@@ -332,8 +332,11 @@ def test_a_frozen_run_stops_a_retry_whose_upstream_will_not_run() -> None:
     current = states(read="succeeded", clean="pending", to_table="retry_wait", other="failed")
     decision = decide(make_plan(EDGES), current, due_retries={"to_table"})
     assert decision.transitions() == {
-        "clean": "not_run", "to_table": "not_run", "to_file": "not_run", "other_out": "upstream_failed",
-    }  # fmt: skip
+        "clean": "not_run",
+        "to_table": "not_run",
+        "to_file": "not_run",
+        "other_out": "upstream_failed",
+    }
     assert decision.finished and decision.run_status == "failed"
 
 
