@@ -461,7 +461,7 @@ class StepRunner:
         if ctx.progress.checkpoint is None:
             self._start_fresh(conn, m.claim, work.sink, work.rejects)
         elif work.sink is not None:
-            work.sink.start(fresh=False)
+            work.sink.start(fresh=False, chunks=work.chunks, records=ctx.progress.records_out)
 
     def _run_id(self) -> str:
         head = next(m for m in self._group if m.claim is not None)
@@ -665,7 +665,7 @@ class StepRunner:
             progress.output_digest = chain_rows(progress.output_digest, names, rows)
         progress.records_out += len(final)
         if work.sink is not None:
-            location = work.sink.publish(work.chunks)
+            location = work.sink.publish(work.chunks, progress.records_out)
             log.info(
                 "export published to %s",
                 location,
@@ -784,6 +784,9 @@ class StepRunner:
                 step = plan.step(claim.step_name)
                 decision = decide_retry(exc, failures, step.max_attempts)
                 self._finish(cur, claim, outcome, error, step_status=None)
+                if isinstance(exc, connectors.StagedOutputLost):
+                    # what its export staged is gone: the next attempt starts the step over
+                    cur.execute(QUERIES["restart_step"], keys)
                 if decision.retry:
                     cur.execute(
                         QUERIES["wait_retry"],

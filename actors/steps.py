@@ -243,9 +243,13 @@ class FileSink:
     def close(self) -> None:
         pass
 
-    def start(self, *, fresh: bool) -> None:
-        if fresh:  # leftovers of an attempt that committed nothing
+    def start(self, *, fresh: bool, chunks: int = 0, records: int = 0) -> None:
+        """Begin an attempt: from scratch (leftovers of an attempt that committed nothing
+        go), or after `chunks` committed chunks (`ChunkMissing` if one is gone)."""
+        if fresh:
             self.file.discard()
+        else:
+            self.file.staged(chunks)
 
     def write(self, chunk: int, records: list[dict], first_ordinal: int) -> list[RowError]:
         if self.format == "csv":
@@ -258,10 +262,21 @@ class FileSink:
     def discard(self) -> None:
         self.file.discard()
 
-    def publish(self, chunks: int) -> str:
+    def publish(self, chunks: int, records: int) -> str:
+        """Publish the committed chunks, refusing (`StagedOutputLost`) a file that would hold
+        another number of records than the step committed."""
         if chunks == 0 and self.format == "csv":  # an empty CSV export still has its header
             self.file.write_chunk(0, connectors.encode_csv([], self.columns, header=True))
             chunks = 1
+        staged = self.file.staged(chunks)
+        found = connectors.count_records(
+            [self.file.final_path] if staged is None else staged, self.format
+        )
+        if found != records:
+            raise connectors.StagedOutputLost(
+                f"cannot publish {self.file.final_path}: its {chunks} chunk(s) hold {found}"
+                f" record(s), the step committed {records}"
+            )
         self.file.publish(chunks)
         return str(self.file.final_path)
 
@@ -281,9 +296,14 @@ class TableSink:
         )
         self.table = step.config["table"]
 
-    def start(self, *, fresh: bool) -> None:
-        if fresh:  # leftovers of an attempt that committed nothing
+    def start(self, *, fresh: bool, chunks: int = 0, records: int = 0) -> None:
+        """Begin an attempt: from scratch (leftovers of an attempt that committed nothing
+        go), or after `chunks` committed batches of `records` rows (`StagingLost` if the
+        staging table no longer holds them)."""
+        if fresh:
             self.export.discard()
+        else:
+            self.export.check_staged(chunks, records)
         self.export.prepare()
 
     def write(self, chunk: int, records: list[dict], first_ordinal: int) -> list[RowError]:
@@ -292,8 +312,9 @@ class TableSink:
     def discard(self) -> None:
         self.export.discard()
 
-    def publish(self, chunks: int) -> str:
-        self.export.publish(chunks)
+    def publish(self, chunks: int, records: int) -> str:
+        """Publish the committed batches: exactly `records` rows, or `StagingLost`."""
+        self.export.publish(chunks, records)
         return f"sandbox.{self.table}"
 
     def close(self) -> None:

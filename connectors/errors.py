@@ -29,8 +29,19 @@ class ExportPathRefused(ConnectorError, InputDataError):
     """An export path (or step name, run id) would leave the run's export directory."""
 
 
-class ChunkMissing(ConnectorError):
+class StagedOutputLost(ConnectorError):
+    """Batches an export step committed are gone from its stage, or its publish would make
+    a different number of records visible than the step committed: the step starts over
+    (never a partial publish)."""
+
+
+class ChunkMissing(StagedOutputLost):
     """A committed chunk of a staged file is gone: publishing would leave a hole."""
+
+
+class StagingLost(StagedOutputLost):
+    """The staging table of a table export lost rows of committed batches (dropped, or
+    rows deleted) before they were published."""
 
 
 class TableRefused(ConnectorError, InputDataError):

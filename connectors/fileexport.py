@@ -17,6 +17,7 @@ no rename crosses file systems):
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -53,6 +54,25 @@ class ChunkedFile:
         # A unique temporary name: a stale executor writing the same seq never mixes bytes.
         _write_atomic(self.chunk_path(seq), [data])
 
+    def staged(self, n_chunks: int) -> list[Path] | None:
+        """The staged chunks `0..n_chunks-1`, or None once the file is published (marker,
+        or final file without a stage). `ChunkMissing` if one of them is absent."""
+        if n_chunks < 0:
+            raise ValueError(f"n_chunks must be >= 0, got {n_chunks}")
+        if not self.stage_dir.is_dir():
+            if self.final_path.exists():
+                return None
+            if n_chunks:
+                raise ChunkMissing(f"no staged chunks for {self.final_path} ({n_chunks} expected)")
+            return []
+        chunks = [self.chunk_path(seq) for seq in range(n_chunks)]
+        missing = [p.name for p in chunks if not p.is_file()]
+        if missing:
+            raise ChunkMissing(
+                f"cannot publish {self.final_path}: chunk(s) {', '.join(missing[:5])} missing"
+            )
+        return chunks
+
     def publish(self, n_chunks: int) -> None:
         """Make the final file the concatenation of chunks `0..n_chunks-1` and leave the
         published marker in place of the stage.
@@ -60,22 +80,13 @@ class ChunkedFile:
         Chunks numbered `n_chunks` and above (a batch written but never committed) are
         ignored. Idempotent: once published (marker or final file without a stage) this
         does nothing. `ChunkMissing` if a chunk is absent."""
-        if n_chunks < 0:
-            raise ValueError(f"n_chunks must be >= 0, got {n_chunks}")
+        chunks = self.staged(n_chunks)
+        if chunks is None:
+            shutil.rmtree(self._tombstone(), ignore_errors=True)
+            return
         if not self.stage_dir.is_dir():
-            if self.final_path.exists():
-                shutil.rmtree(self._tombstone(), ignore_errors=True)
-                return
-            if n_chunks:
-                raise ChunkMissing(f"no staged chunks for {self.final_path} ({n_chunks} expected)")
             self.stage_dir.unlink(missing_ok=True)  # a marker whose file was removed
             self.stage_dir.mkdir(parents=True, exist_ok=True)
-        chunks = [self.chunk_path(seq) for seq in range(n_chunks)]
-        missing = [p.name for p in chunks if not p.is_file()]
-        if missing:
-            raise ChunkMissing(
-                f"cannot publish {self.final_path}: chunk(s) {', '.join(missing[:5])} missing"
-            )
         self.final_path.parent.mkdir(parents=True, exist_ok=True)
         _remove_leftover_tmp(self.final_path)  # of an earlier layout that staged beside it
         _write_atomic(self.final_path, chunks, tmp_dir=self.stage_dir)
@@ -137,6 +148,23 @@ def reject_file(reject_dir: Path, run_id: object, step_name: str) -> ChunkedFile
     run = _run_dir_name(run_id)
     stage_dir = _stage_dir(Path(reject_dir), run, step_name)
     return ChunkedFile(Path(reject_dir, run, f"{step_name}.jsonl"), stage_dir)
+
+
+def count_records(paths: Iterable[Path], fmt: str) -> int:
+    """The records in the concatenation of `paths` as written by `encode_jsonl` (one per
+    line) or `encode_csv` (CSV records after the header; a quoted field may span lines)."""
+    if fmt != "csv":
+        n = 0
+        for path in paths:
+            with open(path, "rb") as f:
+                while block := f.read(1024 * 1024):
+                    n += block.count(b"\n")
+        return n
+    rows = 0
+    for path in paths:
+        with open(path, encoding="utf-8", newline="") as f:
+            rows += sum(1 for _ in csv.reader(f))
+    return max(rows - 1, 0)
 
 
 def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:

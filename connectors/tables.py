@@ -12,8 +12,12 @@ Export, invisible until commit and exactly once under crashes:
   overwritten (the upsert's `WHERE batch_seq = EXCLUDED.batch_seq` guards it, race-free);
 - `publish()` moves the staged rows into `sandbox.NAME` (upsert on
   `(run_id, step_id, record_key)`) and drops the staging table in ONE transaction, so readers
-  of `sandbox.NAME` see none of the step's rows, then all of them. With the staging table
-  gone, publish already happened and is a no-op.
+  of `sandbox.NAME` see none of the step's rows, then all of them;
+- the step's committed counters are the truth: an attempt that goes on from a checkpoint
+  first checks the staging table still holds every committed row, and publish makes exactly
+  the committed number of rows visible or nothing (`StagingLost`, the step starts over). A
+  staging table that is gone while `sandbox.NAME` holds exactly the step's rows means
+  publish already happened (a retry of the step's last transaction): a no-op.
 
 Ingest type mapping (catalog base type -> column type): smallint/integer/bigint -> `int`;
 date -> `date` (ISO string); every other type (text, varchar, char, uuid, numeric, real,
@@ -37,7 +41,7 @@ import psycopg2.errors
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
-from connectors.errors import TableConflict, TableRefused
+from connectors.errors import StagingLost, TableConflict, TableRefused
 from connectors.sql import QUERIES
 from dag.errors import ConfigValueError
 from dag.limits import BATCH_SIZE, INT64_MAX, INT64_MIN
@@ -251,13 +255,48 @@ class TableExport:
                 )
             )
 
+    def check_staged(self, n_batches: int, rows: int) -> None:
+        """Before an attempt goes on from a checkpoint after `n_batches` batches that staged
+        `rows` rows: `StagingLost` unless the staging table holds exactly those rows."""
+        if n_batches == 0:
+            return
+        try:
+            with self._conn, self._conn.cursor() as cur:
+                cur.execute(
+                    sql.SQL(QUERIES["count_staged_rows"]).format(
+                        staging=self._staging, batch_seq=sql.Identifier(BATCH_SEQ_COLUMN)
+                    ),
+                    {"n_batches": n_batches},
+                )
+                staged = cur.fetchone()[0]
+        except psycopg2.errors.UndefinedTable:
+            staged = None
+        if staged != rows:
+            found = "is gone" if staged is None else f"holds {staged}"
+            raise StagingLost(
+                f"staging table {STAGE_SCHEMA}.{self.staging_name} of step {self.step_name!r}"
+                f" {found} where {n_batches} committed batch(es) staged {rows} row(s)"
+            )
+
     def write_batch(
         self, seq: int, records: list[Mapping[str, Any]], first_ordinal: int
     ) -> list[RowError]:
         """Stage batch `seq` (records with ordinals `first_ordinal`, `first_ordinal + 1`, ...)
         in one sandbox transaction and return its row errors, in record order: a null key, a
         key repeated within the batch or already staged by another batch (not written), a
-        value that does not fit its column. Writing the same batch again replaces it."""
+        value that does not fit its column. Writing the same batch again replaces it.
+        `StagingLost` when the staging table is gone (dropped under a running step)."""
+        try:
+            return self._write_batch(seq, records, first_ordinal)
+        except psycopg2.errors.UndefinedTable as exc:
+            raise StagingLost(
+                f"staging table {STAGE_SCHEMA}.{self.staging_name} of step {self.step_name!r}"
+                f" is gone while batch {seq} was written"
+            ) from exc
+
+    def _write_batch(
+        self, seq: int, records: list[Mapping[str, Any]], first_ordinal: int
+    ) -> list[RowError]:
         fast = self._encode_batch(records, first_ordinal, seq)
         if fast is not None:
             try:
@@ -291,20 +330,25 @@ class TableExport:
         errors.sort(key=lambda e: e.record or 0)
         return errors
 
-    def publish(self, n_batches: int | None = None) -> int:
+    def publish(self, n_batches: int | None = None, rows: int | None = None) -> int:
         """Move the staged rows (of batches `< n_batches`, or all) into `sandbox.<table>`
-        and drop the staging table, in one transaction; return the rows published. A no-op
-        returning 0 when the staging table is gone: publish already happened.
+        and drop the staging table, in one transaction; return the rows published.
+
+        With `rows` (the step's committed count), anything but exactly that many rows made
+        visible is refused (`StagingLost`, nothing published); a staging table that is gone
+        is a no-op only when `sandbox.<table>` holds exactly that many rows of this run and
+        step (publish already happened), else `StagingLost`. Without `rows`, a missing
+        staging table is a no-op returning 0.
 
         A plain INSERT: the run's rows are new (a new run is a new export, and a publish
         that committed dropped the staging table with it). Should a row of this run and
         step be there all the same, the unique violation undoes it and the upsert runs."""
         try:
-            return self._publish("insert_staging", n_batches)
+            return self._publish("insert_staging", n_batches, rows)
         except psycopg2.errors.UniqueViolation:
-            return self._publish("publish_staging", n_batches)
+            return self._publish("publish_staging", n_batches, rows)
 
-    def _publish(self, query: str, n_batches: int | None) -> int:
+    def _publish(self, query: str, n_batches: int | None, rows: int | None) -> int:
         conn = self._conn
         try:
             with conn.cursor() as cur:
@@ -312,7 +356,7 @@ class TableExport:
                     cur.execute(sql.SQL(QUERIES["lock_staging"]).format(staging=self._staging))
                 except psycopg2.errors.UndefinedTable:
                     conn.rollback()
-                    return 0
+                    return self._published_before(rows)
                 cur.execute(
                     sql.SQL(QUERIES[query]).format(
                         table=self._target,
@@ -324,12 +368,32 @@ class TableExport:
                     {"run_id": self.run_id, "step_id": self.step_name, "n_batches": n_batches},
                 )
                 published = cur.rowcount
+                if rows is not None and published != rows:
+                    raise StagingLost(
+                        f"publish of step {self.step_name!r} into {SANDBOX_SCHEMA}.{self.table}"
+                        f" refused: the staging table holds {published} row(s) of the"
+                        f" committed batches, the step committed {rows}"
+                    )
                 cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=self._staging))
             conn.commit()
         except BaseException:
             conn.rollback()
             raise
         return published
+
+    def _published_before(self, rows: int | None) -> int:
+        """The staging table is gone: publish already happened if `sandbox.<table>` holds
+        the step's rows (0 when `rows` is not given), else `StagingLost`."""
+        if rows is None:
+            return 0
+        there = count_run_rows(self._conn, self.table, self.run_id, self.step_name) or 0
+        self._conn.rollback()
+        if there != rows:
+            raise StagingLost(
+                f"staging table {STAGE_SCHEMA}.{self.staging_name} of step {self.step_name!r}"
+                f" is gone and {SANDBOX_SCHEMA}.{self.table} holds {there} of its {rows} row(s)"
+            )
+        return 0
 
     def discard(self) -> None:
         """Drop the staging table (an uncommitted or abandoned step); `sandbox.<table>` is

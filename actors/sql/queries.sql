@@ -225,6 +225,13 @@ UPDATE step_runs
 SET status = 'upstream_failed', finished_at = now(), retry_at = NULL
 WHERE run_id = %(run_id)s AND name = ANY(%(names)s) AND status = 'retry_wait';
 
+-- restart_step --
+-- A step whose export lost what it staged starts over: no checkpoint, no counters.
+UPDATE step_runs
+SET checkpoint = NULL, records_in = 0, records_out = 0, rejected = 0, input_digest = NULL,
+    output_digest = NULL, batches = 0, row_errors = '[]', output_kept = true
+WHERE run_id = %(run_id)s AND name = %(name)s;
+
 -- wait_retry --
 -- A failed attempt that will be retried: the step waits until retry_at.
 UPDATE step_runs

@@ -98,6 +98,12 @@ ON CONFLICT (record_key) DO UPDATE SET {assignments}
 WHERE s.{batch_seq} = EXCLUDED.{batch_seq}
 RETURNING s.record_key;
 
+-- count_staged_rows --
+-- The rows of the committed batches a staging table holds (checked before an attempt goes on
+-- from a checkpoint: fails with undefined_table when the staging table is gone).
+SELECT count(*) FROM {staging}
+WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer;
+
 -- lock_staging --
 -- Take the staging table for publish; fails with undefined_table once it was published.
 LOCK TABLE {staging} IN EXCLUSIVE MODE;

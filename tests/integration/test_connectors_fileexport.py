@@ -17,6 +17,8 @@ from connectors import (
     ChunkedFile,
     ChunkMissing,
     ExportPathRefused,
+    StagedOutputLost,
+    count_records,
     encode_csv,
     encode_jsonl,
     encode_rejects,
@@ -276,3 +278,33 @@ def test_csv_export_keeps_empty_strings_apart_from_nulls() -> None:
     )
     (batch,) = list(read_csv_batches(io.BytesIO(data)))
     assert batch.records[0].values == {"a": "", "b": None, "c": 'x,"y"\nz', "d": "5"}
+
+
+def test_staged_lists_the_committed_chunks_or_refuses_a_hole(tmp_path: Path) -> None:
+    f = _chunked(tmp_path)
+    assert f.staged(0) == []
+    with pytest.raises(ChunkMissing):
+        f.staged(1)
+    f.write_chunk(0, b"a\n")
+    f.write_chunk(1, b"b\n")
+    assert f.staged(2) == [f.chunk_path(0), f.chunk_path(1)]
+    f.chunk_path(0).unlink()
+    with pytest.raises(ChunkMissing, match="00000000") as caught:
+        f.staged(2)
+    assert isinstance(caught.value, StagedOutputLost)  # the step starts over
+    f.write_chunk(0, b"a\n")
+    f.publish(2)
+    assert f.staged(2) is None  # published
+
+
+def test_count_records_reads_the_files_as_they_were_encoded(tmp_path: Path) -> None:
+    records = [{"id": 1, "note": "two\nlines, and a comma"}, {"id": 2, "note": None}]
+    jsonl, csv_head, csv_rest = tmp_path / "a.jsonl", tmp_path / "0.csv", tmp_path / "1.csv"
+    jsonl.write_bytes(encode_jsonl(records * 3))
+    csv_head.write_bytes(encode_csv(records, ["id", "note"], header=True))
+    csv_rest.write_bytes(encode_csv(records, ["id", "note"], header=False))
+    assert count_records([jsonl], "jsonl") == 6
+    assert count_records([csv_head, csv_rest], "csv") == 4
+    empty = tmp_path / "e.csv"
+    empty.write_bytes(encode_csv([], ["id"], header=True))
+    assert count_records([empty], "csv") == 0

@@ -12,6 +12,7 @@ import pytest
 from psycopg2 import sql
 
 from connectors import (
+    StagingLost,
     TableConflict,
     TableExport,
     TableRefused,
@@ -574,6 +575,7 @@ def test_every_named_query_is_loaded() -> None:
         "copy_batch_typed",
         "copy_staging",
         "upsert_staging",
+        "count_staged_rows",
         "lock_staging",
         "insert_staging",
         "publish_staging",
@@ -599,7 +601,7 @@ def test_a_late_write_after_publish_fails_and_leaks_nothing(conn, other) -> None
     export.write_batch(0, _records(5), 1)
     stale = TableExport(other, "customers", run_id, "to_table", COLUMNS, "id")
     assert export.publish() == 5
-    with pytest.raises(psycopg2.errors.UndefinedTable):
+    with pytest.raises(StagingLost, match="is gone while batch 1 was written"):
         stale.write_batch(1, _records(5, start=6), 6)
     assert _count(other, run_id) == 5  # the connection is usable again: rolled back
     assert _staging_tables(conn) == []
@@ -615,3 +617,46 @@ def test_count_run_rows_counts_one_run_and_step_once_published(conn) -> None:
     _export(conn, other_run).write_batch(0, _records(3), 1)
     assert count_run_rows(conn, "customers", run_id, "to_table") == 7
     assert count_run_rows(conn, "customers", run_id, "another_step") == 0
+
+
+# ------------------------------------------------- export: committed counters are the truth
+
+
+def test_publish_makes_exactly_the_committed_rows_visible_or_nothing(conn, other) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    export.write_batch(0, _records(5), 1)
+    export.write_batch(1, _records(5, start=6), 6)
+    _exec(other, f"DELETE FROM {STAGE_SCHEMA}.{export.staging_name} WHERE id <= 3")
+    with pytest.raises(StagingLost, match=r"holds 7 row.* the step committed 10"):
+        export.publish(2, 10)
+    assert _count(other, run_id) == 0  # nothing half-published
+    assert _staging_tables(conn) == [export.staging_name]  # and nothing dropped
+
+
+def test_a_gone_staging_table_is_published_only_when_the_rows_are_there(conn, other) -> None:
+    run_id = uuid.uuid4()
+    export = _export(conn, run_id)
+    export.write_batch(0, _records(5), 1)
+    assert export.publish(1, 5) == 5
+    assert export.publish(1, 5) == 0  # a retry of the step's last transaction: a no-op
+    with pytest.raises(StagingLost, match="holds 5 of its 8 row"):
+        export.publish(1, 8)
+    lost = _export(conn, uuid.uuid4())
+    lost.write_batch(0, _records(5), 1)
+    _exec(other, f"DROP TABLE {STAGE_SCHEMA}.{lost.staging_name}")
+    with pytest.raises(StagingLost, match=r"is gone and sandbox\.customers holds 0 of its 5"):
+        lost.publish(1, 5)
+
+
+def test_an_attempt_going_on_from_a_checkpoint_checks_what_is_staged(conn, other) -> None:
+    export = _export(conn, uuid.uuid4())
+    export.check_staged(0, 0)  # nothing committed yet: nothing to check
+    export.write_batch(0, _records(5), 1)
+    export.write_batch(1, _records(5, start=6), 6)  # written, its batch not committed
+    export.check_staged(1, 5)
+    with pytest.raises(StagingLost, match="holds 5 where 1 committed batch"):
+        export.check_staged(1, 4)
+    _exec(other, f"DROP TABLE {STAGE_SCHEMA}.{export.staging_name}")
+    with pytest.raises(StagingLost, match="is gone where 1 committed batch"):
+        export.check_staged(1, 5)
