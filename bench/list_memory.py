@@ -25,9 +25,9 @@ import psycopg2.extras
 
 import ddl
 from dag.plan import validate_plan
-from service.auth import VIEWER, hash_token
-from service.cli import gunicorn_argv
 from service.config import Config
+from service.domain.principals import VIEWER, hash_token
+from service.run.gunicorn import gunicorn_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 PG = "postgresql://postgres@127.0.0.1:5432"

@@ -19,14 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import connectors.tables
+import connectors.table_export
 import dag.csvparts
 import dag.types
 from dag import BATCH_SIZE
 from drills.workload import COLUMNS, generate_csv
 
 RECORDS = 100_000
-MODULES = {"csvparts": dag.csvparts, "types": dag.types, "tables": connectors.tables}
+MODULES = {"csvparts": dag.csvparts, "types": dag.types, "tables": connectors.table_export}
 
 
 def _at_revision(ref: str, module: types.ModuleType) -> types.ModuleType:

@@ -35,7 +35,8 @@ from drills.pgcluster import PrivateCluster
 from drills.report import DrillResult, iso, parse_ts, seconds, write_report
 from drills.topology import Topology
 from drills.workload import COLUMNS, generate_csv, import_plan
-from service.scheduler import Scheduler, trigger_key
+from service.domain.schedules import trigger_key
+from service.scheduler import Scheduler
 
 SUCCEEDED, LEASE_EXPIRED = AttemptOutcome.SUCCEEDED, AttemptOutcome.LEASE_EXPIRED
 SKIPPED = RunStatus.SKIPPED

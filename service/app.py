@@ -1,120 +1,32 @@
-"""The falcon application. `create_app(deps)` only registers middleware, routes and error
-handlers; `get_app()` loads the configuration and builds the dependencies (gunicorn serves
+"""The falcon application: the REST API (`service.api`) and the console (`service.console`) on
+one app. `create_app(deps)` only registers middleware, routes and error handlers; `get_app()`
+loads the configuration and builds the dependencies (gunicorn serves
 `'service.app:get_app()'`, once per worker, after the fork)."""
 
 from __future__ import annotations
 
-import logging
-import re
-import uuid
-from collections.abc import Callable
-from typing import Any
-
 import falcon
 
 from actors.broker import build_broker, send_advance_run
-from service.auth import AuthMiddleware
+from service.api.auth import AuthMiddleware
+from service.api.middleware import (
+    QueryGuardMiddleware,
+    RequestIdMiddleware,
+    handle_http_error,
+    handle_service_error,
+    handle_unexpected,
+)
+from service.api.routes import ROUTES
 from service.config import Config
 from service.console import ConsoleSettings, add_console
-from service.db import Database
-from service.deps import Deps
-from service.errors import ServiceError, ValidationFailed
+from service.domain.db import Database
+from service.domain.deps import Deps
+from service.errors import ServiceError
 from service.logs import configure_logging
-from service.routes import ROUTES
-
-log = logging.getLogger(__name__)
-
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_HTTP_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    411: "length_required",
-    412: "precondition_failed",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    429: "too_many_requests",
-}
-
-
-class RequestIdMiddleware:
-    """Every response carries `X-Request-Id`: the caller's (when sane) or a new one."""
-
-    def __init__(self, new_id: Callable[[], uuid.UUID]):
-        self.new_id = new_id
-
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        incoming = req.get_header("X-Request-Id")
-        ok = incoming is not None and _REQUEST_ID.fullmatch(incoming)
-        req.context.request_id = incoming if ok else self.new_id().hex
-
-    def process_response(
-        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
-    ) -> None:
-        request_id = getattr(req.context, "request_id", None) or self.new_id().hex
-        resp.set_header("X-Request-Id", request_id)
-
-
-class QueryGuardMiddleware:
-    """Query parameters PostgreSQL could not take (a NUL, a lone surrogate) are a 400 naming
-    the parameter, for every route, before any resource sees them."""
-
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        details = [
-            {"field": name, "message": "must not contain NUL characters or lone surrogates"}
-            for name, value in req.params.items()
-            for text in ([name] + (value if isinstance(value, list) else [value]))
-            if not _storable(text)
-        ]
-        if details:
-            raise ValidationFailed("invalid query parameter", details=details[:1])
-
-
-def _storable(text: str) -> bool:
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def handle_service_error(
-    req: falcon.Request, resp: falcon.Response, ex: ServiceError, params: dict
-) -> None:
-    """Our errors: their status, headers and the JSON error shape."""
-    resp.status = ex.status
-    resp.media = ex.as_body()
-    for name, value in ex.headers.items():
-        resp.set_header(name, value)
-
-
-def handle_http_error(
-    req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: dict
-) -> None:
-    """Falcon's own errors (unknown route, 405, bad header) in our error shape."""
-    status = ex.status_code
-    resp.status = status
-    message = ex.description or ex.title or "error"
-    code = _HTTP_CODES.get(status, "http_error")
-    resp.media = {"error": {"code": code, "message": message, "details": []}}
-    for name, value in (ex.headers or {}).items():
-        resp.set_header(name, value)
-
-
-def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict):
-    """A bug: log it with the request id, answer 500 in our shape without internals."""
-    log.exception("unhandled error (request %s)", getattr(req.context, "request_id", "-"))
-    resp.status = 500
-    resp.media = {"error": {"code": "internal_error", "message": "internal error", "details": []}}
 
 
 def create_app(deps: Deps, console: ConsoleSettings | None = None) -> falcon.App:
-    """The WSGI app on `deps`: middleware, the routes of `service.routes.ROUTES`, the
+    """The WSGI app on `deps`: middleware, the routes of `service.api.routes.ROUTES`, the
     console under /ui, handlers."""
     app = falcon.App(
         middleware=[

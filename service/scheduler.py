@@ -3,7 +3,7 @@
 The table is the truth; APScheduler (a `BackgroundScheduler` with a memory job store) is only
 the alarm clock. `Scheduler.start()` loads the live schedules and then reconciles every
 `reload_s` seconds, so a schedule created or deleted through the API is followed within a
-few seconds without a restart. Every fire goes through `service.admission.admit_run` with the
+few seconds without a restart. Every fire goes through `service.domain.runs.admit_run` with the
 trigger key `schedule:<schedule id>:<fire time, UTC, YYYY-MM-DDTHH:MM:SSZ>`: a fire processed
 twice (two coordinators, a restart, a retried fire) finds the existing run and creates
 nothing. Missed fires (the coordinator was down) coalesce into one run for the latest missed
@@ -18,7 +18,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,15 +33,14 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from actors import send_advance_run
 from ddl import connector
-from service.admission import Admission, AdmissionOutcome, admit_run, next_fire_at
 from service.config import Config
-from service.db import Cursor
-from service.sql import SCHEDULE_QUERIES as QUERIES
+from service.domain.db import Cursor
+from service.domain.runs import Admission, AdmissionOutcome
+from service.domain.schedules import ScheduleSpec, fire_schedule, list_live_schedules, trigger_key
 
 log = logging.getLogger("etl.scheduler")
 
 
-PRINCIPAL = "scheduler"  # who the audit trail names for schedule fires
 DEFAULT_RELOAD_S = 2.0
 # A known schedule whose next_fire_at is this far behind the clock missed its fire while we
 # were running (e.g. the database was down at the fire time): reconcile fires it then.
@@ -56,67 +54,17 @@ Connect = Callable[[], psycopg2.extensions.connection]
 Wake = Callable[[str, str], None]
 
 
-def trigger_key(schedule_id: str, fire_time: datetime) -> str:
-    """`schedule:<id>:<fire time in UTC to the second>`, e.g.
-    `schedule:1b9d...:2026-11-29T13:05:00Z`. Fires of one schedule are at least 5 minutes
-    apart, so dropping sub-second digits never merges two fires."""
-    return f"schedule:{schedule_id}:{fire_time.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
-
-
-@dataclass(frozen=True)
-class ScheduleSpec:
-    """What a job is built from: one live row of `schedules` (they are never edited, only
-    created and deleted; a differing spec replaces the job all the same)."""
-
-    id: str
-    pipeline_id: str
-    every_minutes: int | None
-    daily_at: str | None
-    anchor_at: datetime
-
-    @classmethod
-    def from_row(cls, row: dict) -> ScheduleSpec:
-        return cls(
-            id=str(row["id"]),
-            pipeline_id=str(row["pipeline_id"]),
-            every_minutes=row["every_minutes"],
-            daily_at=row["daily_at"],
-            anchor_at=row["anchor_at"].astimezone(UTC),
+def schedule_trigger(spec: ScheduleSpec) -> BaseTrigger:
+    """The APScheduler trigger firing at exactly the times `spec.next_fire_after` yields."""
+    if spec.every_minutes is not None:
+        # Start one period after the anchor: IntervalTrigger fires at start_date itself,
+        # the API's first fire is anchor + period.
+        return IntervalTrigger(
+            minutes=spec.every_minutes, start_date=spec.anchor_at + spec.period, timezone=UTC
         )
-
-    @property
-    def period(self) -> timedelta:
-        if self.every_minutes is not None:
-            return timedelta(minutes=self.every_minutes)
-        return timedelta(days=1)
-
-    def next_fire_after(self, now: datetime) -> datetime:
-        """The first fire strictly after `now` (the API's rule, `admission.next_fire_at`)."""
-        return next_fire_at(
-            every_minutes=self.every_minutes,
-            daily_at=self.daily_at,
-            anchor_at=self.anchor_at,
-            now=now.astimezone(UTC),
-        )
-
-    def latest_fire_at(self, now: datetime) -> datetime | None:
-        """The latest fire time at or before `now`, or None before the first fire."""
-        latest = self.next_fire_after(now) - self.period
-        if self.every_minutes is not None and latest <= self.anchor_at:
-            return None  # the anchor itself is not a fire: the first is anchor + period
-        return latest
-
-    def trigger(self) -> BaseTrigger:
-        """The APScheduler trigger firing at exactly the times `next_fire_after` yields."""
-        if self.every_minutes is not None:
-            # Start one period after the anchor: IntervalTrigger fires at start_date itself,
-            # the API's first fire is anchor + period.
-            return IntervalTrigger(
-                minutes=self.every_minutes, start_date=self.anchor_at + self.period, timezone=UTC
-            )
-        assert self.daily_at is not None
-        hour, minute = (int(part) for part in self.daily_at.split(":"))
-        return CronTrigger(hour=hour, minute=minute, second=0, timezone=UTC)
+    assert spec.daily_at is not None
+    hour, minute = (int(part) for part in spec.daily_at.split(":"))
+    return CronTrigger(hour=hour, minute=minute, second=0, timezone=UTC)
 
 
 class Scheduler:
@@ -223,8 +171,7 @@ class Scheduler:
             self._conn.autocommit = True  # one read-only statement; no idle transaction
         try:
             with self._conn.cursor(cursor_factory=Cursor) as cur:
-                cur.execute(QUERIES["list_live_schedules"])
-                return [dict(r) for r in cur.fetchall()]
+                return list_live_schedules(cur)
         except (psycopg2.OperationalError, psycopg2.InterfaceError):
             self._close_conn()
             raise
@@ -254,7 +201,7 @@ class Scheduler:
     def _add_job(self, spec: ScheduleSpec) -> None:
         self._aps.add_job(
             self._run_job,
-            trigger=spec.trigger(),
+            trigger=schedule_trigger(spec),
             args=(spec,),
             id=spec.id,
             name=f"schedule {spec.id}",
@@ -303,23 +250,11 @@ class Scheduler:
         fire_time = fire_time.astimezone(UTC)
         key = trigger_key(schedule_id, fire_time)
         with self._transaction() as cur:
-            cur.execute(QUERIES["lock_schedule"], {"schedule_id": str(schedule_id)})
-            row = cur.fetchone()
-            if row is None or row["deleted_at"] is not None:
-                log.info("schedule %s is deleted; %s does not fire", schedule_id, key)
-                return None
-            spec = ScheduleSpec.from_row(row)
-            admission = admit_run(cur, spec.pipeline_id, key, PRINCIPAL)
-            following = spec.next_fire_after(max(fire_time, self._now()))
-            cur.execute(
-                QUERIES["record_schedule_fire"],
-                {
-                    "schedule_id": spec.id,
-                    "fired_at": fire_time,
-                    "run_id": admission.run["id"],
-                    "next_fire_at": following,
-                },
-            )
+            fired = fire_schedule(cur, schedule_id, fire_time, self._now())
+        if fired is None:
+            log.info("schedule %s is deleted; %s does not fire", schedule_id, key)
+            return None
+        spec, admission = fired
         run = admission.run
         context = {
             "run_id": str(run["id"]),

@@ -18,7 +18,7 @@ from service.console.web import (
 if TYPE_CHECKING:
     import falcon
 
-    from service.deps import Deps
+    from service.domain.deps import Deps
 
 __all__ = ["PREFIX", "ConsoleSettings", "add_console"]
 

@@ -16,12 +16,25 @@ from marshmallow import ValidationError
 
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag import RunStatus
-from service import schemas
-from service.admission import Admission, Cancellation, admit_run, cancel_run, resume_run
-from service.auth import ADMIN_ONLY, OPERATE, READ
 from service.console.graph import layout_dag
 from service.console.runview import build_run_page
-from service.console.sessions import (
+from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
+from service.domain.audit import audit_change, list_audit_actions
+from service.domain.deps import wake
+from service.domain.listing import (
+    MAX_LIMIT,
+    RUN_STATUSES,
+    list_audit,
+    list_revisions,
+    list_runs,
+    list_schedules,
+)
+from service.domain.pipelines import get_pipeline, get_revision, list_pipeline_overview
+from service.domain.preview import preview_with
+from service.domain.principals import ADMIN_ONLY, OPERATE, READ
+from service.domain.runs import Admission, Cancellation, admit_run, cancel_run, resume_run
+from service.domain.schedules import create_schedule, delete_schedule
+from service.domain.sessions import (
     LOGIN_COOKIE,
     SESSION_COOKIE,
     csrf_matches,
@@ -30,25 +43,9 @@ from service.console.sessions import (
     open_session,
     revoke_session,
 )
-from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
-from service.db import fetch_all, fetch_one, insert_audit
 from service.errors import ValidationFailed
-from service.listing import (
-    MAX_LIMIT,
-    RUN_STATUSES,
-    list_audit,
-    list_revisions,
-    list_runs,
-    list_schedules,
-)
-from service.preview_api import preview_with
-from service.resources import (
-    MAX_BODY_BYTES,
-    create_schedule,
-    delete_schedule,
-    get_pipeline,
-    wake_run,
-)
+from service.schemas import requests
+from service.schemas.requests import MAX_BODY_BYTES
 
 PAGE_SIZE = 50
 STATIC_TYPES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript"}
@@ -164,7 +161,7 @@ class PipelinesPage(ConsolePage):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self.deps.db.transaction() as cur:
-            rows = fetch_all(cur, "list_pipeline_overview")
+            rows = list_pipeline_overview(cur)
         self.console.render(req, resp, "pipelines.html", pipelines=rows, notice=_notice(req))
 
 
@@ -182,10 +179,7 @@ class PipelinePage(ConsolePage):
             runs, _ = list_runs(cur, status=None, pipeline_id=pid, limit=PAGE_SIZE, before=None)
             b = _revision_param(req, "b", pipeline["revision"]) or pipeline["revision"]
             a = _revision_param(req, "a", pipeline["revision"]) or max(b - 1, 1)
-            plans = {
-                n: fetch_one(cur, "get_revision", {"pipeline_id": pid, "number": n})["plan"]
-                for n in {a, b}
-            }
+            plans = {n: get_revision(cur, pid, n)["plan"] for n in {a, b}}
         revisions = newest[::-1]  # oldest first, as the page lists them
         diff = _plan_diff(plans[a], plans[b], a, b) if a != b else []
         steps = [s for s in (pipeline["plan"] or {}).get("steps", []) if isinstance(s, dict)]
@@ -211,8 +205,8 @@ class PipelinePage(ConsolePage):
 
 class PreviewAction(ConsolePage):
     """The preview panel's answer: the pipeline's current plan, or an edited one pasted in
-    the form, previewed on the first records (`service.preview_api.preview_with`, as the
-    API does); an audit row is all it writes. Roles as creating a pipeline."""
+    the form, previewed on the first records (`service.domain.preview.preview_with`, as
+    the API does); an audit row is all it writes. Roles as creating a pipeline."""
 
     roles = {"POST": ADMIN_ONLY}
     max_form_bytes = MAX_BODY_BYTES  # a pasted plan may be as large as the API takes
@@ -238,14 +232,15 @@ class PreviewAction(ConsolePage):
         except ValidationFailed as exc:
             page["errors"] = exc.details
         with self.deps.db.transaction() as cur:
-            insert_audit(
+            audit_change(
                 cur,
-                principal=req.context.principal.name,
-                action="pipeline.preview",
-                entity_type="pipeline",
-                entity_id=pid,
-                details={"records": records, "edited": edited, "ok": _preview_ok(page)},
-                trace_id=req.context.request_id,
+                req.context.principal.name,
+                "pipeline.preview",
+                f"pipeline:{pid}",
+                req.context.request_id,
+                records=records,
+                edited=edited,
+                ok=_preview_ok(page),
             )
         self.console.render(req, resp, "preview.html", **page)
 
@@ -296,7 +291,7 @@ class TriggerAction(ConsolePage):
         key = req.context.form.get("trigger_key", "").strip()
         with as_console_errors():
             if key:
-                _load(schemas.RunTriggerSchema(), {"trigger_key": key})
+                _load(requests.RunTriggerSchema(), {"trigger_key": key})
             with self.deps.db.transaction() as cur:
                 admission = admit_run(
                     cur,
@@ -307,7 +302,7 @@ class TriggerAction(ConsolePage):
                     request_id=req.context.request_id,
                 )
         if admission.needs_wake:
-            wake_run(self.deps, admission.run)
+            wake(self.deps, admission.run)
         raise falcon.HTTPSeeOther(f"{PREFIX}/runs/{admission.run['id']}?notice={admission.outcome}")
 
 
@@ -322,14 +317,15 @@ class ScheduleAddAction(ConsolePage):
             raw = form.get("every_minutes", "").strip()
             body = {"every_minutes": int(raw) if raw.isdigit() else raw}
         with as_console_errors():
-            loaded = _load(schemas.ScheduleCreateSchema(), body)
+            loaded = _load(requests.ScheduleCreateSchema(), body)
             with self.deps.db.transaction() as cur:
                 create_schedule(
                     cur,
-                    self.deps,
                     str(pipeline_id),
                     loaded,
                     req.context.principal.name,
+                    schedule_id=str(self.deps.new_id()),
+                    now=self.deps.now(),
                     request_id=req.context.request_id,
                 )
         raise falcon.HTTPSeeOther(f"{PREFIX}/pipelines/{pipeline_id}?notice=schedule_added")
@@ -356,7 +352,7 @@ def _load(schema: Any, data: dict[str, Any]) -> dict[str, Any]:
     try:
         return schema.load(data)
     except ValidationError as exc:
-        details = schemas.field_errors(exc.messages)
+        details = requests.field_errors(exc.messages)
         raise ValidationFailed("the form is invalid", details=details) from exc
 
 
@@ -384,7 +380,7 @@ class _RunAction(ConsolePage):
                 cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
             )
         if change.needs_wake:
-            wake_run(self.deps, change.run)
+            wake(self.deps, change.run)
         raise falcon.HTTPSeeOther(f"{PREFIX}/runs/{run_id}?notice={change.outcome}")
 
 
@@ -411,7 +407,7 @@ class RunsPage(ConsolePage):
                 limit=PAGE_SIZE,
                 before=_param(req, "before"),
             )
-            pipelines = fetch_all(cur, "list_pipeline_overview")
+            pipelines = list_pipeline_overview(cur)
         self.console.render(
             req,
             resp,
@@ -436,7 +432,7 @@ class AuditPage(ConsolePage):
             page, next_id = list_audit(
                 cur, filters=params, limit=PAGE_SIZE, before=_param(req, "before")
             )
-            actions = [r["action"] for r in fetch_all(cur, "list_audit_actions")]
+            actions = list_audit_actions(cur)
         for r in page:
             r["details_json"] = json.dumps(r["details"], sort_keys=True, default=str)
         self.console.render(

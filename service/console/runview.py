@@ -16,9 +16,9 @@ from dag import RUN_ACTIVE, StepStatus
 from ddl import connect
 from service.console.graph import layout_dag, layout_gantt
 from service.console.web import ConsoleSettings
-from service.db import Cursor, fetch_one
-from service.errors import NotFound
-from service.resources import fetch_run_views
+from service.domain.db import Cursor, database_now
+from service.domain.pipelines import get_pipeline, get_revision
+from service.domain.runs import get_run_view
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +29,10 @@ REJECTS_SHOWN = 20
 def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[str, Any]:
     """Everything the run page draws, read in the caller's transaction; `NotFound` for an
     unknown run."""
-    run = fetch_one(cur, "get_run", {"run_id": run_id})
-    if run is None:
-        raise NotFound(f"run {run_id} not found")
-    (view,) = fetch_run_views(cur, [run])
-    pipeline = fetch_one(cur, "get_pipeline", {"pipeline_id": run["pipeline_id"]}) or {}
-    key = {"pipeline_id": run["pipeline_id"], "number": run["revision"]}
-    plan = (fetch_one(cur, "get_revision", key) or {}).get("plan") or {}
-    now = fetch_one(cur, "database_now")["now"]
+    view = get_run_view(cur, run_id)
+    pipeline = get_pipeline(cur, str(view["pipeline_id"]))
+    plan = get_revision(cur, str(view["pipeline_id"]), view["revision"])["plan"] or {}
+    now = database_now(cur)
     plan_steps = [s for s in plan.get("steps", []) if isinstance(s, Mapping)]
     config = {str(s.get("name")): s.get("config") or {} for s in plan_steps}
     steps = view["steps"]
@@ -60,7 +56,7 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
             if s["rejected"] or s["row_errors"]
         ],
         "exports": [_export(settings, run_id, s) for s in steps if s["type"] == "export"],
-        "active": run["status"] in ACTIVE,
+        "active": view["status"] in ACTIVE,
     }
 
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import falcon
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from service.auth import ADMIN_ONLY, OPERATE
-from service.console.sessions import SESSION_COOKIE, SESSION_TTL_S, csrf_matches, find_session
+from service.domain.principals import ADMIN_ONLY, OPERATE
+from service.domain.sessions import SESSION_COOKIE, SESSION_TTL_S, csrf_matches, find_session
 from service.errors import ServiceError
 
 if TYPE_CHECKING:
     from service.config import Config
-    from service.deps import Deps
+    from service.domain.deps import Deps
 
 PREFIX = "/ui"
 MAX_FORM_BYTES = 16 * 1024

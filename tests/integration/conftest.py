@@ -20,10 +20,10 @@ from psycopg2 import sql
 import ddl
 from drills import ROOT, ApiClient, Stack, free_port
 from service.app import create_app
-from service.cli import gunicorn_argv
 from service.config import Config
-from service.db import Database
-from service.deps import Deps
+from service.domain.db import Database
+from service.domain.deps import Deps
+from service.run.gunicorn import gunicorn_argv
 from tests.integration.testapp import API_WORKERS, NOW, Api, seed_principals
 
 PG = os.environ.get("ETL_TEST_PG", "postgresql://postgres@127.0.0.1:5432")

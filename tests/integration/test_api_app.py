@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import falcon.testing
 
+from service.api.openapi.spec import openapi_path
+from service.api.routes import ROUTES
 from service.app import create_app
-from service.auth import ADMIN
-from service.db import Database
-from service.deps import Deps
-from service.openapi import openapi_path
-from service.routes import ROUTES
+from service.domain.db import Database
+from service.domain.deps import Deps
+from service.domain.principals import ADMIN
 from tests.integration.testapp import PLAN, Api
 
 # --- tests -----------------------------------------------------------------------------------

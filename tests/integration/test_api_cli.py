@@ -9,7 +9,7 @@ import sys
 
 import psycopg2
 
-from service.auth import hash_token
+from service.domain.principals import hash_token
 
 ETL = "import sys; from service.cli import main; sys.exit(main(sys.argv[1:]))"
 

@@ -32,22 +32,22 @@ from schemathesis.engine import Status, from_schema
 from schemathesis.engine.events import EngineFinished, NonFatalError, ScenarioFinished
 from schemathesis.transport.wsgi import WSGITransport
 
+from service.api.openapi.spec import build_spec, openapi_path
+from service.api.routes import ROUTES
 from service.app import create_app
-from service.auth import ADMIN
 from service.config import Config
-from service.db import Database
-from service.deps import Deps
+from service.domain.db import Database
+from service.domain.deps import Deps
+from service.domain.listing import INTEGER_MAX, encode_cursor, parse_statuses, parse_uuid
+from service.domain.principals import ADMIN
 from service.errors import ValidationFailed
-from service.listing import INTEGER_MAX, encode_cursor, parse_statuses, parse_uuid
-from service.openapi import build_spec, openapi_path
-from service.routes import ROUTES
 from tests.integration.testapp import NOW, TOKENS, Api, plan_copy, seed_principals
 
 EXAMPLES = 50
 SEED = 20261201
 PEOPLE = "id,name,amount,signup\n1,  Ann  ,5,2026-01-02\n2,Bob,x,\n3,Cy,7,2026-02-30\n"
 # The list each path pages through: the kind of its cursors and whether a cursor's key is
-# (created_at, id) or an integer (`service.listing`).
+# (created_at, id) or an integer (`service.domain.listing`).
 LISTS = {
     "/api/v1/pipelines": ("pipelines", "time"),
     "/api/v1/pipelines/{pipeline_id}/revisions": ("revisions", "int"),

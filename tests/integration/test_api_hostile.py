@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from service.schemas import MAX_JSON_DEPTH
+from service.schemas.requests import MAX_JSON_DEPTH
 from tests.integration.testapp import Api, plan_copy
 
 JSON = {"Content-Type": "application/json"}

@@ -14,8 +14,8 @@ from typing import Any
 import psycopg2.extras
 import pytest
 
-from service.auth import ADMIN, OPERATOR, VIEWER
-from service.listing import encode_cursor
+from service.domain.listing import encode_cursor
+from service.domain.principals import ADMIN, OPERATOR, VIEWER
 from tests.integration.testapp import PLAN, Api
 
 

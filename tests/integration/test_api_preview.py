@@ -14,10 +14,10 @@ import pytest
 
 from actors.preview import read_only_connect
 from service.app import create_app
-from service.auth import ADMIN, OPERATOR, VIEWER
 from service.config import Config
-from service.db import Database
-from service.deps import Deps
+from service.domain.db import Database
+from service.domain.deps import Deps
+from service.domain.principals import ADMIN, OPERATOR, VIEWER
 from tests.integration.testapp import NOW, Api, plan_copy, seed_principals
 
 PEOPLE = "id,name,amount\n1,  Ann  ,5\n2,Bob,x\n3,Cy,7\n"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from service.auth import ADMIN, OPERATOR, VIEWER
+from service.domain.principals import ADMIN, OPERATOR, VIEWER
 from tests.integration.testapp import PLAN, Api
 
 ANYONE = {ADMIN, OPERATOR, VIEWER}

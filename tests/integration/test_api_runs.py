@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from service.auth import ADMIN, OPERATOR
+from service.domain.principals import ADMIN, OPERATOR
 from tests.integration.testapp import Api, plan_copy
 
 UTC_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from service.admission import next_fire_at
+from service.domain.schedules import next_fire_at
 from tests.integration.testapp import Api
 
 BAD_BODIES = [

@@ -12,7 +12,7 @@ import time
 import urllib.parse
 from typing import Any
 
-from service.auth import ADMIN
+from service.domain.principals import ADMIN
 from tests.integration.testapp import TOKENS, plan_copy
 from tests.integration.testapp import request_json as _request
 

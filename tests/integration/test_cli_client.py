@@ -20,10 +20,10 @@ import psycopg2
 import pytest
 
 from drills import free_port
-from service.admission import PIPELINE_ACTIVE_LIMIT
-from service.auth import ADMIN, VIEWER
-from service.cli import gunicorn_argv
 from service.config import Config
+from service.domain.principals import ADMIN, VIEWER
+from service.domain.runs import PIPELINE_ACTIVE_LIMIT
+from service.run.gunicorn import gunicorn_argv
 from tests.integration.testapp import TOKENS, plan_copy, seed_principals
 
 ROOT = Path(__file__).resolve().parents[2]

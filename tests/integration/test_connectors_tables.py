@@ -19,7 +19,8 @@ from connectors import (
     read_table_batches,
     resolve_source_table,
 )
-from connectors.tables import QUERIES, STAGE_SCHEMA, count_run_rows
+from connectors.sql import QUERIES
+from connectors.table_export import STAGE_SCHEMA, count_run_rows
 from dag.errors import ConfigValueError, InputDataError
 
 COLUMNS = {"id": "int", "name": "string", "signup": "date"}

@@ -13,13 +13,13 @@ import pytest
 from falcon.testing import TestClient
 
 from service.app import create_app
-from service.auth import ADMIN, OPERATOR, VIEWER, hash_token
 from service.config import Config
 from service.console import ConsoleSettings
-from service.db import Database, execute, fetch_all
-from service.deps import Deps
+from service.domain.db import Database, execute, fetch_all
+from service.domain.deps import Deps
+from service.domain.listing import list_runs
+from service.domain.principals import ADMIN, OPERATOR, VIEWER, hash_token
 from service.errors import ValidationFailed
-from service.listing import list_runs
 
 from .console_client import ConsoleClient
 

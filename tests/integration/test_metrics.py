@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from drills import ADMIN_TOKEN, ROOT, Stack
 from service.app import create_app
-from service.db import Database
-from service.deps import Deps
+from service.domain.db import Database
+from service.domain.deps import Deps
 from tests.integration.testapp import Api
 
 Samples = dict[tuple[str, frozenset], float]

@@ -17,7 +17,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from actors import build_broker
 from service.config import Config
-from service.scheduler import Scheduler, ScheduleSpec, build_scheduler, trigger_key
+from service.domain.schedules import ScheduleSpec, trigger_key
+from service.scheduler import Scheduler, build_scheduler, schedule_trigger
 
 FIVE_MIN = timedelta(minutes=5)
 
@@ -340,7 +341,7 @@ def test_trigger_agrees_with_next_fire_after() -> None:
     anchor = datetime(2026, 11, 29, 13, 2, 7, 654321, tzinfo=UTC)
     for every, daily in ((5, None), (1440, None), (None, "00:00"), (None, "23:59")):
         spec = ScheduleSpec("s", "p", every, daily, anchor)
-        trigger = spec.trigger()
+        trigger = schedule_trigger(spec)
         ours = spec.next_fire_after(anchor)
         theirs = trigger.get_next_fire_time(None, anchor)
         for _ in range(5):

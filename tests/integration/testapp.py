@@ -15,7 +15,7 @@ import falcon.testing
 
 from ddl import connect
 from drills import ApiClient
-from service.auth import ADMIN, OPERATOR, VIEWER, hash_token
+from service.domain.principals import ADMIN, OPERATOR, VIEWER, hash_token
 
 API_WORKERS = 3  # gunicorn workers of the `server` fixture
 TOKENS = {ADMIN: "admin-token-0123456789", OPERATOR: "operator-token-0123", VIEWER: "viewer-tok"}

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from service.config import Config
+from service.domain.listing import decode_cursor, encode_cursor, parse_limit, parse_statuses
 from service.errors import ValidationFailed
-from service.listing import decode_cursor, encode_cursor, parse_limit, parse_statuses
 
 
 def test_the_api_url_defaults_to_the_bind_address_and_the_token_to_none() -> None:

@@ -1,7 +1,8 @@
-"""`GET /metrics`: Prometheus text format, no token. A custom collector reads every value
-from the database at scrape time (`service/sql/metrics.sql`, one read-only snapshot), so the
-answer is the same whichever gunicorn worker or process serves it; nothing is counted in
-process memory. README.md ("Metrics") documents each metric."""
+"""The platform's Prometheus metrics: a custom collector reads every value from the database
+at scrape time (`service/domain/sql/metrics.sql`, one read-only snapshot), so the answer is
+the same whichever gunicorn worker or process serves it; nothing is counted in process
+memory. `service.api.metrics` serves it at `GET /metrics`; README.md ("Metrics") documents
+each metric."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import falcon
-from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -20,18 +19,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from dag import RunStatus
-from service.db import Cursor, Database
-from service.deps import Deps
-from service.sql import METRICS_QUERIES as QUERIES
+from service.domain.db import Cursor, Database
+from service.domain.sql import METRICS_QUERIES as QUERIES
 
 log = logging.getLogger(__name__)
 
 
 RUN_STATUSES = tuple(RunStatus)
-# `generate_latest` writes the classic text format (names escaped to underscores), which
-# prometheus_client itself labels 0.0.4 (its CONTENT_TYPE_LATEST says 1.0.0, a format that
-# allows UTF-8 names and that an older Prometheus server does not take).
-METRICS_CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 SKIP_REASONS = ("queue_full", "busy")
 STEP_DURATION_BOUNDS_S = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
@@ -191,17 +185,3 @@ class DatabaseCollector(Collector):
 
 def _bound(value: float) -> str:
     return repr(float(value))
-
-
-class MetricsResource:
-    """`GET /metrics` (public): the collector's values in the Prometheus text format."""
-
-    public = True
-
-    def __init__(self, deps: Deps):
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(DatabaseCollector(deps.db))
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.content_type = METRICS_CONTENT_TYPE
-        resp.data = generate_latest(self.registry)

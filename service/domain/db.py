@@ -1,5 +1,6 @@
 """The coordinator's database access: a small connection pool, one-transaction blocks, and
-the named queries of `service/sql/queries.sql` (loaded once, called by name)."""
+the named queries of `service/domain/sql/queries.sql` (loaded once, called by name). Only
+`service.domain` runs SQL; the faces (API, console, CLI) call its functions."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import psycopg2
@@ -14,8 +16,8 @@ import psycopg2.extras
 import psycopg2.pool
 
 from ddl import connection_kwargs
+from service.domain.sql import QUERIES
 from service.errors import DatabaseUnavailable
-from service.sql import QUERIES
 
 log = logging.getLogger(__name__)
 
@@ -38,31 +40,6 @@ def fetch_one(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -
 def fetch_all(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -> list[dict]:
     """Every row of the named query."""
     return [dict(r) for r in execute(cur, name, params).fetchall()]
-
-
-def insert_audit(
-    cur: Cursor,
-    *,
-    principal: str,
-    action: str,
-    entity_type: str,
-    entity_id: str,
-    details: Mapping[str, Any] | None = None,
-    trace_id: str | None = None,
-) -> None:
-    """Record who did what to which entity, in the caller's transaction."""
-    execute(
-        cur,
-        "insert_audit",
-        {
-            "principal": principal,
-            "action": action,
-            "entity_type": entity_type,
-            "entity_id": str(entity_id),
-            "details": psycopg2.extras.Json(dict(details or {})),
-            "trace_id": trace_id,
-        },
-    )
 
 
 class Database:
@@ -143,3 +120,13 @@ class Database:
             if self._pool is not None:
                 self._pool.closeall()
                 self._pool = None
+
+
+def check_database(cur: Cursor) -> None:
+    """A trivial statement: raises when the database does not answer (`/health`)."""
+    execute(cur, "check_database")
+
+
+def database_now(cur: Cursor) -> datetime:
+    """The database clock (what leases and deadlines are measured against)."""
+    return execute(cur, "database_now").fetchone()["now"]

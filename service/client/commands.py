@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from dag import RunStatus, StepStatus
-from service import progress
-from service.client import ApiClient, ApiError, ApiUnreachable
+from service.client import watch
+from service.client.http import ApiClient, ApiError, ApiUnreachable
 from service.config import Config
 
 EXIT_USAGE = 2
@@ -52,7 +52,7 @@ def _console() -> Console:
 
 
 def _dispatch(handlers: dict[str, Handler], attr: str) -> Callable[[argparse.Namespace], int]:
-    """A `Subcommand.run` calling `handlers[args.<attr>]` with a client and a console, and
+    """A command's `run` calling `handlers[args.<attr>]` with a client and a console, and
     turning client errors into messages and exit statuses."""
 
     def run(args: argparse.Namespace) -> int:
@@ -238,7 +238,7 @@ def _trigger(args: argparse.Namespace, client: ApiClient, console: Console) -> i
         return EXIT_REFUSED
     if not args.json:
         what = "existing run for this key" if status == 200 else "triggered"
-        print(f"{what}: {progress.run_header(run)} (pipeline {pipeline['name']})")
+        print(f"{what}: {watch.run_header(run)} (pipeline {pipeline['name']})")
     if not args.wait:
         if args.json:
             _print_json(console, run)
@@ -246,15 +246,15 @@ def _trigger(args: argparse.Namespace, client: ApiClient, console: Console) -> i
     final = _follow(client, run["id"], console, quiet=args.json)
     if args.json:
         _print_json(console, final)
-    return progress.exit_status(final)
+    return watch.exit_status(final)
 
 
 def _follow(client: ApiClient, run_id: str, console: Console, *, quiet: bool) -> dict:
     """Watch a run to its end (silently polling when `quiet`); print a closing line."""
     if quiet:
-        return progress.wait(client, run_id)
-    run = progress.watch(client, run_id, console)
-    took = progress.seconds_between(run.get("started_at"), run.get("finished_at"))
+        return watch.wait(client, run_id)
+    run = watch.watch(client, run_id, console)
+    took = watch.seconds_between(run.get("started_at"), run.get("finished_at"))
     print(f"run {run['id']} {run['status']}" + (f" in {took:.1f} s" if took is not None else ""))
     return run
 
@@ -312,12 +312,12 @@ def runs_show(args: argparse.Namespace, client: ApiClient, console: Console) -> 
     if args.json:
         _print_json(console, run)
         return 0
-    progress.print_run(console, run, progress.plan_inputs(client, run))
+    watch.print_run(console, run, watch.plan_inputs(client, run))
     return 0
 
 
 def runs_watch(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
-    return progress.exit_status(_follow(client, args.run, console, quiet=False))
+    return watch.exit_status(_follow(client, args.run, console, quiet=False))
 
 
 def runs_cancel(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
@@ -325,9 +325,9 @@ def runs_cancel(args: argparse.Namespace, client: ApiClient, console: Console) -
     if args.json:
         _print_json(console, run)
     elif run["status"] == RunStatus.CANCELED:
-        print(f"canceled: {progress.run_header(run)}")
+        print(f"canceled: {watch.run_header(run)}")
     else:
-        print(f"cancel requested: {progress.run_header(run)} (stops at the next batch)")
+        print(f"cancel requested: {watch.run_header(run)} (stops at the next batch)")
     return 0
 
 
@@ -342,7 +342,7 @@ def runs_resume(args: argparse.Namespace, client: ApiClient, console: Console) -
         )
         return EXIT_REFUSED
     if not args.json:
-        print(f"resumed: {progress.run_header(run)}")
+        print(f"resumed: {watch.run_header(run)}")
     return 0
 
 
@@ -407,37 +407,22 @@ def schedules_delete(args: argparse.Namespace, client: ApiClient, console: Conso
     return 0
 
 
-# (help, configure, run) of each command, registered into `service.cli.SUBCOMMANDS`.
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] = {
-    "pipelines": (
-        "list, show or apply pipelines (API client)",
-        configure_pipelines,
-        _dispatch(
-            {"list": pipelines_list, "show": pipelines_show, "apply": pipelines_apply},
-            "pipelines_command",
-        ),
-    ),
-    "run": ("trigger a run of PIPELINE (API client)", configure_run, run_trigger),
-    "runs": (
-        "list, show, watch, cancel or resume runs (API client)",
-        configure_runs,
-        _dispatch(
-            {
-                "list": runs_list,
-                "show": runs_show,
-                "watch": runs_watch,
-                "cancel": runs_cancel,
-                "resume": runs_resume,
-            },
-            "runs_command",
-        ),
-    ),
-    "schedules": (
-        "list, add or delete schedules (API client)",
-        configure_schedules,
-        _dispatch(
-            {"list": schedules_list, "add": schedules_add, "delete": schedules_delete},
-            "schedules_command",
-        ),
-    ),
-}
+# The handlers of each command group; `service.cli.main.COMMANDS` names them.
+run_pipelines = _dispatch(
+    {"list": pipelines_list, "show": pipelines_show, "apply": pipelines_apply},
+    "pipelines_command",
+)
+run_runs = _dispatch(
+    {
+        "list": runs_list,
+        "show": runs_show,
+        "watch": runs_watch,
+        "cancel": runs_cancel,
+        "resume": runs_resume,
+    },
+    "runs_command",
+)
+run_schedules = _dispatch(
+    {"list": schedules_list, "add": schedules_add, "delete": schedules_delete},
+    "schedules_command",
+)

@@ -1,40 +1,34 @@
-"""Marshmallow schemas of the REST API: request bodies (load, unknown fields rejected) and
-responses (dump; also the source of the OpenAPI document), plus the conversions around them:
-raw body -> loaded request (`load_body`, `check_plan` for plans), marshmallow errors -> error
-`details` with dotted field paths, and database rows -> the run shape the README documents."""
+"""Marshmallow schemas of the REST API's request bodies (load, unknown fields rejected), shared
+by the API and the console so that a form field and a JSON field go through one validator,
+plus the conversions around them: raw body -> loaded request (`load_body`, `check_plan` for
+plans) and marshmallow errors -> error `details` with dotted field paths."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Iterator, Mapping
-from datetime import UTC
 from decimal import Decimal
 from itertools import accumulate
 from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from dag import RunStatus, StepStatus
+from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag.plan import validate_plan
 from service.errors import InvalidPlan, MalformedJson, UnsupportedMediaType, ValidationFailed
 
+MAX_BODY_BYTES = 1024 * 1024  # of a request body (a console form with a plan too)
 TRIGGER_KEY_MAX = 200
 # A plan nests about 6 levels deep; far deeper JSON is an attack on the recursive decoder
 # and validators (RecursionError), refused before it is decoded.
 MAX_JSON_DEPTH = 32
 _JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
-HH_MM = r"^([01][0-9]|2[0-3]):[0-5][0-9]\Z"  # \Z: "$" would let "02:30\n" through
-
-
-class UtcDateTime(fields.DateTime):
-    """An aware datetime dumped as ISO-8601 UTC with microseconds and a `Z`."""
-
-    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> str | None:
-        if value is None:
-            return None
-        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+HH_MM = r"^([01][0-9]|2[0-3]):[0-5][0-9]\Z"
+UUID_TEXT = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)  # \Z: "$" would let "02:30\n" through
 
 
 # --- requests --------------------------------------------------------------------------------
@@ -85,130 +79,30 @@ class ScheduleCreateSchema(Schema):
 # --- responses -------------------------------------------------------------------------------
 
 
-class ErrorDetailSchema(Schema):
-    field = fields.String()
-    message = fields.String()
-
-
-class ErrorSchema(Schema):
-    code = fields.String()
-    message = fields.String()
-    details = fields.List(fields.Nested(ErrorDetailSchema))
-
-
-class ErrorBodySchema(Schema):
-    """Every 4xx/5xx answer."""
-
-    error = fields.Nested(ErrorSchema)
-
-
-class HealthSchema(Schema):
-    status = fields.String()
-    database = fields.String()
-
-
-class PipelineSchema(Schema):
-    """A pipeline with its current revision number and plan."""
-
-    id = fields.String()
-    name = fields.String()
-    revision = fields.Integer()
-    plan = fields.Raw()
-    created_at = UtcDateTime()
-    updated_at = UtcDateTime()
-
-
-class RevisionSchema(Schema):
-    """An immutable plan snapshot."""
-
-    pipeline_id = fields.String()
-    revision = fields.Integer(attribute="number")
-    plan = fields.Raw()
-    created_by = fields.String()
-    created_at = UtcDateTime()
-
-
-class AttemptSchema(Schema):
-    number = fields.Integer()
-    executor = fields.String(allow_none=True)
-    started_at = UtcDateTime(allow_none=True)
-    finished_at = UtcDateTime(allow_none=True)
-    outcome = fields.String(allow_none=True)
-    error = fields.String(allow_none=True)
-    # The step whose attempt this one ran inside (stage fusion), else null.
-    fused_into = fields.String(allow_none=True)
-
-
-class StepSchema(Schema):
-    """One step of a run: state, attempts, counters, output column types, digests."""
+class PreviewRequestSchema(Schema):
+    """`{"plan"}` (a `name` may ride along, as in `POST /pipelines`) or `{"pipeline_id",
+    "revision"?}` (default: the current revision), plus `records` (1..MAX_RECORDS)."""
 
     name = fields.String()
-    type = fields.String()
-    status = fields.String()
-    attempts = fields.List(fields.Nested(AttemptSchema))
-    records_in = fields.Integer()
-    records_out = fields.Integer()
-    rejected = fields.Integer()
-    columns = fields.Dict(keys=fields.String(), values=fields.String())
-    input_digest = fields.String(allow_none=True)
-    output_digest = fields.String(allow_none=True)
-    checkpoint = fields.Raw(allow_none=True)
-    error = fields.String(allow_none=True)
-    batches = fields.Integer()
-    row_errors = fields.List(fields.Raw())
-    started_at = UtcDateTime(allow_none=True)
-    finished_at = UtcDateTime(allow_none=True)
+    plan = fields.Raw()
+    pipeline_id = fields.String(
+        validate=validate.Regexp(
+            rf"{UUID_TEXT.pattern}\Z", error="must be a UUID (8-4-4-4-12 hex digits)"
+        )
+    )
+    revision = fields.Integer(strict=True, validate=validate.Range(min=1))
+    records = fields.Integer(
+        strict=True, validate=validate.Range(min=1, max=MAX_RECORDS), load_default=DEFAULT_RECORDS
+    )
 
-
-class RunSchema(Schema):
-    """A run with every step (the 429 answer of a skipped trigger has the same fields)."""
-
-    id = fields.String()
-    pipeline_id = fields.String()
-    revision = fields.Integer()
-    status = fields.String()
-    reason = fields.String(allow_none=True)
-    trigger_key = fields.String()
-    trace_id = fields.String()
-    created_at = UtcDateTime()
-    started_at = UtcDateTime(allow_none=True)
-    finished_at = UtcDateTime(allow_none=True)
-    purged_at = UtcDateTime(allow_none=True)  # intermediate outputs purged (retention)
-    queue_position = fields.Integer(allow_none=True)
-    cancel_requested = fields.Boolean()
-    created_by = fields.String()
-    error = fields.String(allow_none=True)
-    steps = fields.List(fields.Nested(StepSchema))
-
-
-class RunSkippedSchema(RunSchema):
-    """A refused trigger or resume (429): the run's fields, `status`/`reason` saying why,
-    and `error` as the error object."""
-
-    error = fields.Nested(ErrorSchema)
-
-
-class ScheduleSchema(Schema):
-    id = fields.String()
-    pipeline_id = fields.String()
-    every_minutes = fields.Integer(allow_none=True)
-    daily_at = fields.String(allow_none=True)
-    anchor_at = UtcDateTime()
-    next_fire_at = UtcDateTime()
-    last_fired_at = UtcDateTime(allow_none=True)
-    last_run_id = fields.String(allow_none=True)
-    created_at = UtcDateTime()
-
-
-class AuditSchema(Schema):
-    id = fields.Integer()
-    principal = fields.String()
-    action = fields.String()
-    entity_type = fields.String()
-    entity_id = fields.String()
-    details = fields.Raw()
-    trace_id = fields.String(allow_none=True)
-    created_at = UtcDateTime()
+    @validates_schema
+    def validate_one_source(self, data: Mapping[str, Any], **kwargs: Any) -> None:
+        if ("plan" in data) == ("pipeline_id" in data):
+            raise ValidationError("give either plan or pipeline_id", "plan")
+        if "revision" in data and "pipeline_id" not in data:
+            raise ValidationError("revision needs pipeline_id", "revision")
+        if "name" in data and "plan" not in data:
+            raise ValidationError("name rides along with a plan only", "name")
 
 
 # --- conversions -----------------------------------------------------------------------------
@@ -346,68 +240,3 @@ def check_plan(plan: Any) -> None:
     if errors:
         details = [{"field": e.field, "message": e.message} for e in errors]
         raise InvalidPlan(f"the plan has {len(errors)} error(s)", details=details)
-
-
-def step_view(row: Mapping[str, Any], attempts: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """A `step_runs` row and its attempts as the API step; `columns` [[name, type], ...]
-    becomes an ordered object."""
-    view = dict(row)
-    view["columns"] = {name: typ for name, typ in (row.get("columns") or [])}
-    view["attempts"] = [dict(a) for a in attempts]
-    return view
-
-
-# The status of the steps of a run that never started: a queued run's steps are pending, a
-# canceled one's canceled, a skipped one's never run.
-_UNSTARTED_STEP_STATUS = {
-    RunStatus.CANCELED: StepStatus.CANCELED,
-    RunStatus.SKIPPED: StepStatus.NOT_RUN,
-}
-
-
-def pending_step_view(
-    step: Mapping[str, Any], run_status: str = RunStatus.QUEUED
-) -> dict[str, Any]:
-    """A plan step of a run that has no step rows (it never started): zero counters."""
-    return {
-        "name": step.get("name"),
-        "type": step.get("type"),
-        "status": _UNSTARTED_STEP_STATUS.get(run_status, StepStatus.PENDING),
-        "attempts": [],
-        "records_in": 0,
-        "records_out": 0,
-        "rejected": 0,
-        "columns": {},
-        "input_digest": None,
-        "output_digest": None,
-        "checkpoint": None,
-        "error": None,
-        "batches": 0,
-        "row_errors": [],
-        "started_at": None,
-        "finished_at": None,
-    }
-
-
-def run_view(
-    run: Mapping[str, Any],
-    step_rows: list[Mapping[str, Any]],
-    attempt_rows: list[Mapping[str, Any]],
-    plan: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """A run row, its step rows (plan order) and attempts (number order) as the contract's
-    run; without step rows the steps come from the revision's `plan`, pending (or
-    canceled / not_run when the run was canceled before it started or skipped)."""
-    by_step: dict[str, list[Mapping[str, Any]]] = {}
-    for a in attempt_rows:
-        by_step.setdefault(a["step_name"], []).append(a)
-    if step_rows:
-        steps = [step_view(s, by_step.get(s["name"], [])) for s in step_rows]
-    else:
-        plan_steps = (plan or {}).get("steps", [])
-        steps = [pending_step_view(s, run["status"]) for s in plan_steps]
-    failed = next((s for s in steps if s["status"] == StepStatus.FAILED), None)
-    view = dict(run)
-    view["steps"] = steps
-    view["error"] = f"step {failed['name']}: {failed['error']}" if failed else None
-    return view

@@ -1,4 +1,4 @@
-"""gunicorn settings for the API (`--config python:service.gunicorn_conf`): its error and
+"""gunicorn settings for the API (`--config python:service.run.gunicorn_conf`): its error and
 access logs become JSON lines like every other process's."""
 
 logconfig_dict = {

@@ -1,5 +1,5 @@
 """The one routes table of the API: every path, the resource serving it and the documentation
-of each operation. `service.app.create_app` registers it and `service.openapi` documents
+of each operation. `service.app.create_app` registers it and `service.api.openapi.spec` documents
 it, so a route is described once. A new route is one `Route(...)` line in `ROUTES`.
 
 Path templates use falcon's syntax (`{pipeline_id:uuid}`); the OpenAPI document derives
@@ -9,17 +9,51 @@ factory is the resource class itself (taking `Deps`), never a lambda hiding them
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import falcon
 
-from service import resources as r
-from service.metrics import METRICS_CONTENT_TYPE, MetricsResource
-from service.openapi import Op, Route, build_spec
-from service.preview_api import PreviewResource
+from service.api import resources as r
+from service.api.metrics import METRICS_CONTENT_TYPE, MetricsResource
+from service.api.openapi.spec import build_spec
+from service.api.preview import PreviewResource
+from service.domain.deps import Deps
 
-if TYPE_CHECKING:
-    from service.deps import Deps
+
+@dataclass(frozen=True)
+class Op:
+    """One operation. `response`/`request` name components of `service.api.openapi.spec.SCHEMAS`
+    (or the preview's and the plan's JSON schemas); `media` is the success answer's media
+    type ("Text" is its component for a text answer). `page`: a list, answering a page of
+    `response` items (`{"items", "next"}`) and taking `limit` and `before`. `also` maps
+    further statuses it answers (beyond the ones derived from auth, body, path and query
+    parameters) to their component (None: no body, "Error": our error body); `query` names
+    parameters of `service.api.openapi.spec.QUERY_PARAMETERS`."""
+
+    summary: str
+    status: int = 200
+    response: str | None = None
+    page: bool = False
+    request: str | None = None
+    body_required: bool = True
+    also: Mapping[int, str | None] = field(default_factory=dict)
+    query: tuple[str, ...] = ()
+    media: str = "application/json"
+
+
+class Route(NamedTuple):
+    """A path template, a factory of its resource (a resource class taking `Deps`), and
+    its operations by lower-case HTTP method."""
+
+    path: str
+    resource: Callable[[Deps], Any]
+    operations: Mapping[str, Op]
+
+
+NO_NUL = r"^[^\u0000]*$"
+
 
 API = "/api/v1"
 PIPELINE = f"{API}/pipelines/{{pipeline_id:uuid}}"

@@ -1,15 +1,19 @@
-"""What the API's resources are built on: the database, the advancer's wake-up, the clock and
-the id generator, injected so that tests control time and ids without monkeypatching."""
+"""What the faces (REST API, console) are built on: the database, the advancer's wake-up,
+the clock and the id generator, injected so that tests control time and ids without
+monkeypatching; and `wake`, the one way a change wakes the dag-advancer after COMMIT."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from service.config import Config
-from service.db import Database
+from service.domain.db import Database
+
+log = logging.getLogger(__name__)
 
 
 def now_utc() -> datetime:
@@ -27,3 +31,12 @@ class Deps:
     now: Callable[[], datetime] = now_utc
     new_id: Callable[[], uuid.UUID] = uuid.uuid4
     config: Config = field(default_factory=Config)  # directories and sandbox of previews
+
+
+def wake(deps: Deps, run: dict) -> None:
+    """Wake the dag-advancer for `run` after COMMIT; the sweep re-sends a lost wake-up, so
+    a failure here is only logged."""
+    try:
+        deps.wake_run(str(run["id"]), run["trace_id"])
+    except Exception:
+        log.exception("could not wake run %s; the sweep will", run["id"])

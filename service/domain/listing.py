@@ -7,8 +7,8 @@ gives the following page. Ties in a timestamp are broken by the row's id, so a w
 every page shows each row exactly once even while new rows arrive (they sort before the
 cursor). A cursor is bound to its kind of list: a runs cursor is refused by the audit list.
 
-The queries live in `service/sql/listing.sql`; items are summaries (no plan, no step
-details), dumped by the schemas below."""
+The queries live in `service/domain/sql/listing.sql`; items are summaries (no plan, no step
+details), dumped by the summary schemas of `service.schemas.responses`."""
 
 from __future__ import annotations
 
@@ -21,28 +21,20 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from marshmallow import Schema, fields
+from marshmallow import Schema
 
 from dag import RunStatus
-from service.db import Cursor
+from service.domain.db import Cursor
+from service.domain.runs import pending_step_view
+from service.domain.sql import LISTING_QUERIES as QUERIES
 from service.errors import ValidationFailed
-from service.schemas import (
-    AuditSchema,
-    RunSchema,
-    ScheduleSchema,
-    UtcDateTime,
-    pending_step_view,
-)
-from service.sql import LISTING_QUERIES as QUERIES
+from service.schemas.requests import UUID_TEXT
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 RUN_STATUSES = tuple(RunStatus)
 
 CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]{1,400}")
-UUID_TEXT = re.compile(
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-)
 # The largest keys PostgreSQL's columns hold: a bigger cursor key is forged (and would make
 # the query fail with an out-of-range error rather than a 400).
 INTEGER_MAX = 2**31 - 1
@@ -264,58 +256,7 @@ def list_audit(
 AUDIT_FILTERS = ("entity_id", "entity_type", "action", "principal")
 
 
-# --- summaries -------------------------------------------------------------------------------
-
-
-class LastRunSchema(Schema):
-    id = fields.String()
-    status = fields.String()
-    created_at = UtcDateTime()
-    finished_at = UtcDateTime(allow_none=True)
-
-
-class PipelineSummarySchema(Schema):
-    """A pipeline in a list: no plan; its step count, last run and schedules instead."""
-
-    id = fields.String()
-    name = fields.String()
-    revision = fields.Integer()
-    steps = fields.Integer(allow_none=True)
-    last_run = fields.Nested(LastRunSchema, allow_none=True)
-    schedules = fields.Integer()
-    next_fire_at = UtcDateTime(allow_none=True)
-    created_at = UtcDateTime()
-    updated_at = UtcDateTime()
-
-
-class RevisionSummarySchema(Schema):
-    """A revision in a list: no plan; its step count."""
-
-    pipeline_id = fields.String()
-    revision = fields.Integer(attribute="number")
-    steps = fields.Integer(allow_none=True)
-    created_by = fields.String()
-    created_at = UtcDateTime()
-
-
-class RunSummarySchema(RunSchema):
-    """A run in a list: the run's fields, step counts by status instead of the steps."""
-
-    pipeline_name = fields.String()
-    steps = fields.Integer()
-    step_counts = fields.Dict(keys=fields.String(), values=fields.Integer())
-    records_out = fields.Integer()
-    rejected = fields.Integer()
-
-
 def page_body(schema: Schema, page: Page) -> dict[str, Any]:
     """`{"items": [...], "next": cursor | null}` with the items dumped by `schema`."""
     rows, next_cursor = page
     return {"items": schema.dump(rows, many=True), "next": next_cursor}
-
-
-PIPELINE_SUMMARY = PipelineSummarySchema()
-REVISION_SUMMARY = RevisionSummarySchema()
-RUN_SUMMARY = RunSummarySchema()
-SCHEDULE_SUMMARY = ScheduleSchema()
-AUDIT_ENTRY = AuditSchema()

@@ -15,8 +15,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from service.auth import Principal, find_principal, hash_token
-from service.db import Cursor, Database, execute, fetch_one, insert_audit
+from service.domain.audit import insert_audit
+from service.domain.db import Cursor, Database, execute, fetch_one
+from service.domain.principals import Principal, find_principal, hash_token
 
 SESSION_COOKIE = "etl_session"
 LOGIN_COOKIE = "etl_login"  # pre-session CSRF token of the sign-in form (double submit)

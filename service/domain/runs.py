@@ -1,5 +1,7 @@
-"""Admission: how runs enter the queue (trigger, schedule fire, resume) and leave it early
-(cancel). Shared by the API and the scheduler; nothing here knows about HTTP.
+"""Runs: how they enter the queue (trigger, schedule fire, resume) and leave it early
+(cancel), and how a run reads (`run_views`: the run with its steps and attempts, the shape the
+REST API and the console show). Shared by the API, the console and the scheduler; nothing
+here knows about HTTP.
 
 Every function works on the caller's cursor, inside the caller's transaction, and writes its
 audit row there. Admissions serialise on one transaction-scoped advisory lock, which makes
@@ -12,12 +14,11 @@ re-sent by the coordinator's sweep, so a failed send is not an error."""
 
 from __future__ import annotations
 
-import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from dag import (
     GLOBAL_ACTIVE_LIMIT,
@@ -26,10 +27,12 @@ from dag import (
     PIPELINE_RUNNING_LIMIT,
     RunStatus,
     SkipReason,
+    StepStatus,
     parse_plan,
     steps_to_rerun,
 )
-from service.db import Cursor, execute, fetch_all, fetch_one, insert_audit
+from service.domain.audit import insert_audit
+from service.domain.db import Cursor, execute, fetch_all, fetch_one
 from service.errors import Conflict, NotFound
 
 ADMISSION_LOCK_KEY = 0x45544C41  # "ETLA": one admission at a time, database-wide
@@ -220,22 +223,6 @@ def resume_run(
     return Admission(outcome, run, reason)
 
 
-def next_fire_at(
-    *, every_minutes: int | None, daily_at: str | None, anchor_at: datetime, now: datetime
-) -> datetime:
-    """The first fire strictly after `now` (aware, UTC): `anchor_at + k * every_minutes`
-    for the smallest k >= 1, or the next `daily_at` ("HH:MM") in UTC."""
-    if every_minutes is not None:
-        period = timedelta(minutes=every_minutes)
-        k = max(1, math.floor((now - anchor_at) / period) + 1)
-        return anchor_at + k * period
-    if daily_at is None:
-        raise ValueError("a schedule needs every_minutes or daily_at")
-    hour, minute = (int(part) for part in daily_at.split(":"))
-    fire = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
-    return fire if fire > now else fire + timedelta(days=1)
-
-
 def _audit_run(
     cur: Cursor,
     principal: str,
@@ -263,3 +250,107 @@ def _audit_run(
         details=details,
         trace_id=run["trace_id"],
     )
+
+
+def get_run_view(cur: Cursor, run_id: str) -> dict:
+    """One run with its steps and attempts; `NotFound` if unknown."""
+    run = get_run(cur, run_id)
+    if run is None:
+        raise NotFound(f"run {run_id} not found")
+    (view,) = run_views(cur, [run])
+    return view
+
+
+def run_views(cur: Cursor, runs: list[dict]) -> list[dict]:
+    """Runs with their steps (from `step_runs`, or the revision's plan while none exist)
+    and attempts, ready for `RunSchema`."""
+    ids = [r["id"] for r in runs]
+    steps: dict[str, list[dict]] = {}
+    for s in fetch_all(cur, "list_step_runs", {"run_ids": ids}):
+        steps.setdefault(s["run_id"], []).append(s)
+    attempts: dict[str, list[dict]] = {}
+    for a in fetch_all(cur, "list_attempts", {"run_ids": ids}):
+        attempts.setdefault(a["run_id"], []).append(a)
+    bare = [r for r in runs if r["id"] not in steps]
+    plans: dict[tuple[str, int], dict] = {}
+    if bare:
+        params = {
+            "pipeline_ids": [r["pipeline_id"] for r in bare],
+            "numbers": [r["revision"] for r in bare],
+        }
+        for p in fetch_all(cur, "get_revision_plans", params):
+            plans[(p["pipeline_id"], p["number"])] = p["plan"]
+    return [
+        run_view(
+            r,
+            steps.get(r["id"], []),
+            attempts.get(r["id"], []),
+            plans.get((r["pipeline_id"], r["revision"])),
+        )
+        for r in runs
+    ]
+
+
+def step_view(row: Mapping[str, Any], attempts: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """A `step_runs` row and its attempts as the API step; `columns` [[name, type], ...]
+    becomes an ordered object."""
+    view = dict(row)
+    view["columns"] = {name: typ for name, typ in (row.get("columns") or [])}
+    view["attempts"] = [dict(a) for a in attempts]
+    return view
+
+
+# The status of the steps of a run that never started: a queued run's steps are pending, a
+# canceled one's canceled, a skipped one's never run.
+_UNSTARTED_STEP_STATUS = {
+    RunStatus.CANCELED: StepStatus.CANCELED,
+    RunStatus.SKIPPED: StepStatus.NOT_RUN,
+}
+
+
+def pending_step_view(
+    step: Mapping[str, Any], run_status: str = RunStatus.QUEUED
+) -> dict[str, Any]:
+    """A plan step of a run that has no step rows (it never started): zero counters."""
+    return {
+        "name": step.get("name"),
+        "type": step.get("type"),
+        "status": _UNSTARTED_STEP_STATUS.get(run_status, StepStatus.PENDING),
+        "attempts": [],
+        "records_in": 0,
+        "records_out": 0,
+        "rejected": 0,
+        "columns": {},
+        "input_digest": None,
+        "output_digest": None,
+        "checkpoint": None,
+        "error": None,
+        "batches": 0,
+        "row_errors": [],
+        "started_at": None,
+        "finished_at": None,
+    }
+
+
+def run_view(
+    run: Mapping[str, Any],
+    step_rows: list[Mapping[str, Any]],
+    attempt_rows: list[Mapping[str, Any]],
+    plan: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """A run row, its step rows (plan order) and attempts (number order) as the contract's
+    run; without step rows the steps come from the revision's `plan`, pending (or
+    canceled / not_run when the run was canceled before it started or skipped)."""
+    by_step: dict[str, list[Mapping[str, Any]]] = {}
+    for a in attempt_rows:
+        by_step.setdefault(a["step_name"], []).append(a)
+    if step_rows:
+        steps = [step_view(s, by_step.get(s["name"], [])) for s in step_rows]
+    else:
+        plan_steps = (plan or {}).get("steps", [])
+        steps = [pending_step_view(s, run["status"]) for s in plan_steps]
+    failed = next((s for s in steps if s["status"] == StepStatus.FAILED), None)
+    view = dict(run)
+    view["steps"] = steps
+    view["error"] = f"step {failed['name']}: {failed['error']}" if failed else None
+    return view

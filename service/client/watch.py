@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dag import RUN_TERMINAL, RunStatus, StepStatus
-from service.client import ApiClient
+from service.client.http import ApiClient
 
 TERMINAL = (*RUN_TERMINAL, RunStatus.SKIPPED)
 # `--wait` / `watch` exit statuses by how the run ended (documented in README.md).

@@ -1,0 +1,149 @@
+"""The plan's JSON schemas in the OpenAPI document (`Plan`, its steps and configs), built from
+the rules of `dag.plan` so that the document and the validator cannot disagree on a name, a
+type or a limit. What a schema cannot say, `dag` still checks (a 400 with field paths)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dag import plan as rules
+from dag.paths import MAX_PATH_BYTES
+from service.api.openapi.shapes import NO_NUL, closed, enum, ref
+
+_TEXT = {"type": "string", "pattern": NO_NUL}
+_NAME = {"type": "string", "minLength": 1, "pattern": NO_NUL}
+_LITERAL = {
+    "oneOf": [
+        _TEXT,
+        {"type": "integer", "minimum": rules.INT64_MIN, "maximum": rules.INT64_MAX},
+        {"type": "null"},
+    ]
+}
+# Relative, no `..` segment, no NUL, not naming a folder; names of at most 255 characters
+# (the byte limit of `dag.plan` is exact for ASCII).
+_SEGMENT = r"[^/\\\u0000]{1,255}"
+_REL_PATH = {
+    "type": "string",
+    "maxLength": MAX_PATH_BYTES,
+    "pattern": (
+        r"^(?![/\\])(?![A-Za-z]:)(?!(.*[/\\])?\.\.([/\\]|$))"
+        rf"([^/\\\u0000]{{0,255}}[/\\])*(?!\.$){_SEGMENT}$"
+    ),
+}
+
+
+def plan_components() -> dict[str, dict[str, Any]]:
+    """JSON schemas of a plan (`Plan`, its steps and configs) from the rules of `dag.plan`.
+    What a schema cannot say (dependencies name existing steps, no cycles,
+    unique names, distinct export paths) `dag` still checks: a 400 with field paths."""
+    step_name = {"type": "string", "pattern": f"^{rules.STEP_NAME_RE.pattern}$"}
+    retry = closed(
+        {"max_attempts": {"type": "integer", "minimum": 1, "maximum": rules.MAX_ATTEMPTS}}, []
+    )
+    configs = {
+        "ingest": _ingest_config(),
+        "transform": {"oneOf": list(_transform_ops().values())},
+        "export": _export_config(),
+    }
+    steps = {}
+    for kind in rules.STEP_TYPES:
+        depends_on = {"type": "array", "uniqueItems": True, "items": step_name}
+        depends_on.update({"maxItems": 0} if kind == "ingest" else {"minItems": 1})
+        steps[f"{kind.capitalize()}Step"] = closed(
+            {
+                "name": step_name,
+                "type": enum([kind]),
+                "config": configs[kind],
+                "depends_on": depends_on,
+                "retry": retry,
+            },
+            ["name", "type", "config"],
+        )
+    plan = closed(
+        {
+            "on_failure": enum(rules.ON_FAILURE_POLICIES),
+            "on_row_error": enum(rules.ON_ROW_ERROR_MODES),
+            "steps": {
+                "type": "array",
+                "minItems": rules.MIN_STEPS,
+                "maxItems": rules.MAX_STEPS,
+                "items": {"oneOf": [ref(name) for name in steps]},
+            },
+        },
+        ["steps"],
+    )
+    plan["description"] = (
+        "A DAG of steps (docs/plan-format.md). Beyond this schema the API checks that dependencies"
+        " name other steps of the plan, without cycles, that step names are unique and that"
+        " file exports do not write the same path or under one another (400)."
+    )
+    return {"Plan": plan, **steps}
+
+
+def _ingest_config() -> dict[str, Any]:
+    """A file ingest (a delimiter only with the csv format, the default) or a table's."""
+    columns = {
+        "type": "object",
+        "propertyNames": {"minLength": 1, "pattern": NO_NUL},
+        "additionalProperties": enum(rules.COLUMN_TYPES),
+    }
+    delimiter = {"type": "string", "minLength": 1, "maxLength": 1, "not": enum(['"', "\r", "\n"])}
+    file_ingest = closed(
+        {
+            "source": enum(["file"]),
+            "path": _REL_PATH,
+            "format": enum(rules.INGEST_FORMATS),
+            "columns": columns,
+            "delimiter": delimiter,
+        },
+        ["source", "path"],
+    )
+    file_ingest["anyOf"] = [
+        {"properties": {"format": enum(["csv"])}},
+        {"not": {"required": ["delimiter"]}},
+    ]
+    table_ingest = closed({"source": enum(["table"]), "table": _NAME}, ["source", "table"])
+    return {"oneOf": [file_ingest, table_ingest]}
+
+
+def _transform_ops() -> dict[str, dict[str, Any]]:
+    """Each transform op's config, by op."""
+    names = {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME}
+    mapping = {
+        "type": "object",
+        "propertyNames": {"pattern": NO_NUL},
+        "additionalProperties": _LITERAL,
+    }
+    group_by = {
+        "type": "array",
+        "uniqueItems": True,
+        "items": {**_NAME, "not": enum(rules.AGGREGATE_OUTPUTS)},
+    }
+    ops = {
+        "trim": ({"columns": names}, ["columns"]),
+        "normalize_whitespace": ({"columns": names}, ["columns"]),
+        "map": (
+            {"column": _NAME, "mapping": mapping, "into": _NAME, "default": _LITERAL},
+            ["column", "mapping"],
+        ),
+        "filter_eq": ({"column": _NAME, "value": _LITERAL}, ["column", "value"]),
+        "parse_date": ({"column": _NAME}, ["column"]),
+        "aggregate": ({"column": _NAME, "group_by": group_by}, ["column"]),
+    }
+    return {
+        op: closed({"op": enum([op]), **ops[op][0]}, ["op", *ops[op][1]])
+        for op in rules.TRANSFORM_OPS
+    }
+
+
+def _export_config() -> dict[str, Any]:
+    """A file export or a sandbox table export."""
+    table = {"type": "string", "pattern": f"^{rules.EXPORT_TABLE_RE.pattern}$"}
+    file_export = closed(
+        {"target": enum(["file"]), "path": _REL_PATH, "format": enum(rules.EXPORT_FORMATS)},
+        ["target", "path"],
+    )
+    table_export = closed(
+        {"target": enum(["table"]), "table": table, "key": _NAME}, ["target", "table"]
+    )
+    return {"oneOf": [file_export, table_export]}

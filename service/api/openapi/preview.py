@@ -1,0 +1,104 @@
+"""The preview answer's JSON schemas in the OpenAPI document (`Preview`, `PreviewStep`), built
+from the bounds of `actors.preview` (sample rows, row errors, records)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.preview import MAX_RECORDS, MAX_ROW_ERRORS, SAMPLE_ROWS
+from dag import StepStatus
+from dag import plan as rules
+from service.api.openapi.shapes import always, enum, nullable, ref
+
+_TEXT = {"type": "string"}
+_PREVIEW_VALUE = {"type": ["integer", "string", "null"]}
+_PREVIEW_ROWS = {
+    "type": "array",
+    "maxItems": SAMPLE_ROWS,
+    "items": {"type": "object", "additionalProperties": _PREVIEW_VALUE},
+}
+_COLUMN_TYPES = {"type": "object", "additionalProperties": enum(rules.COLUMN_TYPES)}
+
+
+def _preview_source() -> dict[str, Any]:
+    """Where a previewed ingest read: a file, or a sandbox table (read-only)."""
+    file = {"source": enum(["file"]), "path": _TEXT, "format": enum(rules.INGEST_FORMATS)}
+    table = {"source": enum(["table"]), "table": _TEXT, "read_only": {"const": True}}
+    return {"oneOf": [always(file), always({**table, "note": _TEXT})]}
+
+
+def _preview_export() -> dict[str, Any]:
+    """What a previewed export would write: a file's first lines or a table's first rows."""
+    file = {
+        "target": enum(["file"]),
+        "path": _TEXT,
+        "format": enum(rules.EXPORT_FORMATS),
+        "columns": _COLUMN_TYPES,
+        "rows": _PREVIEW_ROWS,
+        "text": _TEXT,
+    }
+    table = {
+        "target": enum(["table"]),
+        "table": _TEXT,
+        "key": nullable(_TEXT),
+        "columns": {"type": "object", "additionalProperties": _TEXT},
+        "rows": _PREVIEW_ROWS,
+        "note": _TEXT,
+    }
+    return {"oneOf": [always(file), always(table)]}
+
+
+def preview_components() -> dict[str, dict[str, Any]]:
+    """JSON schemas of the preview answer (`actors.preview.PlanPreview.as_dict`)."""
+    count, text, column_types, rows = (
+        {"type": "integer", "minimum": 0},
+        _TEXT,
+        _COLUMN_TYPES,
+        _PREVIEW_ROWS,
+    )
+    row_error = always(
+        {
+            "line": nullable({"type": "integer", "minimum": 1}),
+            "record": nullable({"type": "integer", "minimum": 1}),
+            "column": nullable(text),
+            "reason": text,
+            "raw": {},
+        }
+    )
+    source, export = _preview_source(), _preview_export()
+    step = always(
+        {
+            "name": text,
+            "type": enum(rules.STEP_TYPES),
+            "status": enum(["ok", StepStatus.FAILED, StepStatus.UPSTREAM_FAILED]),
+            "error": nullable(text),
+            "columns": nullable(column_types),
+            "inferred": {"type": "object", "additionalProperties": text},
+            "records_in": count,
+            "records_out": count,
+            "rejected": count,
+            "sample": rows,
+            "row_errors": {"type": "array", "maxItems": MAX_ROW_ERRORS, "items": row_error},
+            "row_errors_total": count,
+            "warnings": {"type": "array", "items": always({"code": text, "message": text})},
+            "source": nullable(source),
+            "export": nullable(export),
+        }
+    )
+    step["description"] = (
+        "One step: ok, failed (error says why) or upstream_failed (not run); at most"
+        f" {SAMPLE_ROWS} sample records and {MAX_ROW_ERRORS} row errors (row_errors_total"
+        " counts them all); source for an ingest, export (what it would write) for an export"
+    )
+    preview = always(
+        {
+            "records": {"type": "integer", "minimum": 1, "maximum": MAX_RECORDS},
+            "on_row_error": enum(rules.ON_ROW_ERROR_MODES),
+            "on_failure": enum(rules.ON_FAILURE_POLICIES),
+            "ok": {"type": "boolean"},
+            "writes": text,
+            "steps": {"type": "array", "items": ref("PreviewStep")},
+        }
+    )
+    preview["description"] = "Every step of the plan in execution order; nothing is written"
+    return {"Preview": preview, "PreviewStep": step}

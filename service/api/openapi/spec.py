@@ -1,0 +1,263 @@
+"""The OpenAPI document of the REST API (`GET /api/v1/openapi.json`): apispec renders the
+marshmallow schemas, `build_spec` documents every operation of a routes table (see
+`service.api.routes`), and the plan and the preview answer are typed by JSON schemas built from
+the rules of `dag.plan` and `actors.preview`.
+
+Each operation lists every status it can answer: its success status(es), 401 and 403 from
+the resource's roles, 400/411/413/415 for a body, 404 for path parameters, 400 for query
+parameters, 503 when the database is down, and what the route adds (409, 412, 429 ...).
+A list operation (`Op(page=True)`) answers a page envelope `{"items", "next"}` of its
+summary component and takes `limit` and `before` (`service.domain.listing`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from apispec import APISpec
+from apispec.ext.marshmallow import MarshmallowPlugin
+
+from actors.preview import MAX_RECORDS
+from dag import RunStatus, StepStatus
+from service.api.openapi.plan import plan_components
+from service.api.openapi.preview import preview_components
+from service.api.openapi.shapes import NO_NUL, closed, enum, ref
+from service.domain import listing
+from service.domain.principals import READ
+from service.schemas import requests, responses
+
+if TYPE_CHECKING:
+    from service.api.routes import Op, Route
+
+SCHEMAS = {
+    "ErrorDetail": responses.ErrorDetailSchema,
+    "ErrorInfo": responses.ErrorSchema,
+    "Error": responses.ErrorBodySchema,
+    "PipelineCreate": requests.PipelineCreateSchema,
+    "PipelinePatch": requests.PipelinePatchSchema,
+    "RunTrigger": requests.RunTriggerSchema,
+    "ScheduleCreate": requests.ScheduleCreateSchema,
+    "EmptyBody": requests.EmptyBodySchema,
+    "Pipeline": responses.PipelineSchema,
+    "Revision": responses.RevisionSchema,
+    "Attempt": responses.AttemptSchema,
+    "Step": responses.StepSchema,
+    "Run": responses.RunSchema,
+    "RunSkipped": responses.RunSkippedSchema,
+    "Schedule": responses.ScheduleSchema,
+    "Audit": responses.AuditSchema,
+    "Health": responses.HealthSchema,
+    "LastRun": responses.LastRunSchema,
+    "PipelineSummary": responses.PipelineSummarySchema,
+    "RevisionSummary": responses.RevisionSummarySchema,
+    "RunSummary": responses.RunSummarySchema,
+    "PreviewRequest": requests.PreviewRequestSchema,
+}
+# The items of each list (`Op.page`): `<name>Page` components are built from them.
+PAGE_ITEMS = ("PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Audit")
+
+
+_UUID = requests.UUID_TEXT.pattern
+_CURSOR = rf"^{listing.CURSOR_TEXT.pattern}$"
+# One run status or several, comma-separated; blanks and spaces around them are ignored
+# (`service.domain.listing.parse_statuses`).
+_STATUS = "(?:{})".format("|".join(RunStatus))
+_STATUSES = rf"^(?:[ \t]*,)*[ \t]*{_STATUS}[ \t]*(?:,[ \t]*(?:{_STATUS}[ \t]*)?)*$"
+
+
+def _exact(description: str) -> dict[str, Any]:
+    return {"description": description, "schema": {"type": "string", "pattern": NO_NUL}}
+
+
+QUERY_PARAMETERS: dict[str, dict[str, Any]] = {
+    "limit": {
+        "description": f"page size (at most {listing.MAX_LIMIT})",
+        "schema": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": listing.MAX_LIMIT,
+            "default": listing.DEFAULT_LIMIT,
+        },
+    },
+    "before": {
+        "description": "the `next` of the previous page (an opaque cursor of this list)",
+        "schema": {"type": "string", "pattern": _CURSOR},
+    },
+    "name": _exact("only the pipeline of this exact name"),
+    "status": {
+        "description": "only runs of this status, or of these comma-separated statuses"
+        f" ({', '.join(RunStatus)})",
+        "schema": {"type": "string", "pattern": _STATUSES},
+    },
+    "pipeline_id": {
+        "description": "only runs of this pipeline",
+        "schema": {"type": "string", "format": "uuid", "pattern": f"^{_UUID}$"},
+    },
+    "entity_id": _exact("only entries about the entity of this id"),
+    "entity_type": _exact("only entries about entities of this type (pipeline, run, ...)"),
+    "action": _exact("only entries of this action (pipeline.create, run.trigger, ...)"),
+    "principal": _exact("only entries by this principal"),
+}
+
+_CONVERTERS = {
+    "uuid": {"type": "string", "format": "uuid"},
+    "int": {"type": "integer", "minimum": 1},
+}
+_FIELD = re.compile(r"\{(\w+)(?::(\w+)(?:\([^)]*\))?)?\}")
+_STATUS_TEXT = {
+    400: "invalid request (field paths in details)",
+    401: "no or unknown bearer token",
+    403: "the role may not make this call",
+    404: "no such resource",
+    409: "conflicts with the current state",
+    411: "a chunked body this server cannot read",
+    412: "If-Match names another revision",
+    413: "body over 1 MiB",
+    415: "body not application/json",
+    429: "refused by the admission limits",
+    503: "the database is unavailable",
+}
+
+
+def openapi_path(template: str) -> tuple[str, list[dict[str, Any]]]:
+    """A falcon path template as an OpenAPI path and its path parameters."""
+    parameters = []
+    for name, converter in _FIELD.findall(template):
+        schema = _CONVERTERS.get(converter, {"type": "string"})
+        parameters.append({"name": name, "in": "path", "required": True, "schema": schema})
+    return _FIELD.sub(r"{\1}", template), parameters
+
+
+def build_spec(routes: Iterable[Route]) -> dict[str, Any]:
+    """The OpenAPI 3 document of `routes` as a JSON-able dict."""
+    spec = APISpec(
+        title="ETL pipeline platform",
+        version="1",
+        openapi_version="3.1.0",
+        plugins=[MarshmallowPlugin()],
+    )
+    spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
+    for name, schema in SCHEMAS.items():
+        spec.components.schema(name, schema=schema)
+    for route in routes:
+        path, parameters = openapi_path(route.path)
+        operations = {
+            method: _operation(route.resource, method, op, parameters)
+            for method, op in route.operations.items()
+        }
+        spec.path(path=path, operations=operations)
+    doc = spec.to_dict()
+    _refine_components(doc["components"]["schemas"])
+    return doc
+
+
+def _operation(resource: Any, method: str, op: Op, parameters: list) -> dict[str, Any]:
+    public = getattr(resource, "public", False)
+    roles = getattr(resource, "roles", {}).get(method.upper(), READ)
+    who = "anyone" if public else ", ".join(sorted(r.removeprefix("pipeline_") for r in roles))
+    success = f"{op.response}Page" if op.page else op.response
+    answers: dict[int, str | None] = {op.status: success, **op.also}
+    if not public:
+        answers.update({401: "Error", 503: "Error"})
+        if set(roles) != set(READ):
+            answers[403] = "Error"
+    if op.request:
+        answers.update({400: "Error", 411: "Error", 413: "Error", 415: "Error"})
+    if parameters:
+        answers[404] = "Error"
+    names = op.query + (("limit", "before") if op.page else ())
+    if names:
+        answers[400] = "Error"
+    out: dict[str, Any] = {"summary": f"{op.summary} [{who}]", "responses": {}}
+    if not public:
+        out["security"] = [{"bearer": []}]
+    query = [{"name": q, "in": "query", **QUERY_PARAMETERS[q]} for q in names]
+    if parameters or query:
+        out["parameters"] = parameters + query
+    if op.request:
+        content = {"application/json": {"schema": ref(op.request)}}
+        out["requestBody"] = {"required": op.body_required, "content": content}
+    for status in sorted(answers):
+        component = answers[status]
+        text = op.summary if status < 300 else _STATUS_TEXT.get(status, "error")
+        answer: dict[str, Any] = {"description": text}
+        if component:
+            media = op.media if status == op.status else "application/json"
+            answer["content"] = {media: {"schema": ref(component)}}
+        out["responses"][str(status)] = answer
+    return out
+
+
+def _page(item: str) -> dict[str, Any]:
+    """The envelope of a list: up to `MAX_LIMIT` items, the cursor of the next page."""
+    return {
+        "description": f"One page of {item} items, newest first; `next` is null on the last",
+        **closed(
+            {
+                "items": {"type": "array", "maxItems": listing.MAX_LIMIT, "items": ref(item)},
+                "next": {"type": ["string", "null"], "pattern": _CURSOR},
+            },
+            ["items", "next"],
+        ),
+    }
+
+
+def _refine_components(components: dict[str, Any]) -> None:
+    """What marshmallow cannot say: the plan's shape, exactly one of two schedule kinds,
+    strings without NUL, and an error shape whose fields are always there."""
+    components.update(plan_components())
+    for name in ("PipelineCreate", "PipelinePatch"):
+        components[name]["properties"]["plan"] = ref("Plan")
+    for name in ("Pipeline", "Revision"):
+        components[name]["properties"]["plan"] = ref("Plan")
+    components["PipelineCreate"]["properties"]["name"]["pattern"] = NO_NUL
+    components["RunTrigger"]["properties"]["trigger_key"]["pattern"] = NO_NUL
+    every, daily = (
+        components["ScheduleCreate"]["properties"][k] for k in ("every_minutes", "daily_at")
+    )
+    daily["pattern"] = daily["pattern"].replace(r"\Z", "$")  # JSON schema regexes know no \Z
+    components["ScheduleCreate"] = {
+        "description": "exactly one of every_minutes (5..1440) or daily_at (HH:MM, UTC)",
+        "oneOf": [
+            closed({"every_minutes": every}, ["every_minutes"]),
+            closed({"daily_at": daily}, ["daily_at"]),
+        ],
+    }
+    for name in ("ErrorDetail", "ErrorInfo", "Error"):
+        components[name]["required"] = list(components[name]["properties"])
+    _refine_lists(components)
+    _refine_preview_request(components)
+    components.update(preview_components())
+
+
+def _refine_lists(components: dict[str, Any]) -> None:
+    """Page envelopes; every field of a list item is always there; statuses are enums."""
+    for name in ("LastRun", *PAGE_ITEMS):
+        components[name]["required"] = list(components[name]["properties"])
+    for name in ("LastRun", "RunSummary"):
+        components[name]["properties"]["status"]["enum"] = [str(s) for s in RunStatus]
+    counts = components["RunSummary"]["properties"]["step_counts"]
+    counts["propertyNames"] = enum(StepStatus)
+    counts["additionalProperties"] = {"type": "integer", "minimum": 1}
+    for name in PAGE_ITEMS:
+        components[f"{name}Page"] = _page(name)
+
+
+def _refine_preview_request(components: dict[str, Any]) -> None:
+    """Exactly one of a plan (with its name riding along) or a saved pipeline."""
+    fields = components["PreviewRequest"]["properties"]
+    records = fields["records"]
+    name = {**fields["name"], "pattern": NO_NUL}
+    pipeline_id = {**fields["pipeline_id"], "format": "uuid", "pattern": f"^{_UUID}$"}
+    components["PreviewRequest"] = {
+        "description": "exactly one of plan (a name may ride along) or pipeline_id (revision:"
+        f" default the current one); records: 1..{MAX_RECORDS} per ingest",
+        "oneOf": [
+            closed({"plan": ref("Plan"), "name": name, "records": records}, ["plan"]),
+            closed(
+                {"pipeline_id": pipeline_id, "revision": fields["revision"], "records": records},
+                ["pipeline_id"],
+            ),
+        ],
+    }

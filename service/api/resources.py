@@ -1,0 +1,291 @@
+"""Falcon resources of the REST API (README.md): thin faces over `service.domain`. Each
+declares the roles allowed per HTTP method (enforced by `service.api.auth.AuthMiddleware`),
+reads its body through `read_json` (413, 415, 400 in that order), calls the domain in one
+transaction, dumps with `service.schemas.responses` and wakes the dag-advancer after COMMIT.
+Run answers carry the run's trace id as `X-Trace-Id`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import falcon
+
+from service.api.bodies import page_params, read_json
+from service.domain import listing, pipelines, schedules
+from service.domain.audit import audit_change
+from service.domain.db import Cursor, check_database
+from service.domain.deps import Deps, wake
+from service.domain.principals import ADMIN_ONLY, OPERATE, READ
+from service.domain.runs import (
+    SKIP_MESSAGES,
+    Admission,
+    AdmissionOutcome,
+    Cancellation,
+    admit_run,
+    cancel_run,
+    get_run_view,
+    resume_run,
+    run_views,
+)
+from service.schemas import requests, responses
+
+log = logging.getLogger(__name__)
+
+
+def answer_run(resp: falcon.Response, status: int, view: dict, extra: dict | None = None) -> None:
+    """Answer with one run (plus `extra` top-level fields) and its `X-Trace-Id`."""
+    resp.status = status
+    resp.media = {**responses.RUN.dump(view), **(extra or {})}
+    resp.set_header("X-Trace-Id", view["trace_id"])
+
+
+class Resource:
+    """Base of the API's resources: the dependencies, the audit row of a change, and the
+    advancer's wake-up after COMMIT. Subclasses declare `roles` per HTTP method."""
+
+    def __init__(self, deps: Deps):
+        self.deps = deps
+
+    def audit(self, cur: Cursor, req: falcon.Request, action: str, entity: str, **kw: Any) -> None:
+        """An audit row for `action` on `entity` ("type:id") by the caller."""
+        principal = req.context.principal.name
+        audit_change(cur, principal, action, entity, req.context.request_id, **kw)
+
+    def wake(self, run: dict) -> None:
+        """Wake the dag-advancer for `run` (see `service.domain.deps.wake`)."""
+        wake(self.deps, run)
+
+
+class HealthResource(Resource):
+    public = True
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        try:
+            with self.deps.db.transaction() as cur:
+                check_database(cur)
+        except Exception as exc:
+            log.warning("health check: database unavailable: %s", exc)
+            resp.status = 503
+            resp.media = {"status": "error", "database": "unavailable"}
+            return
+        resp.media = {"status": "ok", "database": "ok"}
+
+
+class PipelinesResource(Resource):
+    roles = {"GET": READ, "POST": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        name = req.get_param("name")
+        with self.deps.db.transaction() as cur:
+            page = listing.list_pipelines(cur, name=name, **page_params(req))
+        resp.media = listing.page_body(responses.PIPELINE_SUMMARY, page)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, requests.PipelineCreateSchema())
+        pipeline_id, who = str(self.deps.new_id()), req.context.principal.name
+        with self.deps.db.transaction() as cur:
+            row = pipelines.create_pipeline(
+                cur, pipeline_id, body["name"], body["plan"], who, request_id=req.context.request_id
+            )
+        resp.status = 201
+        resp.location = f"{req.path}/{pipeline_id}"
+        resp.etag = f'"{row["revision"]}"'
+        resp.media = responses.PIPELINE.dump(row)
+
+
+class PipelineResource(Resource):
+    roles = {"GET": READ, "PATCH": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            row = pipelines.get_pipeline(cur, str(pipeline_id))
+        resp.etag = f'"{row["revision"]}"'
+        resp.media = responses.PIPELINE.dump(row)
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        body = read_json(req, requests.PipelinePatchSchema())
+        with self.deps.db.transaction() as cur:
+            row = pipelines.update_plan(
+                cur,
+                str(pipeline_id),
+                body["plan"],
+                req.context.principal.name,
+                if_match=req.get_header("If-Match"),
+                request_id=req.context.request_id,
+            )
+        resp.etag = f'"{row["revision"]}"'
+        resp.media = responses.PIPELINE.dump(row)
+
+
+class RevisionsResource(Resource):
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            pipelines.get_pipeline(cur, str(pipeline_id))
+            page = listing.list_revisions(cur, pipeline_id=str(pipeline_id), **page_params(req))
+        resp.media = listing.page_body(responses.REVISION_SUMMARY, page)
+
+
+class RevisionResource(Resource):
+    roles = {"GET": READ}
+
+    def on_get(
+        self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, number: int
+    ) -> None:
+        with self.deps.db.transaction() as cur:
+            row = pipelines.get_revision(cur, str(pipeline_id), number)
+        resp.media = responses.REVISION.dump(row)
+
+
+class PipelineRunsResource(Resource):
+    roles = {"GET": READ, "POST": OPERATE}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        params = page_params(req)
+        status = req.get_param("status")
+        with self.deps.db.transaction() as cur:
+            pipelines.get_pipeline(cur, str(pipeline_id))
+            page = listing.list_runs(cur, status=status, pipeline_id=str(pipeline_id), **params)
+        resp.media = listing.page_body(responses.RUN_SUMMARY, page)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        body = read_json(req, requests.RunTriggerSchema(), optional=True)
+        key = body.get("trigger_key") or f"manual:{self.deps.new_id()}"
+        with self.deps.db.transaction() as cur:
+            admission = admit_run(
+                cur,
+                str(pipeline_id),
+                key,
+                req.context.principal.name,
+                new_id=self.deps.new_id,
+                request_id=req.context.request_id,
+            )
+            (view,) = run_views(cur, [admission.run])
+        if admission.needs_wake:
+            self.wake(admission.run)
+        status = _TRIGGER_STATUS[admission.outcome]
+        skipped = admission.outcome == AdmissionOutcome.SKIPPED
+        extra = {"error": _refusal(admission)} if skipped else None
+        answer_run(resp, status, view, extra)
+
+
+_TRIGGER_STATUS = {
+    AdmissionOutcome.CREATED: 201,
+    AdmissionOutcome.EXISTING: 200,
+    AdmissionOutcome.SKIPPED: 429,
+}
+
+
+def _refusal(admission: Admission) -> dict:
+    message = SKIP_MESSAGES.get(admission.reason or "", "refused")
+    return {"code": admission.reason, "message": message, "details": []}
+
+
+class RunsResource(Resource):
+    """`GET /runs?status=&pipeline_id=`: every pipeline's runs, newest first."""
+
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        status, pipeline_id = req.get_param("status"), req.get_param("pipeline_id")
+        with self.deps.db.transaction() as cur:
+            page = listing.list_runs(
+                cur, status=status, pipeline_id=pipeline_id, **page_params(req)
+            )
+        resp.media = listing.page_body(responses.RUN_SUMMARY, page)
+
+
+class RunResource(Resource):
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            view = get_run_view(cur, str(run_id))
+        answer_run(resp, 200, view)
+
+
+class _RunAction(Resource):
+    """POST /runs/{id}/cancel and /runs/{id}/resume: one path, only `act` differs. A change
+    answers 202; a resume the limits refuse answers 429 with the run (it stays failed)."""
+
+    roles = {"POST": OPERATE}
+    act: Callable[..., Admission | Cancellation]
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
+        read_json(req, requests.EmptyBodySchema(), optional=True)
+        with self.deps.db.transaction() as cur:
+            change = self.act(
+                cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
+            )
+            (view,) = run_views(cur, [change.run])
+        if change.needs_wake:
+            self.wake(change.run)
+        if change.outcome == AdmissionOutcome.REFUSED:
+            extra = {"error": _refusal(change), "reason": change.reason}
+            answer_run(resp, 429, view, extra)
+        else:
+            answer_run(resp, 202, view)
+
+
+class RunCancelResource(_RunAction):
+    act = staticmethod(cancel_run)
+
+
+class RunResumeResource(_RunAction):
+    act = staticmethod(resume_run)
+
+
+class SchedulesResource(Resource):
+    roles = {"GET": READ, "POST": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            pipelines.get_pipeline(cur, str(pipeline_id))
+            page = listing.list_schedules(cur, pipeline_id=str(pipeline_id), **page_params(req))
+        resp.media = listing.page_body(responses.SCHEDULE_SUMMARY, page)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        body = read_json(req, requests.ScheduleCreateSchema())
+        with self.deps.db.transaction() as cur:
+            row = schedules.create_schedule(
+                cur,
+                str(pipeline_id),
+                body,
+                req.context.principal.name,
+                schedule_id=str(self.deps.new_id()),
+                now=self.deps.now(),
+                request_id=req.context.request_id,
+            )
+        resp.status = 201
+        resp.location = f"{req.path}/{row['id']}"
+        resp.media = responses.SCHEDULE.dump(row)
+
+
+class ScheduleResource(Resource):
+    roles = {"DELETE": ADMIN_ONLY}
+
+    def on_delete(
+        self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, schedule_id: Any
+    ) -> None:
+        with self.deps.db.transaction() as cur:
+            schedules.delete_schedule(
+                cur,
+                str(pipeline_id),
+                str(schedule_id),
+                req.context.principal.name,
+                request_id=req.context.request_id,
+            )
+        resp.status = 204
+
+
+class AuditResource(Resource):
+    roles = {"GET": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        filters = {name: req.get_param(name) for name in listing.AUDIT_FILTERS}
+        with self.deps.db.transaction() as cur:
+            page = listing.list_audit(cur, filters=filters, **page_params(req))
+        resp.media = listing.page_body(responses.AUDIT_ENTRY, page)

@@ -1,0 +1,97 @@
+"""The commands that start the platform's processes: `etl api`, `etl coordinator`, `etl
+executor`, `etl up`, and the one-shot `etl purge` and `etl drill`. Each only loads the
+configuration and hands over to `service.run`."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+import ddl
+from service.config import Config
+from service.run import coordinator, executor, purge, supervisor
+from service.run.gunicorn import gunicorn_argv
+
+
+def run_api(args: argparse.Namespace) -> int:
+    """Replace this process with gunicorn serving the API (signals reach it directly)."""
+    argv = gunicorn_argv(Config.from_env())
+    sys.stdout.flush()
+    os.execv(argv[0], argv)
+    return 1  # not reached
+
+
+def run_coordinator(args: argparse.Namespace) -> int:
+    """API (gunicorn) + dag-advancer worker + scheduler + sweep, until SIGTERM."""
+    from service.scheduler import build_scheduler  # the coordinator's alone (apscheduler)
+
+    cfg = Config.from_env()
+    return coordinator.run_coordinator(cfg, gunicorn_argv(cfg), scheduler_factory=build_scheduler)
+
+
+def configure_executor(parser: argparse.ArgumentParser) -> None:
+    # The name is the lease identity: a restarted executor takes over its own name's leases
+    # at once, so two live executors must never share one. The default is unique per process.
+    parser.add_argument(
+        "--name",
+        default=f"executor-{os.getpid()}",
+        help="executor name, unique among live executors (default: executor-<pid>)",
+    )
+
+
+def run_executor(args: argparse.Namespace) -> int:
+    """One executor process running step attempts, until SIGTERM."""
+    return executor.run_executor(Config.from_env(), args.name)
+
+
+def configure_purge(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--older-than-days",
+        type=float,
+        default=None,
+        metavar="DAYS",
+        help="purge runs that finished at least DAYS ago (default: ETL_RETENTION_DAYS, 7);"
+        " 0 purges every finished run",
+    )
+
+
+def run_purge(args: argparse.Namespace) -> int:
+    """Purge the intermediate outputs of finished runs (see actors/purge.py) now."""
+    cfg = Config.from_env()
+    days = cfg.retention_days if args.older_than_days is None else args.older_than_days
+    if not 0 <= days < math.inf:  # also refuses nan
+        print("error: --older-than-days must be a finite number >= 0", file=sys.stderr)
+        return 2
+    conn = ddl.connect(cfg.database_url, "etl-purge")
+    try:
+        report = purge.purge_runs(cfg, conn, older_than_days=days, limit=None)
+    finally:
+        conn.close()
+    print(
+        f"purged {len(report.runs)} run(s) finished at least {days:g} day(s) ago:"
+        f" {report.batches} output batch(es), {report.staging_tables} staging table(s),"
+        f" {report.stages} chunk folder(s)"
+    )
+    return 0
+
+
+def configure_drill(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "args", nargs=argparse.REMAINDER, help="NAME [options]: see `etl drill -- --help`"
+    )
+
+
+def run_drill(args: argparse.Namespace) -> int:
+    """Hand over to `python -m drills.scenarios`: the drills drive the platform from outside
+    (they sit above `service`), so the CLI starts them instead of importing them."""
+    rest = [a for a in args.args if a != "--"] or ["--help"]
+    argv = [sys.executable, "-m", "drills.scenarios", *rest]
+    os.execv(sys.executable, argv)
+    return 0  # not reached
+
+
+def run_up(args: argparse.Namespace) -> int:
+    """Coordinator + executor-1 + executor-2 in the foreground; restarts dead children."""
+    return supervisor.run_up()

@@ -1,0 +1,115 @@
+"""Pipelines and their revisions: a pipeline is a name and a current revision; every change of
+its plan is a new numbered revision, and runs keep the revision they were triggered with.
+
+Every function takes the caller's cursor and runs inside the caller's transaction, writing
+its audit row there. A plan change locks the pipeline row first (the advancer's lock too), so
+two changes never get the same number. Plans are checked by
+`service.schemas.requests.check_plan` before they are stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg2.extras
+
+from service.domain.audit import audit_change
+from service.domain.db import Cursor, execute, fetch_all, fetch_one
+from service.errors import Conflict, NotFound, PreconditionFailed
+from service.schemas.requests import check_plan
+
+
+def get_pipeline(cur: Cursor, pipeline_id: str) -> dict:
+    """The pipeline with its current plan; `NotFound` if unknown."""
+    row = fetch_one(cur, "get_pipeline", {"pipeline_id": pipeline_id})
+    if row is None:
+        raise NotFound(f"pipeline {pipeline_id} not found")
+    return row
+
+
+def get_revision(cur: Cursor, pipeline_id: str, number: int) -> dict:
+    """Revision `number` of a pipeline with its plan; `NotFound` if either is unknown."""
+    row = fetch_one(cur, "get_revision", {"pipeline_id": pipeline_id, "number": number})
+    if row is None:
+        raise NotFound(f"revision {number} of pipeline {pipeline_id} not found")
+    return row
+
+
+def list_pipeline_overview(cur: Cursor) -> list[dict]:
+    """Every pipeline by name with its last run that was not skipped and its live schedules'
+    count and next fire (the console's pipeline list)."""
+    return fetch_all(cur, "list_pipeline_overview")
+
+
+def saved_plan(cur: Cursor, pipeline_id: str, number: int | None) -> tuple[Any, int]:
+    """The plan of revision `number` (the current one when None) and its number."""
+    if number is None:
+        row = get_pipeline(cur, pipeline_id)
+        return row["plan"], row["revision"]
+    return get_revision(cur, pipeline_id, number)["plan"], number
+
+
+def create_pipeline(
+    cur: Cursor, pipeline_id: str, name: str, plan: Any, principal: str, *, request_id: str
+) -> dict:
+    """A new pipeline `name` with revision 1 of `plan`, audited; `InvalidPlan` for an
+    invalid plan, `Conflict` (code `duplicate_name`) when the name is taken."""
+    check_plan(plan)
+    if fetch_one(cur, "insert_pipeline", {"id": pipeline_id, "name": name}) is None:
+        raise Conflict(
+            f"a pipeline named {name!r} exists",
+            code="duplicate_name",
+            details=[{"field": "name", "message": "is already taken"}],
+        )
+    _insert_revision(cur, pipeline_id, 1, plan, principal)
+    entity = f"pipeline:{pipeline_id}"
+    audit_change(cur, principal, "pipeline.create", entity, request_id, name=name, revision=1)
+    return get_pipeline(cur, pipeline_id)
+
+
+def update_plan(
+    cur: Cursor,
+    pipeline_id: str,
+    plan: Any,
+    principal: str,
+    *,
+    if_match: str | None,
+    request_id: str,
+) -> dict:
+    """The next revision of a pipeline with `plan`, audited, under the pipeline's lock.
+    `NotFound` if unknown; `PreconditionFailed` when `if_match` (an `If-Match` header)
+    names another revision than the current one; then `InvalidPlan` for an invalid plan
+    (checked last, so an unknown pipeline answers 404 whatever the plan)."""
+    current = fetch_one(cur, "lock_pipeline", {"pipeline_id": pipeline_id})
+    if current is None:
+        raise NotFound(f"pipeline {pipeline_id} not found")
+    if if_match is not None and not revision_matches(if_match, current["revision"]):
+        raise PreconditionFailed(
+            f"If-Match {if_match} does not match the current revision {current['revision']}"
+        )
+    check_plan(plan)
+    number = current["revision"] + 1
+    _insert_revision(cur, pipeline_id, number, plan, principal)
+    execute(cur, "update_pipeline_revision", {"pipeline_id": pipeline_id, "revision": number})
+    audit_change(
+        cur, principal, "pipeline.update", f"pipeline:{pipeline_id}", request_id, revision=number
+    )
+    return get_pipeline(cur, pipeline_id)
+
+
+def revision_matches(if_match: str, revision: int) -> bool:
+    """True when an `If-Match` header names `revision` (`3`, `"3"`, `W/"3"`, or `*`)."""
+    for tag in if_match.split(","):
+        tag = tag.strip().removeprefix("W/").strip('"')
+        if tag == "*" or tag == str(revision):
+            return True
+    return False
+
+
+def _insert_revision(cur: Cursor, pipeline_id: str, number: int, plan: Any, who: str) -> None:
+    params = {
+        "pipeline_id": pipeline_id,
+        "number": number,
+        "plan": psycopg2.extras.Json(plan),
+        "created_by": who,
+    }
+    execute(cur, "insert_revision", params)

@@ -1,0 +1,112 @@
+"""Principals: the roles, their tokens and who may do what.
+
+Only the sha256 hex of a token is stored (`principals.token_hash`); a token is shown once,
+when it is made. The faces check roles with the sets below (`service.api.auth` for the REST
+API, `service.console.web` for the console). `seed_admin` and `create_principal` are what
+`etl seed` and `etl token create` run, each in one transaction of the caller's database."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from service.domain.db import Cursor, execute, fetch_one
+
+if TYPE_CHECKING:
+    from service.domain.db import Database
+
+ADMIN = "pipeline_admin"
+OPERATOR = "pipeline_operator"
+VIEWER = "pipeline_viewer"
+ROLES = (ADMIN, OPERATOR, VIEWER)
+
+# Who may do what: admins everything, operators reads + trigger/cancel/resume, viewers reads.
+ADMIN_ONLY = frozenset({ADMIN})
+OPERATE = frozenset({ADMIN, OPERATOR})
+READ = frozenset(ROLES)
+# A chosen admin token (ETL_ADMIN_TOKEN) must be at least this long and free of white space.
+MIN_CHOSEN_TOKEN_CHARS = 16
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller."""
+
+    id: str
+    name: str
+    role: str
+
+
+def generate_token() -> str:
+    """A new random token (256 bits, URL-safe)."""
+    return secrets.token_urlsafe(32)
+
+
+def chosen_token_problem(token: str) -> str | None:
+    """Why a token chosen by a person (`ETL_ADMIN_TOKEN`) cannot be used, or None. White
+    space is refused because a client strips it from a header (a whitespace-only token
+    could never be presented, locking the admin out)."""
+    if any(c.isspace() for c in token):
+        return "must not contain white space"
+    if len(token) < MIN_CHOSEN_TOKEN_CHARS:
+        return f"must be at least {MIN_CHOSEN_TOKEN_CHARS} characters, got {len(token)}"
+    return None
+
+
+def hash_token(token: str) -> str:
+    """The sha256 hex digest stored for `token`."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def find_principal(db: Database, token: str) -> Principal | None:
+    """The principal owning `token`, or None. The lookup is by hash; the stored hash is then
+    compared in constant time so a match never depends on a short-circuiting `==`."""
+    wanted = hash_token(token)
+    with db.transaction() as cur:
+        row = fetch_one(cur, "find_principal_by_token_hash", {"token_hash": wanted})
+    if row is None or not hmac.compare_digest(row["token_hash"], wanted):
+        return None
+    return Principal(id=str(row["id"]), name=row["name"], role=row["role"])
+
+
+class SeedOutcome(StrEnum):
+    """What `seed_admin` did."""
+
+    CREATED = "created"  # a new admin principal with the token
+    REPLACED = "replaced"  # the admin's token (and role) replaced by the chosen one
+    UNCHANGED = "unchanged"  # already seeded with this token, or kept (no token chosen)
+    TOKEN_TAKEN = "token_taken"  # the chosen token belongs to another principal
+
+
+def seed_admin(cur: Cursor, token: str | None) -> tuple[SeedOutcome, str | None]:
+    """Give `pipeline_admin` the chosen `token`, or a generated one when None and no admin
+    exists (an existing admin is then left alone). Returns the outcome and the token to show
+    (the generated one, once; None otherwise). The caller checks a chosen token first
+    (`chosen_token_problem`) and owns the transaction."""
+    existing = fetch_one(cur, "find_principal_by_name", {"name": ADMIN})
+    if token is None and existing is not None:
+        return SeedOutcome.UNCHANGED, None
+    chosen = token or generate_token()
+    hashed = hash_token(chosen)
+    shown = None if token else chosen
+    if existing is None:
+        if create_principal(cur, ADMIN, ADMIN, hashed) is None:
+            return SeedOutcome.TOKEN_TAKEN, None
+        return SeedOutcome.CREATED, shown
+    if existing["token_hash"] == hashed and existing["role"] == ADMIN:
+        return SeedOutcome.UNCHANGED, None
+    execute(cur, "update_principal_token", {"name": ADMIN, "role": ADMIN, "token_hash": hashed})
+    return SeedOutcome.REPLACED, shown
+
+
+def create_principal(cur: Cursor, name: str, role: str, token_hash: str) -> str | None:
+    """A new principal with `token_hash`; its id, or None when the name or the token hash
+    is taken."""
+    params = {"id": str(uuid.uuid4()), "name": name, "role": role, "token_hash": token_hash}
+    row = fetch_one(cur, "insert_principal", params)
+    return None if row is None else params["id"]

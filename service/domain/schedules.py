@@ -1,0 +1,182 @@
+"""Schedules: UTC intervals (`every_minutes`) or a daily time (`daily_at`) that fire runs of a
+pipeline. The API and the console create and soft-delete them; the scheduler
+(`service.scheduler`, the alarm clock) loads the live ones and fires them through
+`fire_schedule`. See docs/schedules.md.
+
+Every function takes the caller's cursor and runs inside the caller's transaction, writing
+its audit row there. A fire locks the schedule row first, so a concurrent delete either wins
+before it (nothing fires) or waits; then it admits a run with the fire's trigger key
+(`schedule:<id>:<UTC fire time>`, idempotent per fire) through `service.domain.runs`, which
+takes the admission lock. After COMMIT the caller wakes the dag-advancer when the admission
+says so."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from service.domain.audit import insert_audit
+from service.domain.db import Cursor, fetch_one
+from service.domain.pipelines import get_pipeline
+from service.domain.runs import Admission, admit_run
+from service.domain.sql import SCHEDULE_QUERIES
+from service.errors import NotFound
+
+PRINCIPAL = "scheduler"  # who the audit trail names for schedule fires
+
+
+def trigger_key(schedule_id: str, fire_time: datetime) -> str:
+    """`schedule:<id>:<fire time in UTC to the second>`, e.g.
+    `schedule:1b9d...:2026-11-29T13:05:00Z`. Fires of one schedule are at least 5 minutes
+    apart, so dropping sub-second digits never merges two fires."""
+    return f"schedule:{schedule_id}:{fire_time.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+
+def next_fire_at(
+    *, every_minutes: int | None, daily_at: str | None, anchor_at: datetime, now: datetime
+) -> datetime:
+    """The first fire strictly after `now` (aware, UTC): `anchor_at + k * every_minutes`
+    for the smallest k >= 1, or the next `daily_at` ("HH:MM") in UTC."""
+    if every_minutes is not None:
+        period = timedelta(minutes=every_minutes)
+        k = max(1, math.floor((now - anchor_at) / period) + 1)
+        return anchor_at + k * period
+    if daily_at is None:
+        raise ValueError("a schedule needs every_minutes or daily_at")
+    hour, minute = (int(part) for part in daily_at.split(":"))
+    fire = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    return fire if fire > now else fire + timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """One live row of `schedules` (they are never edited, only created and deleted)."""
+
+    id: str
+    pipeline_id: str
+    every_minutes: int | None
+    daily_at: str | None
+    anchor_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict) -> ScheduleSpec:
+        return cls(
+            id=str(row["id"]),
+            pipeline_id=str(row["pipeline_id"]),
+            every_minutes=row["every_minutes"],
+            daily_at=row["daily_at"],
+            anchor_at=row["anchor_at"].astimezone(UTC),
+        )
+
+    @property
+    def period(self) -> timedelta:
+        if self.every_minutes is not None:
+            return timedelta(minutes=self.every_minutes)
+        return timedelta(days=1)
+
+    def next_fire_after(self, now: datetime) -> datetime:
+        """The first fire strictly after `now` (`next_fire_at`, the API's rule)."""
+        return next_fire_at(
+            every_minutes=self.every_minutes,
+            daily_at=self.daily_at,
+            anchor_at=self.anchor_at,
+            now=now.astimezone(UTC),
+        )
+
+    def latest_fire_at(self, now: datetime) -> datetime | None:
+        """The latest fire time at or before `now`, or None before the first fire."""
+        latest = self.next_fire_after(now) - self.period
+        if self.every_minutes is not None and latest <= self.anchor_at:
+            return None  # the anchor itself is not a fire: the first is anchor + period
+        return latest
+
+
+def create_schedule(
+    cur: Cursor,
+    pipeline_id: str,
+    body: dict,
+    principal: str,
+    *,
+    schedule_id: str,
+    now: datetime,
+    request_id: str,
+) -> dict:
+    """Insert a schedule of `pipeline_id` from a loaded `ScheduleCreateSchema` body, with its
+    audit row; returns the schedule row. `NotFound` for an unknown pipeline."""
+    every, daily = body.get("every_minutes"), body.get("daily_at")
+    params = {
+        "id": schedule_id,
+        "pipeline_id": pipeline_id,
+        "every_minutes": every,
+        "daily_at": daily,
+        "anchor_at": now,
+        "next_fire_at": next_fire_at(every_minutes=every, daily_at=daily, anchor_at=now, now=now),
+        "created_by": principal,
+    }
+    get_pipeline(cur, pipeline_id)
+    row = fetch_one(cur, "insert_schedule", params)
+    assert row is not None
+    what = {k: params[k] for k in ("pipeline_id", "every_minutes", "daily_at")}
+    insert_audit(
+        cur,
+        principal=principal,
+        action="schedule.create",
+        entity_type="schedule",
+        entity_id=row["id"],
+        details=what,
+        trace_id=request_id,
+    )
+    return row
+
+
+def delete_schedule(
+    cur: Cursor, pipeline_id: str, schedule_id: str, principal: str, *, request_id: str
+) -> None:
+    """Soft-delete a live schedule of `pipeline_id`, with its audit row; `NotFound` if
+    unknown or already deleted."""
+    params = {"pipeline_id": pipeline_id, "schedule_id": schedule_id}
+    if fetch_one(cur, "delete_schedule", params) is None:
+        raise NotFound(f"schedule {schedule_id} of pipeline {pipeline_id} not found")
+    insert_audit(
+        cur,
+        principal=principal,
+        action="schedule.delete",
+        entity_type="schedule",
+        entity_id=schedule_id,
+        details={"pipeline_id": pipeline_id},
+        trace_id=request_id,
+    )
+
+
+def list_live_schedules(cur: Cursor) -> list[dict]:
+    """Every schedule that has not been deleted (what the scheduler should have as jobs)."""
+    cur.execute(SCHEDULE_QUERIES["list_live_schedules"])
+    return [dict(r) for r in cur.fetchall()]
+
+
+def fire_schedule(
+    cur: Cursor, schedule_id: str, fire_time: datetime, now: datetime
+) -> tuple[ScheduleSpec, Admission] | None:
+    """Fire schedule `schedule_id` for `fire_time` (aware): lock the schedule row, admit a
+    run with the fire's trigger key and record the fire (`last_fired_at`, `last_run_id`,
+    `next_fire_at`). Idempotent per (schedule, fire time): a repeat admits the `existing`
+    run. None, firing nothing, when the schedule is deleted or gone."""
+    fire_time = fire_time.astimezone(UTC)
+    cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": str(schedule_id)})
+    row = cur.fetchone()
+    if row is None or row["deleted_at"] is not None:
+        return None
+    spec = ScheduleSpec.from_row(row)
+    admission = admit_run(cur, spec.pipeline_id, trigger_key(spec.id, fire_time), PRINCIPAL)
+    following = spec.next_fire_after(max(fire_time, now))
+    cur.execute(
+        SCHEDULE_QUERIES["record_schedule_fire"],
+        {
+            "schedule_id": spec.id,
+            "fired_at": fire_time,
+            "run_id": admission.run["id"],
+            "next_fire_at": following,
+        },
+    )
+    return spec, admission

@@ -1,0 +1,82 @@
+"""`etl coordinator`: the API (gunicorn), the dag-advancer worker, the scheduler and the sweep
+in one process. It only loads its configuration, wires the parts together and manages
+start and stop; if a part dies the command exits non-zero, so a supervisor restarts it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+
+from actors import (
+    COORDINATOR_QUEUE,
+    SweepSettings,
+    build_broker,
+    register_advancer,
+    run_sweep,
+    start_worker,
+)
+from ddl import connector
+from service.config import Config
+from service.logs import configure_logging
+from service.run.lifecycle import die_with_parent, stop_on_signals
+from service.run.purge import purge_sandbox
+
+log = logging.getLogger("etl.process")
+
+
+def run_coordinator(
+    cfg: Config, api_argv: list[str], *, scheduler_factory: Callable | None = None
+) -> int:
+    """The API (gunicorn), the dag-advancer worker, the scheduler and the sweep. If a part
+    dies the command exits non-zero, so a supervisor restarts it."""
+    configure_logging("coordinator", cfg.log_level)
+    stop = stop_on_signals()
+    api = subprocess.Popen(api_argv, preexec_fn=die_with_parent)
+    broker = build_broker(cfg.database_url, max_connections=12, app="etl-coordinator-broker")
+    register_advancer(broker, connector(cfg.database_url, "etl-advancer"))
+    worker = start_worker(broker, [COORDINATOR_QUEUE], threads=2)
+    scheduler = scheduler_factory(cfg, broker) if scheduler_factory else None
+    if scheduler is not None:
+        scheduler.start()
+    sweep = SweepSettings(
+        every_s=cfg.sweep_s,
+        retention_s=cfg.retention_days * 86400,
+        export_dir=cfg.export_dir,
+        reject_dir=cfg.reject_dir,
+        stalled_after_s=cfg.lease_ttl_s,
+    )
+    sweep_ok = [True]
+
+    def sweep_loop() -> None:
+        sweep_ok[0] = run_sweep(
+            connector(cfg.database_url, "etl-sweep"), purge_sandbox(cfg), broker, sweep, stop
+        )
+
+    sweeper = threading.Thread(target=sweep_loop, name="sweep", daemon=True)
+    sweeper.start()
+    log.info("coordinator started (pid %s), API on %s", os.getpid(), cfg.api_bind)
+    code = 0
+    while not stop.wait(0.5):
+        if api.poll() is not None:
+            log.error("API server exited with %s", api.returncode)
+            code = 1
+            break
+    if not sweep_ok[0]:
+        code = 1
+    stop.set()
+    if scheduler is not None:
+        scheduler.shutdown()
+    if api.poll() is None:
+        api.terminate()
+        try:
+            api.wait(15)
+        except subprocess.TimeoutExpired:
+            api.kill()
+    worker.stop(timeout=5000)
+    sweeper.join(timeout=cfg.sweep_s + 5)
+    broker.close()
+    log.info("coordinator stopped")
+    return code

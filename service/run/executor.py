@@ -1,0 +1,83 @@
+"""`etl executor`: one executor process, a dramatiq worker for the `steps` queue running one
+step attempt at a time. It only loads its configuration, wires the parts together and
+manages start and stop (a SIGTERM hands the running step over at its next batch)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+
+from actors import (
+    STEPS_QUEUE,
+    ExecutorSettings,
+    Faults,
+    StepRunner,
+    build_broker,
+    register_step_runner,
+    release_own_leases,
+    send_advance_run,
+    send_run_step,
+    start_worker,
+)
+from ddl import connect, connector
+from service.config import Config
+from service.logs import configure_logging
+from service.run.lifecycle import stop_on_signals
+
+log = logging.getLogger("etl.process")
+
+
+def run_executor(cfg: Config, name: str) -> int:
+    """One executor: a dramatiq worker for the `steps` queue running one step at a time."""
+    configure_logging(name, cfg.log_level)
+    owner = f"{name}:{uuid.uuid4().hex[:8]}"
+    stop = stop_on_signals()
+    broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
+    settings = ExecutorSettings(
+        name=name,
+        owner=owner,
+        lease_ttl_s=cfg.lease_ttl_s,
+        heartbeat_s=cfg.heartbeat_s,
+        step_timeout_s=cfg.step_timeout_s,
+        data_dir=cfg.data_dir,
+        export_dir=cfg.export_dir,
+        reject_dir=cfg.reject_dir,
+        faults=Faults.parse(cfg.fault),
+        fusion=cfg.fusion,
+    )
+    runner = StepRunner(
+        settings,
+        # No statement may outlive the step timeout: a lock held by some reader of the
+        # sandbox must fail the attempt (retryable), not hang the run. An executor frozen
+        # inside a fenced commit (SIGSTOP) holds its attempt row, which the reaper skips:
+        # its session ends after two leases, so the step is handed over all the same.
+        connect_state=connector(
+            cfg.database_url,
+            f"etl-{name}",
+            statement_timeout_s=60,
+            idle_in_transaction_timeout_s=2 * cfg.lease_ttl_s,
+        ),
+        connect_sandbox=connector(
+            cfg.sandbox_url, f"etl-{name}-sandbox", statement_timeout_s=cfg.step_timeout_s
+        ),
+        wake_run=lambda run_id, trace_id, delay_ms: send_advance_run(
+            broker, run_id, trace_id, delay_ms=delay_ms
+        ),
+        wake_attempt=lambda attempt_id, trace_id: send_run_step(broker, attempt_id, trace_id),
+        stopping=stop,
+    )
+    register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
+    conn = connect(cfg.database_url, f"etl-{name}-boot")
+    try:
+        taken = release_own_leases(conn, broker, name=name, owner=owner)
+    finally:
+        conn.close()
+    log.info("executor %s started (pid %s), took over %d leases", owner, os.getpid(), taken)
+    worker = start_worker(broker, [STEPS_QUEUE], threads=1)
+    stop.wait()
+    # A running step sees `stop` at its next batch boundary and hands the step over.
+    worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
+    broker.close()
+    log.info("executor %s stopped", owner)
+    return 0

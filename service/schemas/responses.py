@@ -1,0 +1,200 @@
+"""Marshmallow schemas of the REST API's answers (dump; also the source of the OpenAPI
+document): the error shape, pipelines, revisions, runs with their steps and attempts,
+schedules, audit entries, and the summaries of the lists."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from marshmallow import Schema, fields
+
+
+class UtcDateTime(fields.DateTime):
+    """An aware datetime dumped as ISO-8601 UTC with microseconds and a `Z`."""
+
+    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> str | None:
+        if value is None:
+            return None
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class ErrorDetailSchema(Schema):
+    field = fields.String()
+    message = fields.String()
+
+
+class ErrorSchema(Schema):
+    code = fields.String()
+    message = fields.String()
+    details = fields.List(fields.Nested(ErrorDetailSchema))
+
+
+class ErrorBodySchema(Schema):
+    """Every 4xx/5xx answer."""
+
+    error = fields.Nested(ErrorSchema)
+
+
+class HealthSchema(Schema):
+    status = fields.String()
+    database = fields.String()
+
+
+class PipelineSchema(Schema):
+    """A pipeline with its current revision number and plan."""
+
+    id = fields.String()
+    name = fields.String()
+    revision = fields.Integer()
+    plan = fields.Raw()
+    created_at = UtcDateTime()
+    updated_at = UtcDateTime()
+
+
+class RevisionSchema(Schema):
+    """An immutable plan snapshot."""
+
+    pipeline_id = fields.String()
+    revision = fields.Integer(attribute="number")
+    plan = fields.Raw()
+    created_by = fields.String()
+    created_at = UtcDateTime()
+
+
+class AttemptSchema(Schema):
+    number = fields.Integer()
+    executor = fields.String(allow_none=True)
+    started_at = UtcDateTime(allow_none=True)
+    finished_at = UtcDateTime(allow_none=True)
+    outcome = fields.String(allow_none=True)
+    error = fields.String(allow_none=True)
+    # The step whose attempt this one ran inside (stage fusion), else null.
+    fused_into = fields.String(allow_none=True)
+
+
+class StepSchema(Schema):
+    """One step of a run: state, attempts, counters, output column types, digests."""
+
+    name = fields.String()
+    type = fields.String()
+    status = fields.String()
+    attempts = fields.List(fields.Nested(AttemptSchema))
+    records_in = fields.Integer()
+    records_out = fields.Integer()
+    rejected = fields.Integer()
+    columns = fields.Dict(keys=fields.String(), values=fields.String())
+    input_digest = fields.String(allow_none=True)
+    output_digest = fields.String(allow_none=True)
+    checkpoint = fields.Raw(allow_none=True)
+    error = fields.String(allow_none=True)
+    batches = fields.Integer()
+    row_errors = fields.List(fields.Raw())
+    started_at = UtcDateTime(allow_none=True)
+    finished_at = UtcDateTime(allow_none=True)
+
+
+class RunSchema(Schema):
+    """A run with every step (the 429 answer of a skipped trigger has the same fields)."""
+
+    id = fields.String()
+    pipeline_id = fields.String()
+    revision = fields.Integer()
+    status = fields.String()
+    reason = fields.String(allow_none=True)
+    trigger_key = fields.String()
+    trace_id = fields.String()
+    created_at = UtcDateTime()
+    started_at = UtcDateTime(allow_none=True)
+    finished_at = UtcDateTime(allow_none=True)
+    purged_at = UtcDateTime(allow_none=True)  # intermediate outputs purged (retention)
+    queue_position = fields.Integer(allow_none=True)
+    cancel_requested = fields.Boolean()
+    created_by = fields.String()
+    error = fields.String(allow_none=True)
+    steps = fields.List(fields.Nested(StepSchema))
+
+
+class RunSkippedSchema(RunSchema):
+    """A refused trigger or resume (429): the run's fields, `status`/`reason` saying why,
+    and `error` as the error object."""
+
+    error = fields.Nested(ErrorSchema)
+
+
+class ScheduleSchema(Schema):
+    id = fields.String()
+    pipeline_id = fields.String()
+    every_minutes = fields.Integer(allow_none=True)
+    daily_at = fields.String(allow_none=True)
+    anchor_at = UtcDateTime()
+    next_fire_at = UtcDateTime()
+    last_fired_at = UtcDateTime(allow_none=True)
+    last_run_id = fields.String(allow_none=True)
+    created_at = UtcDateTime()
+
+
+class AuditSchema(Schema):
+    id = fields.Integer()
+    principal = fields.String()
+    action = fields.String()
+    entity_type = fields.String()
+    entity_id = fields.String()
+    details = fields.Raw()
+    trace_id = fields.String(allow_none=True)
+    created_at = UtcDateTime()
+
+
+# --- summaries ------------------------------------------------------------------------------
+
+
+class LastRunSchema(Schema):
+    id = fields.String()
+    status = fields.String()
+    created_at = UtcDateTime()
+    finished_at = UtcDateTime(allow_none=True)
+
+
+class PipelineSummarySchema(Schema):
+    """A pipeline in a list: no plan; its step count, last run and schedules instead."""
+
+    id = fields.String()
+    name = fields.String()
+    revision = fields.Integer()
+    steps = fields.Integer(allow_none=True)
+    last_run = fields.Nested(LastRunSchema, allow_none=True)
+    schedules = fields.Integer()
+    next_fire_at = UtcDateTime(allow_none=True)
+    created_at = UtcDateTime()
+    updated_at = UtcDateTime()
+
+
+class RevisionSummarySchema(Schema):
+    """A revision in a list: no plan; its step count."""
+
+    pipeline_id = fields.String()
+    revision = fields.Integer(attribute="number")
+    steps = fields.Integer(allow_none=True)
+    created_by = fields.String()
+    created_at = UtcDateTime()
+
+
+class RunSummarySchema(RunSchema):
+    """A run in a list: the run's fields, step counts by status instead of the steps."""
+
+    pipeline_name = fields.String()
+    steps = fields.Integer()
+    step_counts = fields.Dict(keys=fields.String(), values=fields.Integer())
+    records_out = fields.Integer()
+    rejected = fields.Integer()
+
+
+PIPELINE = PipelineSchema()
+REVISION = RevisionSchema()
+RUN = RunSchema()
+SCHEDULE = ScheduleSchema()
+PIPELINE_SUMMARY = PipelineSummarySchema()
+REVISION_SUMMARY = RevisionSummarySchema()
+RUN_SUMMARY = RunSummarySchema()
+SCHEDULE_SUMMARY = ScheduleSchema()
+AUDIT_ENTRY = AuditSchema()
