@@ -13,6 +13,7 @@ from connectors.errors import (
     TableConflict,
     TableRefused,
 )
+from connectors.export_encoding import duplicate_key_error, screen_export_batch
 from connectors.fileexport import (
     ChunkedFile,
     count_records,
@@ -24,18 +25,18 @@ from connectors.fileexport import (
 )
 from connectors.files import check_rel_path, open_source
 from connectors.rejects import RejectPreview, read_rejects
-from connectors.tables import (
-    SourceTable,
+from connectors.sandbox import check_table_name
+from connectors.table_export import (
     TableExport,
     check_export_columns,
-    check_table_name,
     count_run_rows,
     drop_staging,
-    duplicate_key_error,
+)
+from connectors.table_source import (
+    SourceTable,
     map_column_type,
     read_table_batches,
     resolve_source_table,
-    screen_export_batch,
 )
 
 __all__ = [

@@ -34,6 +34,7 @@ from dag.records import Position, RawBatch, RawRecord, RowError
 from dag.retry import RetryDecision, decide_retry, is_input_data_error
 from dag.states import (
     RUN_ACTIVE,
+    RUN_FINAL,
     RUN_TERMINAL,
     STEP_TERMINAL,
     AttemptOutcome,
@@ -58,6 +59,7 @@ __all__ = [
     "PIPELINE_RUNNING_LIMIT",
     "RETRY_DELAYS_S",
     "RUN_ACTIVE",
+    "RUN_FINAL",
     "RUN_TERMINAL",
     "STEP_TERMINAL",
     "AttemptOutcome",

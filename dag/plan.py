@@ -6,6 +6,10 @@ see docs/plan-format.md) and returns every problem it finds, each with a field p
 turns a valid object into frozen `Plan`/`Step` values with the defaults filled in and raises
 `PlanInvalid` otherwise. Nothing here does I/O: paths are only checked for shape (relative,
 no `..`); the connectors guard the file system itself.
+
+Here: the plan's structure (steps, names, dependencies, retry, policies, file export targets
+that collide). Each step's `config` is checked by `dag.stepconfig`, cycles are found by
+`dag.cycles`.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from __future__ import annotations
 import copy
 import heapq
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from dag.cycles import cycle_message, find_cycles
 from dag.errors import FieldError, PlanInvalid
 from dag.limits import (
     DEFAULT_MAX_ATTEMPTS,
@@ -26,42 +31,70 @@ from dag.limits import (
     MAX_STEPS,
     MIN_STEPS,
 )
-from dag.paths import relative_path_problem
+from dag.stepconfig import (
+    EXPORT_FORMATS,
+    EXPORT_TABLE_RE,
+    EXPORT_TARGETS,
+    INGEST_FORMATS,
+    INGEST_SOURCES,
+    TRANSFORM_OPS,
+    check_choice,
+    check_keys,
+    is_int,
+    is_list,
+    require_str,
+    validate_config,
+    with_defaults,
+)
 from dag.transforms import AGGREGATE_OUTPUTS
 from dag.types import COLUMN_TYPES
+
+# The plan rules' public face: other code (the OpenAPI spec, tests) reads the limits and the
+# config vocabulary from `dag.plan`, wherever they are defined.
+__all__ = [
+    "AGGREGATE_OUTPUTS",
+    "COLUMN_TYPES",
+    "CONTINUE_INDEPENDENT",
+    "DEFAULT_MAX_ATTEMPTS",
+    "EXPORT_FORMATS",
+    "EXPORT_TABLE_RE",
+    "EXPORT_TARGETS",
+    "INGEST_FORMATS",
+    "INGEST_SOURCES",
+    "INT64_MAX",
+    "INT64_MIN",
+    "MAX_ATTEMPTS",
+    "MAX_STEPS",
+    "MIN_STEPS",
+    "ON_FAILURE_POLICIES",
+    "ON_ROW_ERROR_MODES",
+    "ON_ROW_ERROR_REJECT",
+    "ON_ROW_ERROR_STOP",
+    "STEP_NAME_RE",
+    "STEP_TYPES",
+    "STOP_DEPENDENTS",
+    "TRANSFORM_OPS",
+    "FieldError",
+    "Plan",
+    "PlanInvalid",
+    "Step",
+    "parse_plan",
+    "topological_order",
+    "validate_plan",
+]
 
 STEP_TYPES = ("ingest", "transform", "export")
 STOP_DEPENDENTS, CONTINUE_INDEPENDENT = "stop_dependents", "continue_independent"
 ON_FAILURE_POLICIES = (STOP_DEPENDENTS, CONTINUE_INDEPENDENT)
 ON_ROW_ERROR_STOP, ON_ROW_ERROR_REJECT = "stop", "reject"
 ON_ROW_ERROR_MODES = (ON_ROW_ERROR_STOP, ON_ROW_ERROR_REJECT)
-INGEST_SOURCES = ("file", "table")
-INGEST_FORMATS = ("csv", "json", "jsonl")
-EXPORT_TARGETS = ("file", "table")
-EXPORT_FORMATS = ("jsonl", "csv")
-TRANSFORM_OPS = ("trim", "normalize_whitespace", "map", "filter_eq", "parse_date", "aggregate")
 
 # Step names end up in file names (staging chunks, reject files), so keep them path-safe.
 STEP_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
-# Export tables become unquoted identifiers in `sandbox.NAME`.
-EXPORT_TABLE_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _PLAN_KEYS = ("steps", "on_failure", "on_row_error")
 _STEP_KEYS = ("name", "type", "config", "depends_on", "retry")
 _RETRY_KEYS = ("max_attempts",)
-_INGEST_KEYS = {
-    "file": ("source", "path", "format", "columns", "delimiter"),
-    "table": ("source", "table"),
-}
-_EXPORT_KEYS = {"file": ("target", "path", "format"), "table": ("target", "table", "key")}
-_OP_KEYS = {
-    "trim": ("op", "columns"),
-    "normalize_whitespace": ("op", "columns"),
-    "map": ("op", "column", "mapping", "into", "default"),
-    "filter_eq": ("op", "column", "value"),
-    "parse_date": ("op", "column"),
-    "aggregate": ("op", "column", "group_by"),
-}
 
 
 @dataclass(frozen=True)
@@ -147,14 +180,14 @@ def validate_plan(obj: object) -> list[FieldError]:
     errors: list[FieldError] = []
     if not isinstance(obj, Mapping):
         return [FieldError("plan", "must be an object")]
-    _check_keys(obj, _PLAN_KEYS, "plan", errors)
+    check_keys(obj, _PLAN_KEYS, "plan", errors)
     if "on_failure" in obj:
-        _check_choice(obj["on_failure"], ON_FAILURE_POLICIES, "plan.on_failure", errors)
+        check_choice(obj["on_failure"], ON_FAILURE_POLICIES, "plan.on_failure", errors)
     if "on_row_error" in obj:
-        _check_choice(obj["on_row_error"], ON_ROW_ERROR_MODES, "plan.on_row_error", errors)
+        check_choice(obj["on_row_error"], ON_ROW_ERROR_MODES, "plan.on_row_error", errors)
     if "steps" not in obj:
         errors.append(FieldError("plan.steps", "is required"))
-    elif not _is_list(obj["steps"]):
+    elif not is_list(obj["steps"]):
         errors.append(FieldError("plan.steps", "must be a list of steps"))
     else:
         steps = obj["steps"]
@@ -178,7 +211,7 @@ def parse_plan(obj: object) -> Plan:
         Step(
             name=raw["name"],
             type=raw["type"],
-            config=_with_defaults(raw["type"], raw["config"]),
+            config=with_defaults(raw["type"], raw["config"]),
             depends_on=tuple(raw.get("depends_on", ())),
             max_attempts=raw.get("retry", {}).get("max_attempts", DEFAULT_MAX_ATTEMPTS),
         )
@@ -217,7 +250,7 @@ def topological_order(plan: Plan) -> list[str]:
             if dep not in index
         ]
         edges = {s.name: [d for d in dict.fromkeys(s.depends_on) if d in index] for s in plan.steps}
-        cycles = [FieldError("plan.steps", _cycle_message(c)) for c in _find_cycles(edges)]
+        cycles = [FieldError("plan.steps", cycle_message(c)) for c in find_cycles(edges)]
         raise PlanInvalid(unknown + cycles)
     return order
 
@@ -239,10 +272,10 @@ def _validate_steps(steps: list[Any], errors: list[FieldError]) -> None:
         if not isinstance(raw, Mapping):
             errors.append(FieldError(path, "must be an object"))
             continue
-        _check_keys(raw, _STEP_KEYS, path, errors)
+        check_keys(raw, _STEP_KEYS, path, errors)
         name = _validate_step_name(raw, path, first_index, i, errors)
         step_type = raw.get("type")
-        type_ok = _check_choice(step_type, STEP_TYPES, f"{path}.type", errors, "type" in raw)
+        type_ok = check_choice(step_type, STEP_TYPES, f"{path}.type", errors, "type" in raw)
         if "retry" in raw:
             _validate_retry(raw["retry"], f"{path}.retry", errors)
         deps = _validate_depends_on(
@@ -255,11 +288,11 @@ def _validate_steps(steps: list[Any], errors: list[FieldError]) -> None:
         elif not isinstance(raw["config"], Mapping):
             errors.append(FieldError(f"{path}.config", "must be an object"))
         elif type_ok:
-            _CONFIG_VALIDATORS[step_type](raw["config"], f"{path}.config", errors)
+            validate_config(step_type, raw["config"], f"{path}.config", errors)
 
-    for cycle in _find_cycles(edges):
+    for cycle in find_cycles(edges):
         errors.append(
-            FieldError(f"plan.steps[{first_index[cycle[0]]}].depends_on", _cycle_message(cycle))
+            FieldError(f"plan.steps[{first_index[cycle[0]]}].depends_on", cycle_message(cycle))
         )
     _check_export_targets(steps, errors)
 
@@ -308,7 +341,7 @@ def _validate_step_name(
     errors: list[FieldError],
 ) -> str | None:
     """The step's name if it is a non-empty string (even a badly formed one), else None."""
-    name = _require_str(raw, "name", path, errors)
+    name = require_str(raw, "name", path, errors)
     if name is None:
         return None
     if not STEP_NAME_RE.fullmatch(name):
@@ -333,10 +366,10 @@ def _validate_retry(retry: Any, path: str, errors: list[FieldError]) -> None:
     if not isinstance(retry, Mapping):
         errors.append(FieldError(path, "must be an object"))
         return
-    _check_keys(retry, _RETRY_KEYS, path, errors)
+    check_keys(retry, _RETRY_KEYS, path, errors)
     if "max_attempts" in retry:
         value = retry["max_attempts"]
-        if not _is_int(value) or not 1 <= value <= MAX_ATTEMPTS:
+        if not is_int(value) or not 1 <= value <= MAX_ATTEMPTS:
             errors.append(
                 FieldError(f"{path}.max_attempts", f"must be an integer from 1 to {MAX_ATTEMPTS}")
             )
@@ -353,7 +386,7 @@ def _validate_depends_on(
     """Checks `depends_on` and returns the dependencies that name other, existing steps."""
     field_path = f"{path}.depends_on"
     deps = raw.get("depends_on", [])
-    if not _is_list(deps):
+    if not is_list(deps):
         errors.append(FieldError(field_path, "must be a list of step names"))
         return []
     if step_type == "ingest" and deps:
@@ -377,327 +410,3 @@ def _validate_depends_on(
         if isinstance(dep, str):
             seen.add(dep)
     return valid
-
-
-# --- configs -------------------------------------------------------------------------------
-
-
-def _validate_ingest(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
-    source = config.get("source")
-    if not _check_choice(source, INGEST_SOURCES, f"{path}.source", errors, "source" in config):
-        return
-    _check_keys(config, _INGEST_KEYS[source], path, errors)
-    if source == "table":
-        _require_str(config, "table", path, errors)
-        return
-    _check_path_key(config, path, errors)
-    fmt = config.get("format", "csv")
-    format_ok = _check_choice(fmt, INGEST_FORMATS, f"{path}.format", errors)
-    if "columns" in config:
-        _validate_columns(config["columns"], f"{path}.columns", errors)
-    if "delimiter" in config:
-        delimiter = config["delimiter"]
-        if format_ok and fmt != "csv":
-            errors.append(FieldError(f"{path}.delimiter", "only applies to the csv format"))
-        elif not isinstance(delimiter, str) or len(delimiter) != 1:
-            errors.append(FieldError(f"{path}.delimiter", "must be a single character"))
-        elif delimiter in ('"', "\r", "\n"):
-            errors.append(
-                FieldError(f"{path}.delimiter", "cannot be a quote, carriage return or newline")
-            )
-
-
-def _validate_columns(columns: Any, path: str, errors: list[FieldError]) -> None:
-    if not isinstance(columns, Mapping):
-        errors.append(FieldError(path, "must be an object of column name -> type"))
-        return
-    for column, column_type in columns.items():
-        item = f"{path}.{column}"
-        if not isinstance(column, str) or not column:
-            errors.append(FieldError(item, "column name must be a non-empty string"))
-        elif column_type not in COLUMN_TYPES:
-            errors.append(FieldError(item, f"type must be one of {_quoted(COLUMN_TYPES)}"))
-
-
-def _validate_transform(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
-    op = config.get("op")
-    if "op" not in config:
-        errors.append(FieldError(f"{path}.op", "is required"))
-        return
-    if not isinstance(op, str) or op not in _OP_KEYS:
-        errors.append(
-            FieldError(f"{path}.op", f"unknown op {op!r}; expected one of {_quoted(TRANSFORM_OPS)}")
-        )
-        return
-    _check_keys(config, _OP_KEYS[op], path, errors)
-    if op in ("trim", "normalize_whitespace"):
-        if "columns" not in config:
-            errors.append(FieldError(f"{path}.columns", "is required"))
-        else:
-            _check_name_list(config["columns"], f"{path}.columns", errors, non_empty=True)
-        return
-    _require_str(config, "column", path, errors)
-    if op == "map":
-        _validate_mapping(config, path, errors)
-    elif op == "filter_eq":
-        if "value" not in config:
-            errors.append(FieldError(f"{path}.value", "is required (null is allowed)"))
-        else:
-            _check_literal(config["value"], f"{path}.value", errors)
-    elif op == "aggregate" and "group_by" in config:
-        group_by = config["group_by"]
-        if _check_name_list(group_by, f"{path}.group_by", errors, non_empty=False):
-            for k, column in enumerate(group_by):
-                if column in AGGREGATE_OUTPUTS:
-                    errors.append(
-                        FieldError(
-                            f"{path}.group_by[{k}]",
-                            f"{column!r} clashes with an aggregate output column "
-                            f"({_quoted(AGGREGATE_OUTPUTS)})",
-                        )
-                    )
-
-
-def _validate_mapping(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
-    if "mapping" not in config:
-        errors.append(FieldError(f"{path}.mapping", "is required"))
-    elif not isinstance(config["mapping"], Mapping):
-        errors.append(FieldError(f"{path}.mapping", "must be an object of value -> new value"))
-    else:
-        for source, target in config["mapping"].items():
-            _check_literal(target, f"{path}.mapping.{source}", errors)
-    if "into" in config:
-        _require_str(config, "into", path, errors)
-    if "default" in config:
-        _check_literal(config["default"], f"{path}.default", errors)
-
-
-def _validate_export(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
-    target = config.get("target")
-    if not _check_choice(target, EXPORT_TARGETS, f"{path}.target", errors, "target" in config):
-        return
-    _check_keys(config, _EXPORT_KEYS[target], path, errors)
-    if target == "file":
-        _check_path_key(config, path, errors)
-        _check_choice(config.get("format", "jsonl"), EXPORT_FORMATS, f"{path}.format", errors)
-        return
-    table = _require_str(config, "table", path, errors)
-    if table is not None and not EXPORT_TABLE_RE.fullmatch(table):
-        errors.append(
-            FieldError(
-                f"{path}.table",
-                "must be 1-63 characters of lowercase letters, digits and '_', "
-                "not starting with a digit",
-            )
-        )
-    if "key" in config:
-        _require_str(config, "key", path, errors)
-
-
-_CONFIG_VALIDATORS = {
-    "ingest": _validate_ingest,
-    "transform": _validate_transform,
-    "export": _validate_export,
-}
-
-
-def _with_defaults(step_type: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of a valid config with its documented defaults made explicit."""
-    filled = copy.deepcopy(dict(config))
-    if step_type == "ingest" and filled["source"] == "file":
-        filled.setdefault("format", "csv")
-        filled.setdefault("columns", {})
-        if filled["format"] == "csv":
-            filled.setdefault("delimiter", ",")
-    elif step_type == "export" and filled["target"] == "file":
-        filled.setdefault("format", "jsonl")
-    return filled
-
-
-# --- cycles --------------------------------------------------------------------------------
-
-
-def _find_cycles(edges: Mapping[str, list[str]]) -> list[list[str]]:
-    """One cycle per strongly connected component, as [a, b, ..., a] along `edges`.
-
-    Each cycle starts at the component's first node in `edges` order and is the shortest
-    one back to it, so the report is deterministic. Self-edges are the caller's business.
-    """
-    position = {name: i for i, name in enumerate(edges)}
-    cycles = []
-    for component in _strongly_connected(edges):
-        if len(component) < 2:
-            continue
-        start = min(component, key=position.__getitem__)
-        members = set(component)
-        parent: dict[str, str] = {start: start}
-        queue = [start]
-        for node in queue:
-            nxt = next((d for d in edges[node] if d == start), None)
-            if nxt is not None:
-                path = [node]
-                while path[-1] != start:
-                    path.append(parent[path[-1]])
-                cycles.append([*reversed(path), start])
-                break
-            for dep in edges[node]:
-                if dep in members and dep not in parent:
-                    parent[dep] = node
-                    queue.append(dep)
-    cycles.sort(key=lambda c: position[c[0]])
-    return cycles
-
-
-def _strongly_connected(edges: Mapping[str, list[str]]) -> list[list[str]]:
-    """Tarjan's algorithm, iterative so a long chain cannot exhaust the recursion limit."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    components: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-
-    for root in edges:
-        if root in index:
-            continue
-        visit(root)
-        work = [(root, iter(edges[root]))]
-        while work:
-            node, children = work[-1]
-            for child in children:
-                if child not in index:
-                    visit(child)
-                    work.append((child, iter(edges[child])))
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            else:
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    components.append(component)
-    return components
-
-
-def _cycle_message(cycle: list[str]) -> str:
-    return "cycle: " + " -> ".join(cycle)
-
-
-# --- value checks --------------------------------------------------------------------------
-
-
-def _is_int(value: Any) -> bool:
-    # JSON true/false decode to bool, a subclass of int; they are not numbers here.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_list(value: Any) -> bool:
-    return isinstance(value, list | tuple)
-
-
-def _quoted(values: Iterable[str]) -> str:
-    return ", ".join(repr(v) for v in values)
-
-
-def _check_keys(
-    obj: Mapping[Any, Any], allowed: tuple[str, ...], path: str, errors: list[FieldError]
-) -> None:
-    for key in obj:
-        if key not in allowed:
-            errors.append(FieldError(f"{path}.{key}", f"unknown key; allowed: {_quoted(allowed)}"))
-
-
-def _check_choice(
-    value: Any,
-    allowed: tuple[str, ...],
-    path: str,
-    errors: list[FieldError],
-    present: bool = True,
-) -> bool:
-    """True if `value` is one of `allowed`; otherwise records why not (absent or wrong)."""
-    if not present:
-        errors.append(FieldError(path, "is required"))
-        return False
-    if isinstance(value, str) and value in allowed:
-        return True
-    errors.append(FieldError(path, f"must be one of {_quoted(allowed)}, got {value!r}"))
-    return False
-
-
-def _require_str(
-    obj: Mapping[str, Any], key: str, path: str, errors: list[FieldError]
-) -> str | None:
-    """`obj[key]` if it is a non-empty string; otherwise records why not and returns None."""
-    field_path = f"{path}.{key}"
-    if key not in obj:
-        errors.append(FieldError(field_path, "is required"))
-        return None
-    value = obj[key]
-    if not isinstance(value, str):
-        errors.append(FieldError(field_path, "must be a string"))
-        return None
-    if not value:
-        errors.append(FieldError(field_path, "must not be empty"))
-        return None
-    return value
-
-
-def _check_name_list(value: Any, path: str, errors: list[FieldError], *, non_empty: bool) -> bool:
-    """A list of unique non-empty strings (column names); True if it is one."""
-    if not _is_list(value):
-        errors.append(FieldError(path, "must be a list of column names"))
-        return False
-    if non_empty and not value:
-        errors.append(FieldError(path, "must name at least one column"))
-        return False
-    ok = True
-    seen: set[str] = set()
-    for k, item in enumerate(value):
-        if not isinstance(item, str) or not item:
-            errors.append(FieldError(f"{path}[{k}]", "must be a non-empty string"))
-            ok = False
-        elif item in seen:
-            errors.append(FieldError(f"{path}[{k}]", f"duplicate column {item!r}"))
-            ok = False
-        else:
-            seen.add(item)
-    return ok
-
-
-def _check_literal(value: Any, path: str, errors: list[FieldError]) -> None:
-    """A value a typed record can hold: a string, an int64 or null."""
-    if value is None or isinstance(value, str):
-        return
-    if _is_int(value):
-        if not INT64_MIN <= value <= INT64_MAX:
-            errors.append(FieldError(path, "integer is outside the int64 range"))
-        return
-    errors.append(FieldError(path, "must be a string, an integer or null"))
-
-
-def _check_path_key(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
-    if "path" not in config:
-        errors.append(FieldError(f"{path}.path", "is required"))
-    else:
-        _check_relative_path(config["path"], f"{path}.path", errors)
-
-
-def _check_relative_path(value: Any, path: str, errors: list[FieldError]) -> None:
-    """Shape only (`dag.paths`); the connectors guard the real file system."""
-    if not isinstance(value, str):
-        errors.append(FieldError(path, "must be a string"))
-    elif (problem := relative_path_problem(value)) is not None:
-        errors.append(FieldError(path, problem))

@@ -102,56 +102,62 @@ def step_warnings(
     `outputs` (the records it produced) and `rejected` (its row errors)."""
     if not inputs:
         return []
-    n = len(inputs)
-    op = config.get("op") if step_type == "transform" else None
-    warnings: list[PreviewWarning] = []
+    if step_type == "transform":
+        return _transform_warnings(config, inputs, outputs, rejected)
+    if step_type == "export" and config.get("target") == "table" and config.get("key"):
+        return _key_warnings(config["key"], inputs)
+    return []
+
+
+def _transform_warnings(
+    config: Mapping[str, Any],
+    inputs: Sequence[Mapping[str, Any]],
+    outputs: Sequence[Mapping[str, Any]],
+    rejected: int,
+) -> list[PreviewWarning]:
+    """The warnings of a transform step, by its op (`inputs` is not empty)."""
+    op, n = config.get("op"), len(inputs)
     if op == "map":
-        column, mapping = config.get("column"), config.get("mapping") or {}
-        unmapped = sum(1 for r in inputs if _map_key(r.get(column)) not in mapping)
-        if unmapped == n and "default" in config:
-            warnings.append(
-                PreviewWarning(
-                    "map_all_default",
-                    f"every one of the {n} value(s) of {column!r} fell to the default "
-                    f"{config['default']!r}: no value matched a mapping key",
-                )
-            )
-        elif unmapped == n:
-            warnings.append(
-                PreviewWarning(
-                    "map_no_match",
-                    f"none of the {n} value(s) of {column!r} matched a mapping key: "
-                    "every value passed unchanged",
-                )
-            )
-    elif op == "filter_eq" and not outputs:
-        warnings.append(
-            PreviewWarning(
-                "filter_kept_none",
-                f"kept 0 of {n} record(s): no {config.get('column')!r} equals "
-                f"{config.get('value')!r}",
-            )
+        return _map_warnings(config, inputs)
+    if op == "filter_eq" and not outputs:
+        message = (
+            f"kept 0 of {n} record(s): no {config.get('column')!r} equals {config.get('value')!r}"
         )
-    elif op == "aggregate":
-        column = config.get("column")
-        if all(r.get(column) is None for r in inputs):
-            warnings.append(
-                PreviewWarning(
-                    "aggregate_all_null",
-                    f"{column!r} is null in all {n} record(s): sum is 0, min and max are null",
-                )
-            )
-    elif op == "parse_date" and rejected * 2 > n:
-        warnings.append(
-            PreviewWarning(
-                "parse_date_mostly_failed",
-                f"{config.get('column')!r} failed to parse as a date in {rejected} of {n} "
-                "record(s)",
-            )
+        return [PreviewWarning("filter_kept_none", message)]
+    if op == "aggregate" and all(r.get(config.get("column")) is None for r in inputs):
+        message = (
+            f"{config.get('column')!r} is null in all {n} record(s): sum is 0, min and max are null"
         )
-    elif step_type == "export" and config.get("target") == "table" and config.get("key"):
-        warnings += _key_warnings(config["key"], inputs)
-    return warnings
+        return [PreviewWarning("aggregate_all_null", message)]
+    if op == "parse_date" and rejected * 2 > n:
+        message = (
+            f"{config.get('column')!r} failed to parse as a date in {rejected} of {n} record(s)"
+        )
+        return [PreviewWarning("parse_date_mostly_failed", message)]
+    return []
+
+
+def _map_warnings(
+    config: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]]
+) -> list[PreviewWarning]:
+    """A `map` whose sample matched no mapping key: every value fell to the default, or
+    (without one) passed unchanged."""
+    n = len(inputs)
+    column, mapping = config.get("column"), config.get("mapping") or {}
+    unmapped = sum(1 for r in inputs if _map_key(r.get(column)) not in mapping)
+    if unmapped != n:
+        return []
+    if "default" in config:
+        message = (
+            f"every one of the {n} value(s) of {column!r} fell to the default "
+            f"{config['default']!r}: no value matched a mapping key"
+        )
+        return [PreviewWarning("map_all_default", message)]
+    message = (
+        f"none of the {n} value(s) of {column!r} matched a mapping key: "
+        "every value passed unchanged"
+    )
+    return [PreviewWarning("map_no_match", message)]
 
 
 def _key_warnings(key: str, inputs: Sequence[Mapping[str, Any]]) -> list[PreviewWarning]:

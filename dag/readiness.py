@@ -85,22 +85,41 @@ def decide(
     """
     status = _statuses(plan, states)
     changed: dict[str, str] = {}
-
-    def settle(name: str, new_status: str) -> None:
-        status[name] = new_status
-        changed[name] = new_status
-
     if cancel_requested:
-        # Running steps stop cooperatively at their next batch boundary; the runner records
-        # that. Everything that has not started (or waits for a retry) ends here.
-        for step in plan.steps:
-            if status[step.name] in (PENDING, RETRY_WAIT):
-                settle(step.name, CANCELED)
+        _cancel_unstarted(plan, status, changed)
         return _readiness(plan, status, changed, ready=())
 
     frozen = plan.on_failure == STOP_DEPENDENTS and FAILED in status.values()
     # Under a frozen run a not_run dependency means "stopped by the policy", not a failure.
     blocking = _BLOCKING - {NOT_RUN} if frozen else _BLOCKING
+    _settle_upstream_failed(plan, status, changed, blocking)
+    if frozen:
+        _settle_not_run(plan, status, changed)
+    # Once frozen nothing new starts; due retries still do (a started step finishes).
+    ready = () if frozen else _ready(plan, status)
+    retries = _retries(plan, status, due_retries)
+    return _readiness(plan, status, changed, ready=ready, retries=retries)
+
+
+def _settle(status: dict[str, str], changed: dict[str, str], name: str, new_status: str) -> None:
+    """Record a transition in the working statuses and among this decision's changes."""
+    status[name] = new_status
+    changed[name] = new_status
+
+
+def _cancel_unstarted(plan: Plan, status: dict[str, str], changed: dict[str, str]) -> None:
+    """A cancel: every step that has not started (or waits for a retry) ends `canceled`."""
+    # Running steps stop cooperatively at their next batch boundary; the runner records that.
+    for step in plan.steps:
+        if status[step.name] in (PENDING, RETRY_WAIT):
+            _settle(status, changed, step.name, CANCELED)
+
+
+def _settle_upstream_failed(
+    plan: Plan, status: dict[str, str], changed: dict[str, str], blocking: Collection[str]
+) -> None:
+    """Pending and retry_wait steps with a `blocking` dependency end `upstream_failed`,
+    transitively."""
     # Plan order need not be topological, so repeat until nothing changes.
     progress = True
     while progress:
@@ -109,35 +128,35 @@ def decide(
             if status[step.name] in (PENDING, RETRY_WAIT) and any(
                 status[dep] in blocking for dep in step.depends_on
             ):
-                settle(step.name, UPSTREAM_FAILED)
+                _settle(status, changed, step.name, UPSTREAM_FAILED)
                 progress = True
 
-    if frozen:
-        progress = True
-        while progress:
-            progress = False
-            undecided: set[str] = set()
-            for step in plan.steps:
-                if status[step.name] in (RUNNING, RETRY_WAIT):
-                    undecided.update(plan.descendants(step.name))
-            for step in plan.steps:
-                name = status[step.name]
-                if (name == PENDING and step.name not in undecided) or (
-                    name == RETRY_WAIT and any(status[d] == NOT_RUN for d in step.depends_on)
-                ):
-                    settle(step.name, NOT_RUN)
-                    progress = True
-        return _readiness(
-            plan, status, changed, ready=(), retries=_retries(plan, status, due_retries)
-        )
 
-    ready = tuple(
+def _settle_not_run(plan: Plan, status: dict[str, str], changed: dict[str, str]) -> None:
+    """stop_dependents after a failure: pending steps not downstream of a running or
+    retry_wait step, and retry_wait steps with a `not_run` dependency, end `not_run`."""
+    progress = True
+    while progress:
+        progress = False
+        undecided: set[str] = set()
+        for step in plan.steps:
+            if status[step.name] in (RUNNING, RETRY_WAIT):
+                undecided.update(plan.descendants(step.name))
+        for step in plan.steps:
+            name = status[step.name]
+            if (name == PENDING and step.name not in undecided) or (
+                name == RETRY_WAIT and any(status[d] == NOT_RUN for d in step.depends_on)
+            ):
+                _settle(status, changed, step.name, NOT_RUN)
+                progress = True
+
+
+def _ready(plan: Plan, status: Mapping[str, str]) -> tuple[str, ...]:
+    """The pending steps whose dependencies all succeeded."""
+    return tuple(
         step.name
         for step in plan.steps
         if status[step.name] == PENDING and all(status[dep] == SUCCEEDED for dep in step.depends_on)
-    )
-    return _readiness(
-        plan, status, changed, ready=ready, retries=_retries(plan, status, due_retries)
     )
 
 

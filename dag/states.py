@@ -1,6 +1,10 @@
 """The states of runs, steps and step attempts, and the outcomes of admission: one `StrEnum`
-each, so no layer spells a state as a bare string. The values are the database's (the CHECK
-constraints in `ddl/migrations`) and the API's."""
+each, for Python code to name a state by (SQL files spell them as literals, checked by the
+CHECK constraints in `ddl/migrations`). The values are the database's and the API's.
+
+The sets, one meaning per name: `RUN_ACTIVE` (queued or running: holds a slot),
+`RUN_TERMINAL` (admitted and ended: succeeded, failed, canceled), `RUN_FINAL` (will never
+change again: terminal or skipped), `STEP_TERMINAL` (a step that has ended, run or not)."""
 
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ class SkipReason(StrEnum):
 
 RUN_ACTIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
 RUN_TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
+RUN_FINAL = RUN_TERMINAL | {RunStatus.SKIPPED}
 STEP_TERMINAL = frozenset(
     {
         StepStatus.SUCCEEDED,

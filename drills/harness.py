@@ -21,14 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dag import RUN_TERMINAL
+from dag import RUN_FINAL
 from ddl import connect
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_TOKEN = "harness-admin-token-0123456789abcdef"
 # Lease 3 s, heartbeat 1 s, sweep 0.5 s: tests and `--fast` drills see takeovers quickly.
 FAST_TIMINGS = {"ETL_LEASE_TTL_S": "3", "ETL_HEARTBEAT_S": "1", "ETL_SWEEP_S": "0.5"}
-TERMINAL = tuple(RUN_TERMINAL)
 
 
 def now_utc() -> datetime:
@@ -303,7 +302,7 @@ class Stack:
     ) -> Any:
         return wait_until(predicate, timeout=timeout, what=what, every=every, context=self.log_text)
 
-    def wait_run(self, run_id: str, timeout: float = 300, until: Iterable[str] = TERMINAL) -> dict:
+    def wait_run(self, run_id: str, timeout: float = 300, until: Iterable[str] = RUN_FINAL) -> dict:
         """The run once its status is in `until` (a restarting API is asked again)."""
         wanted = tuple(until)
 

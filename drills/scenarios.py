@@ -521,7 +521,11 @@ def drill_executor_frozen(topo: Topology, res: DrillResult, records: int) -> Non
     res.expect("run", run["status"], RunStatus.SUCCEEDED)
     step = _step(run, "to_file")
     res.expect("frozen attempt's outcome", frozen[1], LEASE_EXPIRED)
-    res.expect("to_file attempt outcomes", _outcomes(step), ["lease_expired", "succeeded"])
+    res.expect(
+        "to_file attempt outcomes",
+        _outcomes(step),
+        [AttemptOutcome.LEASE_EXPIRED, AttemptOutcome.SUCCEEDED],
+    )
     after = topo.sql(query + " AND number = %s", run_id, "to_file", number)[0]
     res.expect("batches the stale executor committed after waking", after[0] - frozen[0], 0)
     res.expect(

@@ -1,6 +1,7 @@
 -- Queries of the sandbox connectors: catalog look-ups for table ingest and the staged,
--- exactly-once table export. Blocks with `{name}` fields are templates: `tables.py` fills
--- them with `psycopg2.sql.Identifier`/`Composed` parts only, never with formatted strings.
+-- exactly-once table export. Blocks with `{name}` fields are templates: `table_source.py` and
+-- `table_export.py` fill them with `psycopg2.sql.Identifier`/`Composed` parts only, never with
+-- formatted strings.
 
 -- get_relation --
 -- A relation of a schema by exact name: its oid and kind ('r' table, 'p' partitioned, ...).

@@ -20,10 +20,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from dag import RUN_TERMINAL, RunStatus, StepStatus
+from dag import RUN_FINAL, RunStatus, StepStatus
 from service.client.http import ApiClient
 
-TERMINAL = (*RUN_TERMINAL, RunStatus.SKIPPED)
 # `--wait` / `watch` exit statuses by how the run ended (documented in README.md).
 EXIT_STATUS = {
     RunStatus.SUCCEEDED: 0,
@@ -143,7 +142,7 @@ def run_header(run: Mapping[str, Any]) -> str:
         text += f" (queue position {run['queue_position']})"
     if run.get("reason"):
         text += f" ({run['reason']})"
-    if run.get("status") in TERMINAL and run.get("error"):
+    if run.get("status") in RUN_FINAL and run.get("error"):
         text += f": {run['error']}"
     return text
 
@@ -202,7 +201,7 @@ def wait(
 ) -> dict:
     """Poll a run until it ends, showing nothing; returns the final run."""
     run = client.get_run(run_id)
-    while run["status"] not in TERMINAL:
+    while run["status"] not in RUN_FINAL:
         sleep(poll_s)
         run = client.get_run(run_id)
     return run
@@ -226,7 +225,7 @@ def watch(
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             while True:
                 live.update(table(run, step_lines(run, inputs, meter)))
-                if run["status"] in TERMINAL:
+                if run["status"] in RUN_FINAL:
                     break
                 sleep(poll_s)
                 run = client.get_run(run_id)
@@ -266,7 +265,7 @@ def _watch_plain(
                 shown[ln.name] = key
                 progress_at[ln.name] = (clock(), ln.done)
                 say(plain_line(ln, width))
-        if run["status"] in TERMINAL:
+        if run["status"] in RUN_FINAL:
             return run
         sleep(poll_s)
         run = client.get_run(run["id"])

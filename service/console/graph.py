@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dag import AttemptOutcome, StepStatus
+
 NODE_W, NODE_H = 190, 64
 COL_GAP, ROW_GAP, MARGIN = 70, 18, 16
 NAME_CHARS = 24  # a longer name is cut with an ellipsis; the full one is in the node's <title>
@@ -15,7 +17,11 @@ NAME_CHARS = 24  # a longer name is cut with an ellipsis; the full one is in the
 GANTT_LABEL_W, GANTT_BAR_W, GANTT_ROW_H, GANTT_AXIS_H = 200, 760, 26, 24
 
 # Attempt outcomes after which a new attempt is a takeover, not a retry after a delay.
-_TAKEOVERS = {"lease_expired": "taken over", "released": "handed over", "superseded": "replaced"}
+_TAKEOVERS = {
+    AttemptOutcome.LEASE_EXPIRED: "taken over",
+    AttemptOutcome.RELEASED: "handed over",
+    AttemptOutcome.SUPERSEDED: "replaced",
+}
 
 
 @dataclass(frozen=True)
@@ -173,8 +179,9 @@ def layout_gantt(
             x0, x1 = px(a["started_at"]), px(a.get("finished_at") or now)
             executor = (a.get("executor") or "?").split(":")[0]
             outcome = a.get("outcome")
+            shown = outcome or StepStatus.RUNNING
             secs = ((a.get("finished_at") or now) - a["started_at"]).total_seconds()
-            label = f"#{a['number']} {executor} \u00b7 {outcome or 'running'} \u00b7 {secs:.1f} s"
+            label = f"#{a['number']} {executor} \u00b7 {shown} \u00b7 {secs:.1f} s"
             gap_x = gap_label = None
             if prev is not None and prev.get("finished_at"):
                 gap_s = (a["started_at"] - prev["finished_at"]).total_seconds()

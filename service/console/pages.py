@@ -32,7 +32,15 @@ from service.domain.listing import (
 from service.domain.pipelines import get_pipeline, get_revision, list_pipeline_overview
 from service.domain.preview import preview_with
 from service.domain.principals import ADMIN_ONLY, OPERATE, READ
-from service.domain.runs import Admission, Cancellation, admit_run, cancel_run, resume_run
+from service.domain.runs import (
+    Admission,
+    AdmissionOutcome,
+    Cancellation,
+    CancelOutcome,
+    admit_run,
+    cancel_run,
+    resume_run,
+)
 from service.domain.schedules import create_schedule, delete_schedule
 from service.domain.sessions import (
     LOGIN_COOKIE,
@@ -51,13 +59,14 @@ PAGE_SIZE = 50
 STATIC_TYPES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript"}
 # Notices a redirect may name (`?notice=`): fixed texts, so nothing users wrote is reflected.
 NOTICES = {
-    "created": "Run triggered.",
-    "existing": "A run with this trigger key exists already; here it is.",
-    "skipped": "Trigger skipped: see the reason below.",
-    "canceled": "Run canceled.",
-    "cancel_requested": "Cancel requested: the steps stop at their next batch boundary.",
-    "requeued": "Run resumed: it is back in its pipeline's queue.",
-    "refused": "Resume refused by the queue limits; the run stays failed.",
+    AdmissionOutcome.CREATED: "Run triggered.",
+    AdmissionOutcome.EXISTING: "A run with this trigger key exists already; here it is.",
+    AdmissionOutcome.SKIPPED: "Trigger skipped: see the reason below.",
+    CancelOutcome.CANCELED: "Run canceled.",
+    CancelOutcome.CANCEL_REQUESTED: "Cancel requested: the steps stop at their next batch"
+    " boundary.",
+    AdmissionOutcome.REQUEUED: "Run resumed: it is back in its pipeline's queue.",
+    AdmissionOutcome.REFUSED: "Resume refused by the queue limits; the run stays failed.",
     "schedule_added": "Schedule added.",
     "schedule_deleted": "Schedule deleted.",
     "signed_out": "Signed out.",

@@ -18,7 +18,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from dag import RunStatus
+from dag import RunStatus, SkipReason
 from service.domain.db import Cursor, Database
 from service.domain.sql import METRICS_QUERIES as QUERIES
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 RUN_STATUSES = tuple(RunStatus)
-SKIP_REASONS = ("queue_full", "busy")
+SKIP_REASONS = tuple(SkipReason)
 STEP_DURATION_BOUNDS_S = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
