@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from actors.broker import send_advance_run, send_run_step
 from actors.sql import QUERIES
-from dag import Plan, RunStatus, StepStatus, decide, parse_plan
+from dag import Plan, RunStatus, StepStatus, decide, parse_plan, validate_plan
 
 log = logging.getLogger("etl.advancer")
 
@@ -51,20 +51,20 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
             # A finished run promotes the next one, which may finish at once (e.g. canceled
             # steps only), so loop until a run is left running or the queue is empty.
             for _ in range(100):
-                key = {"pipeline_id": pipeline_id}
-                cur.execute(QUERIES["get_pipeline_run"], {**key, "status": RunStatus.RUNNING})
-                running = cur.fetchone()
-                if running is None:
-                    cur.execute(QUERIES["get_pipeline_run"], {**key, "status": RunStatus.QUEUED})
-                    head = cur.fetchone()
-                    if head is None:
-                        break
-                    running = head
-                    _start_run(cur, str(head[0]), parse_plan(head[3]))
-                    result.started_runs.append(str(head[0]))
-                run_id, trace_id, cancel_requested, plan_json = running
+                current = _current_run(cur, pipeline_id)
+                if current is None:
+                    break
+                (run_id, trace_id, cancel_requested, plan_json, revision), queued = current
+                run_id = str(run_id)
+                problems = validate_plan(plan_json)
+                if problems:  # one pipeline's bad revision must never jam the others
+                    _fail_unrunnable(cur, run_id, trace_id, revision, problems, result)
+                    continue
+                if queued:
+                    _start_run(cur, run_id, parse_plan(plan_json))
+                    result.started_runs.append(run_id)
                 if not _advance_steps(
-                    cur, str(run_id), trace_id, bool(cancel_requested), plan_json, result
+                    cur, run_id, trace_id, bool(cancel_requested), plan_json, result
                 ):
                     break
         conn.commit()
@@ -72,6 +72,34 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
         conn.rollback()
         raise
     return result
+
+
+def _current_run(cur, pipeline_id: str) -> tuple[tuple, bool] | None:
+    """The pipeline's running run, else the head of its queue (True: it must start)."""
+    key = {"pipeline_id": pipeline_id}
+    cur.execute(QUERIES["get_pipeline_run"], {**key, "status": RunStatus.RUNNING})
+    running = cur.fetchone()
+    if running is not None:
+        return running, False
+    cur.execute(QUERIES["get_pipeline_run"], {**key, "status": RunStatus.QUEUED})
+    head = cur.fetchone()
+    return None if head is None else (head, True)
+
+
+def _fail_unrunnable(
+    cur, run_id: str, trace_id: str, revision: int, problems: list, result: Advance
+) -> None:
+    """A run whose revision no longer passes validation (accepted by an older release, or
+    written by hand) fails at once with an error naming the revision and every problem."""
+    listed = "; ".join(f"{p.field}: {p.message}" for p in problems)
+    error = f"input_error: revision {revision} of the pipeline is not a valid plan: {listed}"
+    cur.execute(QUERIES["fail_unrunnable_run"], {"run_id": run_id, "error": error})
+    result.finished_runs.append((run_id, RunStatus.FAILED))
+    log.error(
+        "run failed: its plan is invalid: %s",
+        listed,
+        extra={"run_id": run_id, "trace_id": trace_id},
+    )
 
 
 def _start_run(cur, run_id: str, plan: Plan) -> None:

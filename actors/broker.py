@@ -33,8 +33,8 @@ log = logging.getLogger("etl.broker")
 
 
 class PromptConsumer(PostgresConsumer):
-    """dramatiq-pg's consumer without two waits that cost up to ~2 s per step (measured:
-    863 ms orchestration overhead per step, 706 ms trigger -> running):
+    """dramatiq-pg's consumer without two waits that cost up to ~2 s per step (the figures:
+    bench/README.md, "Figures behind design choices"):
 
     - while its worker is busy it sleeps an exponential back-off capped at 1 s that is never
       reset, so a worker that just finished a step looks at its queue up to 1 s late; we

@@ -1,9 +1,9 @@
 """Committed step output in PostgreSQL: batches of records as compressed JSON in `bytea`.
 
 A batch is stored as zlib(`dag.encode_rows`): the JSON list of rows, each row a list of
-values in column order, so column names are not repeated per record (measured: ~2x faster
-than jsonb to write). The same bytes are what the step's output digest chains over, so they
-are encoded once per batch."""
+values in column order, so column names are not repeated per record (faster to write than
+jsonb: bench/README.md, "Figures behind design choices"). The same bytes are what the step's
+output digest chains over, so they are encoded once per batch."""
 
 from __future__ import annotations
 
@@ -77,7 +77,8 @@ def commit_batch(
 
 
 # `commit_batch` runs once per batch: prepared once per session, it is planned once, not
-# every time (planning took as long as running it, ~0.6 ms).
+# every time (planning took as long as running it: bench/README.md, "Figures behind design
+# choices").
 _COMMIT_BATCH_PARAMS = (("steps", "jsonb"), ("payloads", "bytea[]"), ("ttl_s", "float8"),
                         ("owner", "text"), ("run_id", "uuid"))  # fmt: skip
 _EXECUTE_COMMIT_BATCH = "EXECUTE etl_commit_batch ({})".format(

@@ -15,13 +15,31 @@ SELECT pipeline_id FROM runs WHERE id = %(run_id)s;
 -- get_pipeline_run --
 -- The pipeline's oldest run in a status, locked, with its revision's plan: the running run
 -- (at most one), or the head of the queue (FIFO by trigger order).
-SELECT r.id, r.trace_id, r.cancel_requested, v.plan
+SELECT r.id, r.trace_id, r.cancel_requested, v.plan, r.revision
 FROM runs r
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.pipeline_id = %(pipeline_id)s AND r.status = %(status)s
 ORDER BY r.queue_seq
 LIMIT 1
 FOR NO KEY UPDATE OF r;
+
+-- fail_unrunnable_run --
+-- A run whose revision no longer passes validation fails at once, saying why: its open
+-- attempts end (their executors' fences fail), its unfinished steps fail.
+WITH attempts_ended AS (
+    UPDATE attempts SET outcome = 'input_error', error = %(error)s, finished_at = now()
+    WHERE run_id = %(run_id)s AND outcome IS NULL
+    RETURNING id
+), steps_ended AS (
+    UPDATE step_runs SET status = 'failed', error = %(error)s, finished_at = now(),
+                         retry_at = NULL
+    WHERE run_id = %(run_id)s
+      AND status IN ('pending', 'running', 'retry_wait')
+    RETURNING name
+)
+UPDATE runs SET status = 'failed', error = %(error)s, finished_at = now(),
+                started_at = coalesce(started_at, now())
+WHERE id = %(run_id)s AND status IN ('queued', 'running');
 
 -- start_run --
 -- A queued run becomes running.

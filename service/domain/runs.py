@@ -30,6 +30,7 @@ from dag import (
     StepStatus,
     parse_plan,
     steps_to_rerun,
+    validate_plan,
 )
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
@@ -128,7 +129,8 @@ def admit_run(
     A key seen before for the pipeline returns its run whatever the status and creates
     nothing. Otherwise a new run bound to the pipeline's current revision is inserted as
     `queued`, or as `skipped` with reason `queue_full` / `busy` when a limit is reached.
-    Raises `NotFound` for an unknown pipeline."""
+    Raises `NotFound` for an unknown pipeline, `Conflict` (code `plan_invalid`) when the
+    current revision no longer passes validation."""
     lock_admission(cur)
     pipeline = fetch_one(cur, "get_pipeline", {"pipeline_id": pipeline_id})
     if pipeline is None:
@@ -140,6 +142,7 @@ def admit_run(
         assert run is not None
         _audit_run(cur, principal, "run.trigger", run, AdmissionOutcome.EXISTING, request_id)
         return Admission(AdmissionOutcome.EXISTING, run, run["reason"])
+    check_runnable(pipeline["plan"], pipeline["revision"])
     reason = refusal_reason(cur, pipeline_id)
     run_id = str(new_id())
     execute(
@@ -191,8 +194,8 @@ def resume_run(
     """Put a failed run back at the end of its pipeline's queue, under the same limits as a
     trigger. Steps that did not succeed start over (counters, checkpoint, digests, output
     batches cleared); succeeded steps keep their committed output; attempts stay as history.
-    Raises `NotFound`, or `Conflict` unless the run is `failed` and not purged. A limit
-    gives `refused`."""
+    Raises `NotFound`, or `Conflict` unless the run is `failed`, not purged and its revision
+    still a valid plan (code `plan_invalid`). A limit gives `refused`."""
     lock_admission(cur)
     row = fetch_one(cur, "lock_run", {"run_id": run_id})
     if row is None:
@@ -204,14 +207,16 @@ def resume_run(
             f"run {run_id} cannot be resumed: its intermediate outputs were purged at"
             f" {row['purged_at'].isoformat()} (retention); trigger a new run"
         )
+    key = {"pipeline_ids": [row["pipeline_id"]], "numbers": [row["revision"]]}
+    stored = fetch_one(cur, "get_revision_plans", key)["plan"]
+    check_runnable(stored, row["revision"])
     reason = refusal_reason(cur, row["pipeline_id"])
     if reason is None:
         execute(cur, "requeue_run", {"run_id": run_id})
         steps = fetch_all(cur, "list_step_runs", {"run_ids": [run_id]})
         rerun: tuple[str, ...] = ()
         if steps:  # all of a run's step rows are created when it starts, or none
-            key = {"pipeline_ids": [row["pipeline_id"]], "numbers": [row["revision"]]}
-            plan = parse_plan(fetch_one(cur, "get_revision_plans", key)["plan"])
+            plan = parse_plan(stored)
             rerun = steps_to_rerun(plan, {s["name"]: s["status"] for s in steps})
         params = {"run_id": run_id, "step_names": list(rerun)}
         reset = [r["name"] for r in fetch_all(cur, "reset_step_runs", params)]
@@ -221,6 +226,20 @@ def resume_run(
     outcome = AdmissionOutcome.REFUSED if reason else AdmissionOutcome.REQUEUED
     _audit_run(cur, principal, "run.resume", run, outcome, request_id, reason=reason)
     return Admission(outcome, run, reason)
+
+
+def check_runnable(plan: Any, revision: int) -> None:
+    """`Conflict` (code `plan_invalid`, the validator's messages as details) when revision
+    `revision`'s plan no longer passes validation (accepted by an older release, or written
+    by hand): a run of it could never start."""
+    problems = validate_plan(plan)
+    if problems:
+        raise Conflict(
+            f"revision {revision} of the pipeline is not a valid plan ({len(problems)}"
+            " problem(s)); PATCH the pipeline with a valid plan",
+            code="plan_invalid",
+            details=[{"field": p.field, "message": p.message} for p in problems],
+        )
 
 
 def _audit_run(
@@ -301,10 +320,11 @@ def step_view(row: Mapping[str, Any], attempts: list[Mapping[str, Any]]) -> dict
 
 
 # The status of the steps of a run that never started: a queued run's steps are pending, a
-# canceled one's canceled, a skipped one's never run.
+# canceled one's canceled, a skipped one's (or a failed one's, whose plan was invalid) never run.
 _UNSTARTED_STEP_STATUS = {
     RunStatus.CANCELED: StepStatus.CANCELED,
     RunStatus.SKIPPED: StepStatus.NOT_RUN,
+    RunStatus.FAILED: StepStatus.NOT_RUN,  # its plan was invalid: it never started
 }
 
 
@@ -347,10 +367,15 @@ def run_view(
     if step_rows:
         steps = [step_view(s, by_step.get(s["name"], [])) for s in step_rows]
     else:
-        plan_steps = (plan or {}).get("steps", [])
-        steps = [pending_step_view(s, run["status"]) for s in plan_steps]
+        plan_steps = plan.get("steps") if isinstance(plan, Mapping) else None
+        steps = [
+            pending_step_view(s, run["status"])
+            for s in (plan_steps if isinstance(plan_steps, list) else [])
+            if isinstance(s, Mapping)
+        ]
     failed = next((s for s in steps if s["status"] == StepStatus.FAILED), None)
     view = dict(run)
+    run_error = view.pop("run_error", None)  # the run failed before a step could
     view["steps"] = steps
-    view["error"] = f"step {failed['name']}: {failed['error']}" if failed else None
+    view["error"] = run_error or (f"step {failed['name']}: {failed['error']}" if failed else None)
     return view

@@ -94,3 +94,37 @@ def test_the_sweep_ends_a_run_with_nothing_runnable_and_goes_on_with_the_next(ap
     assert api.call("GET", f"/runs/{nxt}").body["status"] == "running"
     metrics = api.client.simulate_get("/metrics").text
     assert "etl_runs_stalled_total{pipeline=" in metrics and "} 1.0" in metrics
+
+
+def test_a_revision_that_no_longer_validates_fails_its_run_and_jams_nothing(api, conn) -> None:
+    """A revision written by hand (or accepted by an older release) that today's validator
+    refuses: a trigger answers 409 naming the problems, a run of it already queued fails at
+    once naming the revision, and the sweep goes on advancing every other pipeline."""
+    bad_pid, good_pid = api.create_pipeline(), api.create_pipeline()
+    queued = api.trigger(bad_pid, "before").body["id"]
+    bad_plan = '{"steps": [{"name": "x", "type": "ingest", "config": {"source": "file"}}]}'
+    api.sql(
+        "INSERT INTO revisions (pipeline_id, number, plan, created_by) VALUES (%s, 2, %s, 'hand')",
+        (bad_pid, bad_plan),
+    )
+    api.sql("UPDATE pipelines SET revision = 2 WHERE id = %s", (bad_pid,))
+    api.sql("UPDATE runs SET revision = 2 WHERE id = %s", (queued,))
+    refused = api.trigger(bad_pid, "after")
+    assert refused.status == 409, refused.body
+    assert refused.body["error"]["code"] == "plan_invalid"
+    assert "revision 2" in refused.body["error"]["message"]
+    assert {d["field"] for d in refused.body["error"]["details"]} == {"plan.steps[0].config.path"}
+    good = api.trigger(good_pid).body["id"]
+    broker = build_broker(api.db_url, max_connections=2)
+    try:
+        sweep_once(conn, broker, unclaimed_after_s=5, stalled_after_s=30)
+    finally:
+        broker.close()
+    run = api.call("GET", f"/runs/{queued}").body
+    assert run["status"] == "failed"
+    assert run["error"].startswith("input_error: revision 2 of the pipeline is not a valid plan")
+    assert "plan.steps[0].config.path" in run["error"]
+    assert [s["status"] for s in run["steps"]] == ["not_run"]
+    assert api.call("GET", f"/runs/{good}").body["status"] == "running"
+    resumed = api.call("POST", f"/runs/{queued}/resume")
+    assert resumed.status == 409 and resumed.body["error"]["code"] == "plan_invalid"

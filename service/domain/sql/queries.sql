@@ -138,6 +138,7 @@ RETURNING id;
 -- One run, with its 1-based position among its pipeline's queued runs when queued.
 SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.trace_id,
        r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at, r.purged_at,
+       r.error AS run_error,
        CASE WHEN r.status = 'queued' THEN (
            SELECT count(*) FROM runs q
            WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
@@ -183,7 +184,7 @@ UPDATE runs SET cancel_requested = true WHERE id = %(run_id)s AND status = 'runn
 -- requeue_run --
 -- A failed run re-enters its pipeline's queue at the back.
 UPDATE runs SET status = 'queued', queue_seq = nextval('run_queue_seq'), started_at = NULL,
-                finished_at = NULL, cancel_requested = false
+                finished_at = NULL, cancel_requested = false, error = NULL
 WHERE id = %(run_id)s AND status = 'failed';
 
 -- reset_step_runs --
