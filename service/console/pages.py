@@ -12,7 +12,6 @@ from importlib import resources as package_files
 from typing import Any
 
 import falcon
-from marshmallow import ValidationError
 
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag import RunStatus
@@ -51,7 +50,7 @@ from service.domain.sessions import (
     open_session,
     revoke_session,
 )
-from service.errors import ValidationFailed
+from service.errors import ServiceError
 from service.schemas import requests
 from service.schemas.requests import MAX_BODY_BYTES
 
@@ -224,22 +223,24 @@ class PreviewAction(ConsolePage):
         form, pid = req.context.form, str(pipeline_id)
         with as_console_errors(), self.deps.db.transaction() as cur:
             pipeline = get_pipeline(cur, pid)
-        raw_records = form.get("records", "").strip()
-        records = int(raw_records) if raw_records.isdigit() else DEFAULT_RECORDS
-        records = max(1, min(records, MAX_RECORDS))
         text = form.get("plan", "").strip()
-        edited = bool(text) and _loads(text) != pipeline["plan"]
-        plan = _loads(text) if edited else pipeline["plan"]
-        page = {"pipeline": pipeline, "records": records, "errors": [], "preview": None}
+        page = {"pipeline": pipeline, "records": DEFAULT_RECORDS, "errors": [], "preview": None}
+        edited = bool(text)
+        try:  # the API's own loaders: one validator for a JSON body and for this form
+            plan = requests.decode_json(text, "plan text") if text else pipeline["plan"]
+            edited = edited and plan != pipeline["plan"]
+            records = requests.form_integer(form.get("records") or str(DEFAULT_RECORDS))
+            fields = {"plan": plan, "records": records}
+            loaded = requests.load_fields(fields, requests.PreviewRequestSchema(), "form")
+            page["records"] = loaded["records"]
+            preview = preview_with(self.deps.config, loaded["plan"], loaded["records"])
+            page["preview"] = preview.as_dict()
+        except ServiceError as exc:  # 400: the form shows what to change
+            resp.status = falcon.HTTP_400
+            page["errors"] = exc.details or [{"field": "plan", "message": exc.message}]
         page["source"] = (
             "an edited plan (not saved)" if edited else f"revision {pipeline['revision']}"
         )
-        try:
-            if plan is _NOT_JSON:
-                raise ValidationFailed("invalid plan", details=[_NOT_JSON_DETAIL])
-            page["preview"] = preview_with(self.deps.config, plan, records).as_dict()
-        except ValidationFailed as exc:
-            page["errors"] = exc.details
         with self.deps.db.transaction() as cur:
             audit_change(
                 cur,
@@ -247,25 +248,11 @@ class PreviewAction(ConsolePage):
                 "pipeline.preview",
                 f"pipeline:{pid}",
                 req.context.request_id,
-                records=records,
+                records=page["records"],
                 edited=edited,
                 ok=_preview_ok(page),
             )
         self.console.render(req, resp, "preview.html", **page)
-
-
-_NOT_JSON = object()
-_NOT_JSON_DETAIL = {
-    "field": "plan",
-    "message": "the plan text is not JSON",
-}
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return _NOT_JSON
 
 
 def _preview_ok(page: dict[str, Any]) -> bool:
@@ -274,10 +261,8 @@ def _preview_ok(page: dict[str, Any]) -> bool:
 
 def _revision_param(req: falcon.Request, name: str, current: int) -> int | None:
     """Revision number `name` of the query if it is one of the pipeline's (1..current)."""
-    raw = req.get_param(name)
-    if raw is None or not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= current:
-        return None
-    return int(raw)
+    number = requests.form_integer(req.get_param(name) or "")
+    return number if isinstance(number, int) and 1 <= number <= current else None
 
 
 def _plan_diff(old: Any, new: Any, a: int, b: int) -> list[tuple[str, str]]:
@@ -300,7 +285,7 @@ class TriggerAction(ConsolePage):
         key = req.context.form.get("trigger_key", "").strip()
         with as_console_errors():
             if key:
-                _load(requests.RunTriggerSchema(), {"trigger_key": key})
+                requests.load_fields({"trigger_key": key}, requests.RunTriggerSchema(), "form")
             with self.deps.db.transaction() as cur:
                 admission = admit_run(
                     cur,
@@ -324,9 +309,9 @@ class ScheduleAddAction(ConsolePage):
             body: dict[str, Any] = {"daily_at": form.get("daily_at", "").strip()}
         else:
             raw = form.get("every_minutes", "").strip()
-            body = {"every_minutes": int(raw) if raw.isdigit() else raw}
+            body = {"every_minutes": requests.form_integer(raw)}
         with as_console_errors():
-            loaded = _load(requests.ScheduleCreateSchema(), body)
+            loaded = requests.load_fields(body, requests.ScheduleCreateSchema(), "form")
             with self.deps.db.transaction() as cur:
                 create_schedule(
                     cur,
@@ -355,14 +340,6 @@ class ScheduleDeleteAction(ConsolePage):
                 request_id=req.context.request_id,
             )
         raise falcon.HTTPSeeOther(f"{PREFIX}/pipelines/{pipeline_id}?notice=schedule_deleted")
-
-
-def _load(schema: Any, data: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return schema.load(data)
-    except ValidationError as exc:
-        details = requests.field_errors(exc.messages)
-        raise ValidationFailed("the form is invalid", details=details) from exc
 
 
 class RunPage(ConsolePage):

@@ -142,30 +142,51 @@ def load_body(
         if not optional:
             details = [{"field": "body", "message": "is required"}]
             raise ValidationFailed("a JSON body is required", details=details)
-        data: Any = {}
-    else:
-        media = (content_type or "").split(";")[0].strip().lower()
-        if media != "application/json" and not media.endswith("+json"):
-            raise UnsupportedMediaType(f"send application/json, not {media or 'no type'}")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
-        if json_depth(text) > MAX_JSON_DEPTH:
-            raise MalformedJson(f"the body nests deeper than {MAX_JSON_DEPTH} levels")
-        try:
-            data = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_number)
-        except ValueError as exc:
-            raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
-        if "\\u" in text:  # NUL and lone surrogates only arrive as escapes
-            details = unstorable_strings(data)
-            if details:
-                raise ValidationFailed("the request body is invalid", details=details)
+        return load_fields({}, schema)
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise UnsupportedMediaType(f"send application/json, not {media or 'no type'}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
+    return load_fields(decode_json(text), schema, what="request body")
+
+
+def decode_json(text: str, what: str = "body") -> Any:
+    """JSON `text` decoded, or `MalformedJson` naming `what`: nesting deeper than
+    `MAX_JSON_DEPTH` is refused before decoding, NaN and Infinity are not JSON, an integral
+    number with a fraction or exponent becomes an int."""
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise MalformedJson(f"the {what} nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_parse_number)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedJson(f"the {what} is not valid JSON: {exc}") from exc
+
+
+def load_fields(data: Any, schema: Schema, what: str = "request body") -> dict[str, Any]:
+    """Decoded fields (a JSON body's, or a console form's) loaded through `schema`: a
+    string PostgreSQL cannot store (NUL, a lone surrogate) or a schema error -> 400
+    `ValidationFailed` with field paths. The API and the console both load through this."""
+    details = unstorable_strings(data)
+    if details:
+        raise ValidationFailed(f"the {what} is invalid", details=details)
     try:
         return schema.load(data)
     except ValidationError as exc:
         details = field_errors(exc.messages)
-        raise ValidationFailed("the request body is invalid", details=details) from exc
+        raise ValidationFailed(f"the {what} is invalid", details=details) from exc
+
+
+def form_integer(text: str) -> int | str:
+    """A form field meant as an integer: its int when it is plain ASCII digits (at most 18,
+    within int64), else the text itself, which an integer field of a schema then refuses
+    with its own message (`²`, a 5,000-digit number, `12abc`)."""
+    text = text.strip()
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return int(text)
+    return text
 
 
 def json_depth(text: str) -> int:
