@@ -25,6 +25,7 @@ import psycopg2
 
 import connectors
 from actors.sql import QUERIES
+from dag.errors import PlanInvalid
 from dag.plan import Plan, parse_plan
 
 log = logging.getLogger("etl.purge")
@@ -93,13 +94,91 @@ def purge_finished_runs(
     return report
 
 
+def clear_unpublished_stages(
+    conn,
+    *,
+    export_dir: Path,
+    reject_dir: Path,
+    connect_sandbox: Callable,
+    limit: int = 20,
+) -> PurgeReport:
+    """Soon after a run ends (the sweep, every pass): remove what its steps that did not
+    succeed staged and can never publish (export chunks, staging tables, reject chunks),
+    for at most `limit` runs, oldest first. Succeeded steps keep their published marker.
+    A resume of the run starts those steps over, so nothing it needs is lost."""
+    report = PurgeReport()
+    sandboxes: list = []
+
+    def sandbox():
+        if not sandboxes or sandboxes[0].closed:
+            sandboxes[:] = [connect_sandbox()]
+        return sandboxes[0]
+
+    try:
+        while len(report.runs) < limit:
+            with conn.cursor() as cur:
+                cur.execute(QUERIES["lock_uncleared_run"], {"skip": report.failed})
+                row = cur.fetchone()
+                if row is None:
+                    conn.rollback()
+                    break
+                run_id, unpublished = str(row[0]), set(row[2])
+                try:
+                    steps = [s for s in _plan_steps(row[1]) if s.name in unpublished]
+                    _remove_stages(run_id, steps, (export_dir, reject_dir), sandbox, report)
+                except (OSError, psycopg2.Error, connectors.ConnectorError) as exc:
+                    if conn.closed:
+                        raise
+                    conn.rollback()
+                    report.failed.append(run_id)
+                    log.warning("stages not cleared: %s", exc, extra={"run_id": run_id})
+                    continue
+                cur.execute(QUERIES["mark_stages_cleared"], {"run_id": run_id})
+            conn.commit()
+            report.runs.append(run_id)
+    except BaseException:
+        if not conn.closed:
+            conn.rollback()
+        raise
+    finally:
+        for c in sandboxes:
+            c.close()
+    if report.stages or report.staging_tables:
+        log.info(
+            "cleared %d chunk folder(s) and %d staging table(s) of finished runs",
+            report.stages,
+            report.staging_tables,
+        )
+    return report
+
+
+def _plan_steps(plan_json) -> tuple:
+    """The steps of a stored plan; none for one that no longer validates (it never ran)."""
+    try:
+        return parse_plan(plan_json).steps
+    except PlanInvalid:
+        return ()
+
+
 def _purge_run(
     cur, run_id: str, plan: Plan, dirs: tuple[Path, Path], sandbox: Callable, report: PurgeReport
 ) -> None:
     """Remove one run's leftovers, then its batches, in the caller's transaction (which holds
     the run row until it commits). `dirs` are the export and reject directories."""
+    _remove_stages(run_id, plan.steps, dirs, sandbox, report)
+    cur.execute(QUERIES["delete_run_batches"], {"run_id": run_id})
+    report.batches += cur.rowcount
+    cur.execute(QUERIES["drop_checkpoint_state"], {"run_id": run_id})
+    cur.execute(QUERIES["mark_run_purged"], {"run_id": run_id})
+
+
+def _remove_stages(
+    run_id: str, steps, dirs: tuple[Path, Path], sandbox: Callable, report: PurgeReport
+) -> None:
+    """What `steps` of a run staged: reject chunks, and an export's staging table or the
+    chunk folder of its file (a published file's marker goes with it)."""
     export_dir, reject_dir = dirs
-    for step in plan.steps:
+    for step in steps:
         report.stages += connectors.reject_file(reject_dir, run_id, step.name).discard()
         if step.type != "export":
             continue
@@ -108,7 +187,3 @@ def _purge_run(
         else:
             export = connectors.export_file(export_dir, run_id, step.name, step.config["path"])
             report.stages += export.discard()
-    cur.execute(QUERIES["delete_run_batches"], {"run_id": run_id})
-    report.batches += cur.rowcount
-    cur.execute(QUERIES["drop_checkpoint_state"], {"run_id": run_id})
-    cur.execute(QUERIES["mark_run_purged"], {"run_id": run_id})

@@ -4,8 +4,9 @@ Every few seconds it reaps attempts whose lease ran out (the step continues from
 checkpoint in a new attempt, on any executor), re-sends wake-ups of attempts nobody claimed
 (lost between a commit and a send, or stranded on a dead executor), and advances every
 pipeline with queued or running runs (due retries, lost advancer messages, promotion).
-Every few minutes it also purges what the retention lets go: runs' intermediate outputs
-and the broker's finished messages."""
+Soon after a run ends it removes what its unsucceeded steps staged and can never publish
+(export chunks, staging tables, reject chunks). Every few minutes it also purges what the
+retention lets go: runs' intermediate outputs and the broker's finished messages."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import psycopg2
 
 from actors.advancer import advance_pipeline
 from actors.broker import send_run_step
-from actors.purge import purge_finished_runs
+from actors.purge import clear_unpublished_stages, purge_finished_runs
 from actors.sql import QUERIES
 from dag import StepStatus
 from ddl import connection_lost
@@ -212,6 +213,12 @@ def run_sweep(
                 broker,
                 unclaimed_after_s=settings.unclaimed_after_s,
                 stalled_after_s=settings.stalled_after_s,
+            )
+            clear_unpublished_stages(
+                conn,
+                export_dir=settings.export_dir,
+                reject_dir=settings.reject_dir,
+                connect_sandbox=connect_sandbox,
             )
             if time.monotonic() >= purge_due:
                 more_due = purge_pass(conn, connect_sandbox, settings)

@@ -418,3 +418,21 @@ WHERE s.run_id = %(run_id)s
        OR (s.status = 'pending'
            AND NOT EXISTS (SELECT 1 FROM step_runs o WHERE o.run_id = s.run_id
                            AND o.status IN ('running', 'retry_wait'))));
+
+-- lock_uncleared_run --
+-- The oldest finished run whose unpublished stages were not removed yet (skipping those a
+-- pass failed on), locked against a resume; its plan, and its steps that did not succeed.
+SELECT r.id, v.plan,
+       ARRAY(SELECT s.name FROM step_runs s
+             WHERE s.run_id = r.id AND s.status <> 'succeeded' ORDER BY s.position) AS unpublished
+FROM runs r
+JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
+WHERE NOT r.stages_cleared AND r.status IN ('succeeded', 'failed', 'canceled')
+  AND NOT (r.id = ANY(%(skip)s::uuid[]))
+ORDER BY r.finished_at
+LIMIT 1
+FOR NO KEY UPDATE OF r SKIP LOCKED;
+
+-- mark_stages_cleared --
+-- A finished run's unpublished stages are gone.
+UPDATE runs SET stages_cleared = true WHERE id = %(run_id)s;

@@ -96,3 +96,51 @@ def test_deleted_staged_chunks_make_the_file_export_start_over(db_url: str, tmp_
     outcomes = [a["outcome"] for a in steps["out"]["attempts"]]
     assert outcomes == ["failed", "succeeded"], steps["out"]["attempts"]
     assert "ChunkMissing" in steps["out"]["attempts"][0]["error"]
+
+
+def test_a_finished_run_leaves_no_chunk_and_no_staging_table_behind(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Both exports fail for good after staging batches (a key repeated in the third batch
+    of the table's, chunks deleted under the file's): once the run ends, the sweep removes
+    what they staged."""
+    stack = Stack(db_url, tmp_path, env={"ETL_FAULT": "slow_batches:step=out:ms=60"})
+    plan = _plan({**FILE})
+    plan["on_failure"] = "continue_independent"
+    plan["steps"][1]["retry"] = {"max_attempts": 1}
+    plan["steps"].append(
+        {"name": "table", "type": "export", "depends_on": ["read"],
+         "retry": {"max_attempts": 1}, "config": {**TABLE, "table": "left_people"}}
+    )  # fmt: skip
+    rows = [f"{i},Person {i}\n" for i in range(1, N + 1)]
+    rows[1200] = "5,Person 5 again\n"  # batch 3 of `table`: a key staged by batch 1
+    (stack.data / "p.csv").write_text("id,name\n" + "".join(rows))
+    try:
+        stack.start()
+        run_id = stack.trigger(stack.create("leftovers", plan))[1]["id"]
+
+        def committed() -> bool:
+            query = "SELECT (checkpoint->>'chunks')::int FROM step_runs WHERE run_id = %s"
+            got = stack.sql(query + " AND name = 'out'", run_id)
+            return bool(got) and (got[0][0] or 0) >= LOST_AT
+
+        wait_until(committed, timeout=60, what="the file export staged its chunks")
+        (stack.exports / ".stage" / run_id / "out" / "00000000.chunk").unlink()
+        run = stack.wait_run(run_id, timeout=120)
+        stage = stack.exports / ".stage" / run_id
+
+        def cleared() -> bool:
+            tables = stack.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'etl_stage'")
+            return tables == [(0,)] and not any(stage.rglob("*.chunk"))
+
+        wait_until(cleared, timeout=30, what="the sweep removed what the failed exports staged")
+        marked = stack.sql("SELECT stages_cleared FROM runs WHERE id = %s", run_id)
+    finally:
+        stack.stop()
+    steps = {s["name"]: s for s in run["steps"]}
+    assert run["status"] == "failed"
+    assert steps["out"]["status"] == steps["table"]["status"] == "failed"
+    assert "ChunkMissing" in steps["out"]["error"] and "5" in steps["table"]["error"]
+    assert steps["table"]["checkpoint"] is not None  # it had staged batches before failing
+    assert marked == [(True,)]
+    assert not (stack.exports / run_id / "p.jsonl").exists()

@@ -184,7 +184,8 @@ UPDATE runs SET cancel_requested = true WHERE id = %(run_id)s AND status = 'runn
 -- requeue_run --
 -- A failed run re-enters its pipeline's queue at the back.
 UPDATE runs SET status = 'queued', queue_seq = nextval('run_queue_seq'), started_at = NULL,
-                finished_at = NULL, cancel_requested = false, error = NULL
+                finished_at = NULL, cancel_requested = false, error = NULL,
+                stages_cleared = false
 WHERE id = %(run_id)s AND status = 'failed';
 
 -- reset_step_runs --
