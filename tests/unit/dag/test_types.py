@@ -26,7 +26,7 @@ from dag.types import (
     type_records,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 PROPERTY = settings(max_examples=200, deadline=None)
 
 

@@ -17,7 +17,7 @@ from dag.errors import InputDataError
 from dag.jsonparts import read_json_batches, read_jsonl_batches
 from dag.records import Position, RawBatch
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 PROPERTY = settings(max_examples=200, deadline=None)
 
 
