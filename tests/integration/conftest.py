@@ -1,16 +1,15 @@
 """Integration fixtures: a template database built once from `ddl/`, and a fresh copy of it
-for every test (`CREATE DATABASE ... TEMPLATE`). A missing PostgreSQL fails the run."""
+for every test (`CREATE DATABASE ... TEMPLATE`); the factories of in-process apps
+(`app_factory`, `api`) and of real topologies (`stack_factory`, `stack`). A missing
+PostgreSQL fails the run."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import subprocess
-import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import falcon.testing
 import psycopg2
@@ -18,13 +17,13 @@ import pytest
 from psycopg2 import sql
 
 import ddl
-from drills import ROOT, ApiClient, Stack, free_port
+from drills import Stack
 from service.app import create_app
 from service.config import Config
+from service.console import ConsoleSettings
 from service.domain.db import Database
 from service.domain.deps import Deps
-from service.run.gunicorn import gunicorn_argv
-from tests.integration.testapp import API_WORKERS, NOW, Api, seed_principals
+from tests.integration.testapp import NOW, Api, seed_principals
 
 PG = os.environ.get("ETL_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 
@@ -82,59 +81,73 @@ def conn(db_url: str) -> Iterator[psycopg2.extensions.connection]:
 
 
 @pytest.fixture
-def api(db_url: str) -> Iterator[Api]:
+def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
+    """Builds in-process apps (`create_app`, falcon's TestClient): on this test's database
+    with three principals (`seed`), a fixed clock, a recording `wake_run`, and the console
+    settings, config and id generator given; or on `db` (a database that is down, say)."""
+    opened: list[Database] = []
+    seeded: list[bool] = []
+
+    def make(
+        *,
+        db: Database | None = None,
+        console: ConsoleSettings | None = None,
+        config: Config | None = None,
+        seed: bool = True,
+        new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    ) -> Api:
+        if db is None:
+            if seed and not seeded:
+                seed_principals(db_url)
+                seeded.append(True)
+            db = Database(db_url)
+            opened.append(db)
+        wakes: list[tuple[str, str]] = []
+        deps = Deps(
+            db=db,
+            wake_run=lambda run_id, trace_id: wakes.append((run_id, trace_id)),
+            now=lambda: NOW,
+            new_id=new_id,
+            **({"config": config} if config is not None else {}),
+        )
+        return Api(falcon.testing.TestClient(create_app(deps, console)), db_url, wakes)
+
+    yield make
+    for db in opened:
+        db.close()
+
+
+@pytest.fixture
+def api(app_factory: Callable[..., Api]) -> Api:
     """The app on a fresh database with three principals, a fixed clock and a recording
     `wake_run`."""
-    seed_principals(db_url)
-    wakes: list[tuple[str, str]] = []
-    db = Database(db_url)
-    deps = Deps(
-        db=db,
-        wake_run=lambda run_id, trace_id: wakes.append((run_id, trace_id)),
-        now=lambda: NOW,
-        new_id=uuid.uuid4,
-    )
-    yield Api(falcon.testing.TestClient(create_app(deps)), db_url, wakes)
-    db.close()
+    return app_factory()
 
 
 @pytest.fixture
-def server(db_url: str) -> Iterator[str]:
-    """`etl api`'s gunicorn command with 3 workers on this test's database; its base URL."""
-    seed_principals(db_url)
-    port = free_port()
-    cfg = Config(database_url=db_url, api_bind=f"127.0.0.1:{port}", api_workers=API_WORKERS)
-    env = {**os.environ, "ETL_DATABASE_URL": db_url, "ETL_LOG_LEVEL": "WARNING"}
-    log = Path(tempfile.mkstemp(prefix="gunicorn-", suffix=".log")[1])
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            gunicorn_argv(cfg), env=env, stdout=out, stderr=subprocess.STDOUT, cwd=os.getcwd()
-        )
-    base = f"http://127.0.0.1:{port}"
+def stack_factory(db_url: str, tmp_path: Path) -> Iterator[Callable[..., Stack]]:
+    """Builds real topologies (`drills.Stack`, not started) on this test's database: with
+    `env` and the data `files` given (name -> text), under `tmp_path` (the first) or a folder
+    of its own there; every one is stopped at the end."""
+    made: list[Stack] = []
 
-    def alive() -> None:
-        if proc.poll() is not None:
-            pytest.fail(f"gunicorn did not start: {log.read_text()[-3000:]}")
+    def make(env: dict[str, str] | None = None, files: dict | None = None, **kw: Any) -> Stack:
+        where = tmp_path if not made else tmp_path / f"stack-{len(made)}"
+        s = Stack(db_url, where, env=env, **kw)
+        for name, text in (files or {}).items():
+            (s.data / name).write_text(text() if callable(text) else text)
+        made.append(s)
+        return s
 
-    try:
-        ApiClient(base).wait_healthy(timeout=30, alive=alive)
-        yield f"{base}/api/v1"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.unlink(missing_ok=True)
-
-
-@pytest.fixture
-def demo_stack(db_url: str, tmp_path: Path) -> Iterator[Stack]:
-    """A real topology (coordinator + two executors) with the demo's `customers.csv`."""
-    s = Stack(db_url, tmp_path)
-    shutil.copy(ROOT / "fixtures" / "customers.csv", s.data / "customers.csv")
-    try:
-        yield s.start()
-    finally:
+    yield make
+    for s in made:
         s.stop()
+
+
+@pytest.fixture
+def stack(stack_factory: Callable[..., Stack], request: pytest.FixtureRequest) -> Stack:
+    """A topology (not started) with the test module's `STACK_ENV` and `STACK_FILES` (name ->
+    text, or a function making it), and the env of an indirect parametrization
+    (`@pytest.mark.parametrize("stack", [ENV], indirect=True)`) on top."""
+    env = {**getattr(request.module, "STACK_ENV", {}), **(getattr(request, "param", None) or {})}
+    return stack_factory(env=env, files=getattr(request.module, "STACK_FILES", {}))

@@ -12,8 +12,8 @@ summary component and takes `limit` and `before` (`service.domain.listing`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
@@ -27,8 +27,31 @@ from service.domain import listing
 from service.domain.principals import READ
 from service.schemas import requests, responses
 
-if TYPE_CHECKING:
-    from service.api.routes import Op, Route
+
+class Operation(Protocol):
+    """What `build_spec` reads of an operation (`service.api.routes.Op`)."""
+
+    summary: str
+    status: int
+    response: str | None
+    page: bool
+    request: str | None
+    body_required: bool
+    also: Mapping[int, str | None]
+    query: tuple[str, ...]
+    media: str
+
+
+class DocumentedRoute(Protocol):
+    """What `build_spec` reads of a route (`service.api.routes.Route`)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def resource(self) -> Any: ...
+    @property
+    def operations(self) -> Mapping[str, Operation]: ...
+
 
 SCHEMAS = {
     "ErrorDetail": responses.ErrorDetailSchema,
@@ -129,7 +152,7 @@ def openapi_path(template: str) -> tuple[str, list[dict[str, Any]]]:
     return _FIELD.sub(r"{\1}", template), parameters
 
 
-def build_spec(routes: Iterable[Route]) -> dict[str, Any]:
+def build_spec(routes: Iterable[DocumentedRoute]) -> dict[str, Any]:
     """The OpenAPI 3 document of `routes` as a JSON-able dict."""
     spec = APISpec(
         title="ETL pipeline platform",
@@ -152,7 +175,7 @@ def build_spec(routes: Iterable[Route]) -> dict[str, Any]:
     return doc
 
 
-def _operation(resource: Any, method: str, op: Op, parameters: list) -> dict[str, Any]:
+def _operation(resource: Any, method: str, op: Operation, parameters: list) -> dict[str, Any]:
     public = getattr(resource, "public", False)
     roles = getattr(resource, "roles", {}).get(method.upper(), READ)
     who = "anyone" if public else ", ".join(sorted(r.removeprefix("pipeline_") for r in roles))

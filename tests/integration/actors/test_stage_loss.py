@@ -4,8 +4,6 @@ over, and the run ends with exactly its records (real coordinator and executors)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from drills import Stack, wait_until
@@ -50,10 +48,10 @@ def _run_with_damage(stack: Stack, target: dict, damage) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("fusion", ["1", "0"])
 def test_a_dropped_staging_table_makes_the_export_start_over_not_publish_a_part(
-    db_url: str, tmp_path: Path, fusion: str
+    stack_factory, fusion: str
 ) -> None:
     env = {"ETL_FAULT": "slow_batches:step=out:ms=60", "ETL_FUSION": fusion}
-    stack = Stack(db_url, tmp_path, env=env)
+    stack = stack_factory(env=env)
 
     def drop_staging(_run_id: str) -> None:
         (name,) = stack.sql("SELECT tablename FROM pg_tables WHERE schemaname = 'etl_stage'")[0]
@@ -77,8 +75,8 @@ def test_a_dropped_staging_table_makes_the_export_start_over_not_publish_a_part(
     assert stack.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'etl_stage'") == [(0,)]
 
 
-def test_deleted_staged_chunks_make_the_file_export_start_over(db_url: str, tmp_path: Path) -> None:
-    stack = Stack(db_url, tmp_path, env={"ETL_FAULT": "slow_batches:step=out:ms=60"})
+def test_deleted_staged_chunks_make_the_file_export_start_over(stack_factory) -> None:
+    stack = stack_factory(env={"ETL_FAULT": "slow_batches:step=out:ms=60"})
 
     def delete_chunks(run_id: str) -> None:
         stage = stack.exports / ".stage" / run_id / "out"
@@ -98,13 +96,11 @@ def test_deleted_staged_chunks_make_the_file_export_start_over(db_url: str, tmp_
     assert "ChunkMissing" in steps["out"]["attempts"][0]["error"]
 
 
-def test_a_finished_run_leaves_no_chunk_and_no_staging_table_behind(
-    db_url: str, tmp_path: Path
-) -> None:
+def test_a_finished_run_leaves_no_chunk_and_no_staging_table_behind(stack_factory) -> None:
     """Both exports fail for good after staging batches (a key repeated in the third batch
     of the table's, chunks deleted under the file's): once the run ends, the sweep removes
     what they staged."""
-    stack = Stack(db_url, tmp_path, env={"ETL_FAULT": "slow_batches:step=out:ms=60"})
+    stack = stack_factory(env={"ETL_FAULT": "slow_batches:step=out:ms=60"})
     plan = _plan({**FILE})
     plan["on_failure"] = "continue_independent"
     plan["steps"][1]["retry"] = {"max_attempts": 1}

@@ -3,13 +3,9 @@ error shapes of falcon's own errors."""
 
 from __future__ import annotations
 
-import falcon.testing
-
 from service.api.openapi.spec import openapi_path
 from service.api.routes import ROUTES
-from service.app import create_app
 from service.domain.db import Database
-from service.domain.deps import Deps
 from service.domain.principals import ADMIN
 from tests.integration.testapp import PLAN, Api
 
@@ -21,20 +17,16 @@ def test_health_needs_no_token_and_checks_the_database(api: Api) -> None:
     assert (a.status, a.body) == (200, {"status": "ok", "database": "ok"})
 
 
-def test_health_is_503_without_a_database() -> None:
-    dead = Database("postgresql://postgres@127.0.0.1:1/nowhere")
-    app = create_app(Deps(db=dead, wake_run=lambda r, t: None))
-    r = falcon.testing.TestClient(app).simulate_get("/health")
+def test_health_is_503_without_a_database(app_factory) -> None:
+    dead = app_factory(db=Database("postgresql://postgres@127.0.0.1:1/nowhere"))
+    r = dead.client.simulate_get("/health")
     assert r.status_code == 503
     assert r.json["database"] == "unavailable"
 
 
-def test_a_protected_call_without_a_database_is_503_in_the_error_shape() -> None:
-    dead = Database("postgresql://postgres@127.0.0.1:1/nowhere")
-    app = create_app(Deps(db=dead, wake_run=lambda r, t: None))
-    r = falcon.testing.TestClient(app).simulate_get(
-        "/api/v1/pipelines", headers={"Authorization": "Bearer x"}
-    )
+def test_a_protected_call_without_a_database_is_503_in_the_error_shape(app_factory) -> None:
+    dead = app_factory(db=Database("postgresql://postgres@127.0.0.1:1/nowhere"))
+    r = dead.client.simulate_get("/api/v1/pipelines", headers={"Authorization": "Bearer x"})
     assert r.status_code == 503
     assert r.json["error"]["code"] == "database_unavailable"
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-from pathlib import Path
-
-import pytest
 
 from drills import Stack
 
@@ -22,14 +19,13 @@ PLAN = {
 }  # fmt: skip
 
 
-@pytest.fixture
-def stack(db_url: str, tmp_path: Path):
-    s = Stack(db_url, tmp_path, env={"ETL_FAULT": "slow_batches:step=out:ms=250"})
-    (s.data / "nums.csv").write_text(
+# the `stack` fixture (tests/integration/conftest.py) reads these
+STACK_ENV = {"ETL_FAULT": "slow_batches:step=out:ms=250"}
+STACK_FILES = {
+    "nums.csv": lambda: (
         "id,text\n" + "".join(f'{i},"line {i}\nsecond, line"\n' for i in range(1, N + 1))
     )
-    yield s
-    s.stop()
+}
 
 
 def _live_attempt(stack: Stack, run_id: str):

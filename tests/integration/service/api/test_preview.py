@@ -5,34 +5,27 @@ guard, a read-only table ingest, and nothing persisted but an audit row."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import falcon.testing
 import psycopg2
 import pytest
 
 from actors.preview import read_only_connect
-from service.app import create_app
 from service.config import Config
-from service.domain.db import Database
-from service.domain.deps import Deps
 from service.domain.principals import ADMIN, OPERATOR, VIEWER
-from tests.integration.testapp import NOW, Api, plan_copy, seed_principals
+from tests.integration.testapp import Api, plan_copy
 
 PEOPLE = "id,name,amount\n1,  Ann  ,5\n2,Bob,x\n3,Cy,7\n"
 COUNTED = ("pipelines", "revisions", "runs", "step_runs", "step_batches")
 
 
 @pytest.fixture
-def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
+def api(app_factory, db_url: str, tmp_path: Path) -> Api:
     """The app with its data directory in tmp (people.csv) and the sandbox on the test
     database."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "people.csv").write_text(PEOPLE)
-    seed_principals(db_url)
-    db = Database(db_url)
     config = Config(
         database_url=db_url,
         sandbox_url=db_url,
@@ -40,9 +33,7 @@ def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
         export_dir=tmp_path / "exports",
         reject_dir=tmp_path / "rejects",
     )
-    deps = Deps(db=db, wake_run=lambda r, t: None, now=lambda: NOW, config=config)
-    yield Api(falcon.testing.TestClient(create_app(deps)), db_url)
-    db.close()
+    return app_factory(config=config)
 
 
 def _counts(api: Api) -> dict[str, int]:

@@ -18,8 +18,7 @@ from ddl.migrate import (
     apply_migrations,
     discover,
 )
-
-from .conftest import PG
+from tests.integration.conftest import PG
 
 
 def _tables(url: str) -> set[str]:

@@ -5,7 +5,6 @@ recompute the upstream output nobody kept, and refuse to go on when it came out 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -37,12 +36,8 @@ def _csv(n: int, bump: int = 0) -> str:
     return "id,name,n\n" + "".join(rows)
 
 
-@pytest.fixture
-def stack(db_url: str, tmp_path: Path, request):
-    s = Stack(db_url, tmp_path, env=getattr(request, "param", None) or {})
-    (s.data / "p.csv").write_text(_csv(N))
-    yield s
-    s.stop()
+# the `stack` fixture (tests/integration/conftest.py) reads this; env from a parameter
+STACK_FILES = {"p.csv": lambda: _csv(N)}
 
 
 def _steps(run: dict) -> dict[str, dict]:

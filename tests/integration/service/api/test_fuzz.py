@@ -23,7 +23,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import falcon.testing
 import jsonschema_rs
 import pytest
 import schemathesis
@@ -34,14 +33,11 @@ from schemathesis.transport.wsgi import WSGITransport
 
 from service.api.openapi.spec import build_spec, openapi_path
 from service.api.routes import ROUTES
-from service.app import create_app
 from service.config import Config
-from service.domain.db import Database
-from service.domain.deps import Deps
 from service.domain.listing import INTEGER_MAX, encode_cursor, parse_statuses, parse_uuid
 from service.domain.principals import ADMIN
 from service.errors import ValidationFailed
-from tests.integration.testapp import NOW, TOKENS, Api, plan_copy, seed_principals
+from tests.integration.testapp import NOW, TOKENS, Api, plan_copy
 
 EXAMPLES = 50
 SEED = 20261201
@@ -125,70 +121,63 @@ def in_process_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(WSGITransport, "send", send_in_process)
 
 
-def run_schemathesis(db_url: str, tmp_path: Path, headers: dict[str, str]) -> tuple[int, list[str]]:
-    """Every phase and every check against the app on `db_url`; (cases sent, failures)."""
-    seed_principals(db_url)
+def run_schemathesis(
+    app_factory, db_url: str, tmp_path: Path, headers: dict[str, str]
+) -> tuple[int, list[str]]:
+    """Every phase and every check against an in-process app; (cases sent, failures)."""
     data = tmp_path / "data"
     data.mkdir()
     for name in ("people.csv", "customers.csv"):
         (data / name).write_text(PEOPLE)
-    config = Config(
+    api = app_factory(config=_config(db_url, tmp_path), new_id=_ids())
+    for name in ("fuzz-a", "fuzz-b"):
+        created = api.call("POST", "/pipelines", {"name": name, "plan": plan_copy()})
+        assert created.status == 201, created.body
+    settings = SchemathesisConfig.from_dict(
+        {
+            "seed": SEED,
+            "headers": headers,
+            "generation": {"max-examples": EXAMPLES, "deterministic": True},
+            "checks": {"enabled": True},
+        }
+    )
+    schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", api.client.app, config=settings)
+    return _execute(schema)
+
+
+def _config(db_url: str, tmp_path: Path) -> Config:
+    return Config(
         database_url=db_url,
         sandbox_url=db_url,
-        data_dir=data,
+        data_dir=tmp_path / "data",
         export_dir=tmp_path / "exports",
         reject_dir=tmp_path / "rejects",
     )
-    db = Database(db_url)
-    try:
-        ids = random.Random(SEED)  # the same ids every run, as the same cases
 
-        def new_id() -> uuid.UUID:
-            return uuid.UUID(int=ids.getrandbits(128), version=4)
 
-        deps = Deps(
-            db=db,
-            wake_run=lambda run_id, trace_id: None,
-            now=lambda: NOW,
-            new_id=new_id,
-            config=config,
-        )
-        app = create_app(deps)
-        client = falcon.testing.TestClient(app)
-        admin = {"Authorization": f"Bearer {TOKENS[ADMIN]}"}
-        for name in ("fuzz-a", "fuzz-b"):
-            body = {"name": name, "plan": plan_copy()}
-            assert (
-                client.simulate_post("/api/v1/pipelines", json=body, headers=admin).status_code
-                == 201
-            )
-        settings = SchemathesisConfig.from_dict(
-            {
-                "seed": SEED,
-                "headers": headers,
-                "generation": {"max-examples": EXAMPLES, "deterministic": True},
-                "checks": {"enabled": True},
-            }
-        )
-        schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", app, config=settings)
-        cases, failures = 0, []
-        for event in from_schema(schema).execute():
-            if isinstance(event, ScenarioFinished):
-                cases += len(event.recorder.cases)
-                for case_id, checks in event.recorder.checks.items():
-                    for check in checks:
-                        if check.status == Status.FAILURE:
-                            failures.append(_describe(event, case_id, check))
-                if event.status == Status.ERROR:
-                    failures.append(f"{event.label}: error")
-            elif isinstance(event, NonFatalError):
-                trace = "".join(traceback.format_exception(event.value)[-6:])
-                failures.append(f"{event.label}: {event.value!r}\n{trace}")
-            elif isinstance(event, EngineFinished):
-                failures += [str(f) for f in event.failures]
-        return cases, failures
-    finally:
-        db.close()
+def _ids():
+    """The same ids every run, as the same cases."""
+    ids = random.Random(SEED)
+    return lambda: uuid.UUID(int=ids.getrandbits(128), version=4)
+
+
+def _execute(schema: Any) -> tuple[int, list[str]]:
+    cases, failures = 0, []
+    for event in from_schema(schema).execute():
+        if isinstance(event, ScenarioFinished):
+            cases += len(event.recorder.cases)
+            for case_id, checks in event.recorder.checks.items():
+                for check in checks:
+                    if check.status == Status.FAILURE:
+                        failures.append(_describe(event, case_id, check))
+            if event.status == Status.ERROR:
+                failures.append(f"{event.label}: error")
+        elif isinstance(event, NonFatalError):
+            trace = "".join(traceback.format_exception(event.value)[-6:])
+            failures.append(f"{event.label}: {event.value!r}\n{trace}")
+        elif isinstance(event, EngineFinished):
+            failures += [str(f) for f in event.failures]
+    return cases, failures
 
 
 def _describe(event: ScenarioFinished, case_id: str, check: Any) -> str:
@@ -205,9 +194,11 @@ def _describe(event: ScenarioFinished, case_id: str, check: Any) -> str:
 
 @pytest.mark.parametrize("role", [ADMIN, None], ids=["admin", "no-token"])
 @pytest.mark.usefixtures("in_process_transport")
-def test_schemathesis_finds_nothing(db_url: str, tmp_path: Path, role: str | None) -> None:
+def test_schemathesis_finds_nothing(
+    app_factory, db_url: str, tmp_path: Path, role: str | None
+) -> None:
     headers = {"Authorization": f"Bearer {TOKENS[role]}"} if role else {}
-    cases, failures = run_schemathesis(db_url, tmp_path, headers)
+    cases, failures = run_schemathesis(app_factory, db_url, tmp_path, headers)
     print(f"\nschemathesis ({role or 'no token'}): {cases} cases, {len(failures)} failures")
     assert cases > 0
     assert failures == [], "\n".join(sorted(set(failures)))

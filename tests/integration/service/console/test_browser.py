@@ -47,14 +47,16 @@ def browser() -> Iterator[Browser]:
         b.close()
 
 
-@pytest.fixture
-def stack(db_url: str, tmp_path: Path) -> Iterator[Stack]:
-    s = Stack(db_url, tmp_path, env={"ETL_FAULT": "slow_batches:step=out:ms=300"})
-    rows = "".join(f'{i},"line {i}\n  second,   line"\n' for i in range(1, N + 1))
-    bad = '<script>alert(1)</script>,"a bad id"\n'  # rejected: its raw value must show as text
-    (s.data / "nums.csv").write_text("id,text\n" + bad + rows)
-    yield s
-    s.stop()
+# the `stack` fixture (tests/integration/conftest.py) reads these
+STACK_ENV = {"ETL_FAULT": "slow_batches:step=out:ms=300"}
+BAD_ROW = '<script>alert(1)</script>,"a bad id"\n'  # rejected: its raw value must show as text
+STACK_FILES = {
+    "nums.csv": lambda: (
+        "id,text\n"
+        + BAD_ROW
+        + "".join(f'{i},"line {i}\n  second,   line"\n' for i in range(1, N + 1))
+    )
+}
 
 
 def open_page(browser: Browser, stack: Stack) -> Page:
@@ -182,16 +184,18 @@ def test_cancel_resume_viewer_escaping_and_csrf(browser: Browser, stack: Stack) 
     forged = page.request.post(f"/ui/runs/{failed_id}/resume", form={"csrf": "forged"})
     assert forged.status == 403 and "CSRF" in forged.text()
     assert stack.run(failed_id)["status"] == "succeeded"
-    # a viewer: the same pages, no buttons; their POST with a valid CSRF token gets 403
+    paths = ("/ui/", f"/ui/pipelines/{slow_id}", f"/ui/runs/{slow_run}", f"/ui/runs/{failed_id}")
+    _a_viewer_sees_no_buttons_and_may_not_post(browser, stack, paths, slow_id)
+
+
+def _a_viewer_sees_no_buttons_and_may_not_post(
+    browser: Browser, stack: Stack, paths: tuple[str, ...], pipeline_id: str
+) -> None:
+    """A viewer: the same pages, no buttons; their POST with a valid CSRF token gets 403."""
     token = stack.etl("token", "create", "--role", "pipeline_viewer", "--name", "viewer")
     viewer = open_page(browser, stack)
     sign_in(viewer, token.strip())
-    for path in (
-        "/ui/",
-        f"/ui/pipelines/{slow_id}",
-        f"/ui/runs/{slow_run}",
-        f"/ui/runs/{failed_id}",
-    ):
+    for path in paths:
         viewer.goto(path)
         expect(viewer.locator("main")).to_be_visible()
         expect(viewer.locator("button.action")).to_have_count(0)
@@ -199,6 +203,6 @@ def test_cancel_resume_viewer_escaping_and_csrf(browser: Browser, stack: Stack) 
             "fs => fs.map(f => f.getAttribute('action'))"
         ) == ["/ui/logout"]  # fmt: skip
     csrf = viewer.locator("input[name=csrf]").first.get_attribute("value")
-    refused = viewer.request.post(f"/ui/pipelines/{slow_id}/trigger", form={"csrf": csrf})
+    refused = viewer.request.post(f"/ui/pipelines/{pipeline_id}/trigger", form={"csrf": csrf})
     assert refused.status == 403
-    assert stack.sql("SELECT count(*) FROM runs WHERE pipeline_id = %s", slow_id)[0][0] == 1
+    assert stack.sql("SELECT count(*) FROM runs WHERE pipeline_id = %s", pipeline_id)[0][0] == 1

@@ -4,12 +4,9 @@ executors; the reproduction of a run once stuck in `running` for good)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from actors import advance_pipeline, build_broker, sweep_once
-from drills import Stack
 
 N = 5000
 BAD_LINE = 3001  # the header is line 1: record 3000 has a bad int
@@ -41,10 +38,10 @@ def _csv() -> str:
 @pytest.mark.parametrize("fusion", ["1", "0"])
 @pytest.mark.parametrize("on_failure", ["stop_dependents", "continue_independent"])
 def test_a_retry_waiting_on_a_failed_upstream_ends_upstream_failed(
-    db_url: str, tmp_path: Path, on_failure: str, fusion: str
+    stack_factory, on_failure: str, fusion: str
 ) -> None:
     env = {"ETL_FAULT": "fail_attempts:step=to_table:times=1", "ETL_FUSION": fusion}
-    stack = Stack(db_url, tmp_path, env=env)
+    stack = stack_factory(env=env)
     (stack.data / "p.csv").write_text(_csv())
     try:
         stack.start()

@@ -26,7 +26,7 @@ from service.domain.runs import PIPELINE_ACTIVE_LIMIT
 from service.run.gunicorn import gunicorn_argv
 from tests.integration.testapp import TOKENS, plan_copy, seed_principals
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture

@@ -10,13 +10,10 @@ from pathlib import Path
 
 import psycopg2.extras
 import pytest
-from falcon.testing import TestClient
 
-from service.app import create_app
 from service.config import Config
 from service.console import ConsoleSettings
 from service.domain.db import Database, execute, fetch_all
-from service.domain.deps import Deps
 from service.domain.listing import list_runs
 from service.domain.principals import ADMIN, OPERATOR, VIEWER, hash_token
 from service.errors import ValidationFailed
@@ -41,9 +38,10 @@ EVIL = "<script>alert(1)</script>"
 
 
 class Env:
-    def __init__(self, db_url: str, tmp: Path):
-        self.db = Database(db_url)
-        self.woken: list[str] = []
+    """A console on an in-process app (`app_factory`) whose principals are named `admin`,
+    `operator` and `viewer`; what it woke, and SQL on its database."""
+
+    def __init__(self, app_factory, db_url: str, tmp: Path):
         settings = ConsoleSettings(
             data_dir=tmp, export_dir=tmp / "exports", reject_dir=tmp / "rejects", sandbox_url=db_url
         )
@@ -54,18 +52,21 @@ class Env:
             export_dir=tmp / "exports",
             reject_dir=tmp / "rejects",
         )
-        deps = Deps(
-            db=self.db,
-            wake_run=lambda run_id, trace_id: self.woken.append(run_id),
-            config=self.config,
-        )
-        self.app = create_app(deps, settings)
-        self.api = TestClient(self.app)
+        built = app_factory(console=settings, config=self.config, seed=False)
+        self.db = Database(db_url)
+        self._wakes = built.wakes
+        self.api = built.client
+        self.app = built.client.app
         with self.db.transaction() as cur:
             for role, token in TOKENS.items():
                 params = {"id": str(uuid.uuid4()), "name": role.split("_")[1],
                           "role": role, "token_hash": hash_token(token)}  # fmt: skip
                 execute(cur, "insert_principal", params)
+
+    @property
+    def woken(self) -> list[str]:
+        """The runs the console woke the dag-advancer for, in order."""
+        return [run_id for run_id, _ in self._wakes]
 
     def create(self, name: str, plan: dict = PLAN) -> str:
         headers = {"Authorization": f"Bearer {TOKENS[ADMIN]}"}
@@ -88,8 +89,8 @@ class Env:
 
 
 @pytest.fixture
-def env(db_url: str, tmp_path: Path):
-    e = Env(db_url, tmp_path)
+def env(app_factory, db_url: str, tmp_path: Path):
+    e = Env(app_factory, db_url, tmp_path)
     yield e
     e.db.close()
 

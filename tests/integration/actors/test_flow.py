@@ -16,13 +16,7 @@ import pytest
 from dag import BATCH_SIZE, DIGEST_SEED, chain_rows, encode_rows
 from drills import Stack
 
-
-@pytest.fixture
-def stack(db_url: str, tmp_path: Path, request):
-    env = getattr(request, "param", None) or {}
-    s = Stack(db_url, tmp_path, env=env)
-    yield s
-    s.stop()
+# the `stack` fixture (tests/integration/conftest.py): env from an indirect parameter
 
 
 def _people_csv(n: int) -> str:

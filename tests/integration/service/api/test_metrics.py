@@ -10,14 +10,11 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import falcon.testing
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from drills import ADMIN_TOKEN, ROOT, Stack
-from service.app import create_app
 from service.domain.db import Database
-from service.domain.deps import Deps
 from tests.integration.testapp import Api
 
 Samples = dict[tuple[str, frozenset], float]
@@ -41,7 +38,9 @@ def by_label(samples: Samples, name: str, label: str) -> dict[str, float]:
     return {dict(k[1])[label]: v for k, v in samples.items() if k[0] == name and v and k[1]}
 
 
-def test_every_metric_on_known_states_needs_no_token(api: Api) -> None:
+def _seed_known_states(api: Api) -> None:
+    """Two pipelines with runs in every status, three steps of one running run and their
+    attempts, two of them taken over."""
     a, b = api.create_pipeline("alpha"), api.create_pipeline("beta")
     insert = (
         "INSERT INTO runs (id, pipeline_id, revision, status, reason, trigger_key, trace_id,"
@@ -82,6 +81,10 @@ def test_every_metric_on_known_states_needs_no_token(api: Api) -> None:
         " (%(r)s, 'out', 2, 'executor-2:b2', 'executor-2:b2', now() + interval '1 h', NULL)",
         {"r": run_id},
     )
+
+
+def test_every_metric_on_known_states_needs_no_token(api: Api) -> None:
+    _seed_known_states(api)
     answer = api.client.simulate_get("/metrics")
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain; version=")
@@ -114,10 +117,9 @@ def test_every_metric_on_known_states_needs_no_token(api: Api) -> None:
     assert 90 <= value(m, "etl_oldest_queued_run_age_seconds") < 3600
 
 
-def test_without_a_database_the_scrape_says_so() -> None:
-    dead = Database("postgresql://postgres@127.0.0.1:1/nowhere")
-    client = falcon.testing.TestClient(create_app(Deps(db=dead, wake_run=lambda r, t: None)))
-    answer = client.simulate_get("/metrics")
+def test_without_a_database_the_scrape_says_so(app_factory) -> None:
+    dead = app_factory(db=Database("postgresql://postgres@127.0.0.1:1/nowhere"))
+    answer = dead.client.simulate_get("/metrics")
     assert answer.status_code == 200
     assert parse(answer.text) == {("etl_database_up", frozenset()): 0.0}
 

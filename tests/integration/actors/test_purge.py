@@ -8,7 +8,6 @@ import uuid
 from pathlib import Path
 
 import psycopg2
-import pytest
 
 import connectors
 from actors import purge_finished_runs
@@ -17,12 +16,9 @@ from drills import Stack, wait_until
 DAY_S = 86400.0
 
 
-@pytest.fixture
-def stack(db_url: str, tmp_path: Path):
-    # Unfused, so that `read` stores its output batches (fused, nobody needs them stored).
-    s = Stack(db_url, tmp_path, env={"ETL_RETENTION_DAYS": "7", "ETL_FUSION": "0"})
-    yield s
-    s.stop()
+# the `stack` fixture (tests/integration/conftest.py) reads this. Unfused, so that `read`
+# stores its output batches (fused, nobody needs them stored).
+STACK_ENV = {"ETL_RETENTION_DAYS": "7", "ETL_FUSION": "0"}
 
 
 def test_a_failed_run_is_purged_and_can_no_longer_be_resumed(stack: Stack) -> None:

@@ -78,10 +78,8 @@ def test_a_restart_of_postgresql_does_not_wait_out_the_lease(
         stack.stop()
 
 
-def test_terminated_sessions_of_an_executor_are_ridden_out_quietly(
-    db_url: str, tmp_path: Path
-) -> None:
-    stack = Stack(db_url, tmp_path, env=SLOW_EXPORT)
+def test_terminated_sessions_of_an_executor_are_ridden_out_quietly(stack_factory) -> None:
+    stack = stack_factory(env=SLOW_EXPORT)
     _write_input(stack)
     stack.start()
     try:
@@ -107,8 +105,8 @@ def test_terminated_sessions_of_an_executor_are_ridden_out_quietly(
         stack.stop()
 
 
-def test_cancel_ends_a_run_whose_step_no_executor_claimed(db_url: str, tmp_path: Path) -> None:
-    stack = Stack(db_url, tmp_path)
+def test_cancel_ends_a_run_whose_step_no_executor_claimed(stack_factory) -> None:
+    stack = stack_factory()
     _write_input(stack)
     stack.start(executors=())  # the executors are down
     try:

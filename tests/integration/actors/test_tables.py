@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-from pathlib import Path
 
 import psycopg2
 import pytest
@@ -34,12 +33,8 @@ def _export_plan(table: str = "people") -> dict:
     }  # fmt: skip
 
 
-@pytest.fixture
-def stack(db_url: str, tmp_path: Path, request):
-    s = Stack(db_url, tmp_path, env=getattr(request, "param", None) or {})
-    (s.data / "people.csv").write_text(_csv(N))
-    yield s
-    s.stop()
+# the `stack` fixture (tests/integration/conftest.py) reads this; env from a parameter
+STACK_FILES = {"people.csv": lambda: _csv(N)}
 
 
 def _rows(stack: Stack, run_id: str) -> tuple[int, int, int]:
