@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dag import InputDataError
+
 
 class ActorError(Exception):
     """Base class of every error raised by `actors`."""
@@ -29,3 +31,7 @@ class InjectedCrash(ActorError):
 
 class PreviewTimeLimit(ActorError):
     """A preview ran past its time limit; it stops at a batch boundary."""
+
+
+class ReplayMismatch(ActorError, InputDataError):
+    """A recomputed upstream output differs from its recorded one: its input changed since."""

@@ -25,7 +25,7 @@ from actors.outputs import columns_from_db, decode_rows
 from actors.preview import MAX_RECORDS, SAMPLE_ROWS, PlanPreview, preview_plan
 from dag import parse_plan
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 ENGINE_ROW_ERRORS = 20  # step_runs.row_errors keeps the first 20
 STATUS = {"succeeded": "ok", "failed": "failed", "upstream_failed": "upstream_failed"}
 
