@@ -30,7 +30,11 @@ class InjectedCrash(ActorError):
 
 
 class PreviewTimeLimit(ActorError):
-    """A preview ran past its time limit; it stops at a batch boundary."""
+    """A preview ran past its time limit; it stops within a batch (every few records)."""
+
+
+class PreviewBudgetExceeded(ActorError):
+    """The records a preview holds for the steps still to come passed its memory budget."""
 
 
 class ReplayMismatch(ActorError, InputDataError):

@@ -23,7 +23,8 @@ from typing import Any
 import psycopg2
 
 import connectors
-from actors.errors import PreviewTimeLimit
+from actors.errors import PreviewBudgetExceeded, PreviewTimeLimit
+from actors.preview_answer import Level, bounded, clip, levels
 from actors.steps import (
     BATCH_SIZE,
     InputBatch,
@@ -50,6 +51,8 @@ DEFAULT_RECORDS = 100
 MAX_RECORDS = 5000
 SAMPLE_ROWS = 5
 MAX_ROW_ERRORS = 50  # per step; `row_errors_total` counts them all
+MAX_HELD_BYTES = 64 * 1024 * 1024  # records held for the steps to come, in all
+SLICE_RECORDS = 50  # records between two looks at the time limit
 PREVIEW_RUN_ID = "00000000-0000-0000-0000-000000000000"  # stands for the run's id in paths
 _TABLE_KEY_COLUMNS = {"run_id": "uuid", "step_id": "text", "record_key": "text"}
 _SQL_TYPES = {"int": "bigint", "string": "text", "date": "date"}
@@ -75,25 +78,44 @@ class StepPreview:
     source: dict[str, Any] | None = None
     export: dict[str, Any] | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON shape (the CLI's `--json` and the API answer the same)."""
+    def as_dict(self, level: Level | None = None) -> dict[str, Any]:
+        """The JSON shape (the CLI's `--json` and the API answer the same), showing what
+        `level` lets it (`actors.preview_answer`; everything when None)."""
+        chars = level.value_chars if level else None
+        rows = level.rows if level else SAMPLE_ROWS
+        errors = level.row_errors if level else MAX_ROW_ERRORS
         return {
             "name": self.name,
             "type": self.type,
             "status": self.status,
-            "error": self.error,
+            "error": _cut(self.error, chars),
             "columns": self.columns,
-            "inferred": self.inferred,
+            "inferred": _cut(self.inferred, chars),
             "records_in": self.records_in,
             "records_out": self.records_out,
             "rejected": self.rejected,
-            "sample": self.sample,
-            "row_errors": self.row_errors[:MAX_ROW_ERRORS],
+            "sample": _cut(self.sample[:rows], chars),
+            "row_errors": _cut(self.row_errors[:errors], chars),
             "row_errors_total": len(self.row_errors),
-            "warnings": self.warnings,
+            "warnings": _cut(self.warnings, chars),
             "source": self.source,
-            "export": self.export,
+            "export": _cut(_export_shown(self.export, rows), chars),
         }
+
+
+def _cut(value: Any, chars: int | None) -> Any:
+    return value if chars is None else clip(value, chars)
+
+
+def _export_shown(export: dict[str, Any] | None, rows: int) -> dict[str, Any] | None:
+    """An export's view with at most `rows` rows (and the text of those rows only)."""
+    if export is None or len(export.get("rows", ())) <= rows:
+        return export
+    shown = {**export, "rows": export["rows"][:rows]}
+    if "text" in export:
+        keep = rows + (1 if export.get("format") == "csv" else 0)  # the header line
+        shown["text"] = "".join(export["text"].splitlines(keepends=True)[:keep])
+    return shown
 
 
 @dataclass
@@ -111,20 +133,34 @@ class PlanPreview:
         return any(s.status != "ok" for s in self.steps)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "records": self.records,
-            "on_row_error": self.on_row_error,
-            "on_failure": self.on_failure,
-            "ok": not self.failed,
-            "writes": "nothing: exports are shown, not written",
-            "steps": [s.as_dict() for s in self.steps],
-        }
+        """The answer, bounded in bytes (`actors.preview_answer`): long values cut with a
+        marker, fewer sample rows and row errors when even that does not fit."""
+
+        def build(level: Level) -> dict[str, Any]:
+            return {
+                "records": self.records,
+                "on_row_error": self.on_row_error,
+                "on_failure": self.on_failure,
+                "ok": not self.failed,
+                "writes": "nothing: exports are shown, not written",
+                "steps": [s.as_dict(level) for s in self.steps],
+            }
+
+        return bounded(build, levels(SAMPLE_ROWS, MAX_ROW_ERRORS))
 
 
 @dataclass
 class _Output:
     columns: dict[str, str]
     batches: list[list[dict]]
+    held_bytes: int = 0  # what `batches` count against the memory budget
+    readers: int = 0  # steps still to be previewed that read it
+
+
+def held_bytes(records: list[dict]) -> int:
+    """An estimate of what `records` hold: their string values' lengths plus a few bytes
+    per value (ints, dates and the references themselves)."""
+    return sum(len(v) + 16 if isinstance(v, str) else 16 for r in records for v in r.values())
 
 
 class _MemoryUpstream(UpstreamSource):
@@ -258,12 +294,26 @@ def _ancestors(plan: Plan, name: str) -> set[str]:
 
 
 class _Previewer:
-    def __init__(self, plan: Plan, env: StepEnv, records: int, deadline: Callable[[], None]):
+    """Previews steps in execution order, holding each one's output only until the last
+    step that reads it has run, and no more of it than `max_held_bytes` in all."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        env: StepEnv,
+        records: int,
+        deadline: Callable[[], None],
+        readers: dict[str, int],
+        max_held_bytes: int,
+    ):
         self.plan = plan
         self.env = env
         self.records = records
         self.deadline = deadline
         self.outputs: dict[str, _Output] = {}
+        self.readers = readers
+        self.max_held_bytes = max_held_bytes
+        self.held = 0
 
     def step(self, step: Step) -> StepPreview:
         view = StepPreview(step.name, step.type, source=_source_view(step))
@@ -276,9 +326,36 @@ class _Previewer:
             self._run(step, view)
         except (InputDataError, connectors.ConnectorError, OSError, psycopg2.Error) as exc:
             view.status, view.error = StepStatus.FAILED, f"{type(exc).__name__}: {exc}".strip()
-        except PreviewTimeLimit as exc:
+        except (PreviewTimeLimit, PreviewBudgetExceeded) as exc:
             view.status, view.error = StepStatus.FAILED, str(exc)
+        finally:
+            self._release(step)
         return view
+
+    def _hold(self, step: Step, records: list[dict]) -> int:
+        """Count `records` of `step`'s output against the budget; `PreviewBudgetExceeded`
+        when the preview would then hold more than its budget."""
+        size = held_bytes(records)
+        self.held += size
+        if self.held > self.max_held_bytes:
+            mib = self.max_held_bytes / 2**20
+            raise PreviewBudgetExceeded(
+                f"preview memory budget of {mib:g} MiB exceeded at step {step.name!r}"
+                f" (its output and the outputs still to be read hold {self.held / 2**20:.1f}"
+                " MiB): preview fewer records"
+            )
+        return size
+
+    def _release(self, step: Step) -> None:
+        """After `step`: drop the outputs no step still to come reads."""
+        for name in step.depends_on:
+            output = self.outputs.get(name)
+            if output is None:
+                continue
+            output.readers -= 1
+            if output.readers <= 0 and output.batches:
+                self.held -= output.held_bytes
+                output.batches, output.held_bytes = [], 0
 
     def _run(self, step: Step, view: StepPreview) -> None:
         self.deadline()
@@ -293,7 +370,8 @@ class _Previewer:
         inputs: list[dict] = []
         batches: list[list[dict]] = []
         errors: list[RowError] = []
-        for batch in source.batches(None, 0):
+        held = 0
+        for batch in self._sliced(source.batches(None, 0)):
             self.deadline()
             view.columns = compute.output_columns
             if batch.records_in == 0:
@@ -311,6 +389,7 @@ class _Previewer:
             view.records_in += batch.records_in
             view.records_out += len(out)
             if out:
+                held += self._hold(step, out)
                 batches.append(out)
         view.row_errors = [e.as_dict() for e in errors]
         view.rejected = len(errors)
@@ -332,11 +411,28 @@ class _Previewer:
         final = compute.finish()
         view.columns = compute.output_columns
         view.records_out += len(final)
+        held += self._hold(step, final)
         batches += [final[i : i + BATCH_SIZE] for i in range(0, len(final), BATCH_SIZE)]
         view.sample = [r for b in batches for r in b][:SAMPLE_ROWS]
         if export is not None:
             view.export = export.finish(final)
-        self.outputs[step.name] = _Output(dict(view.columns), batches)
+        readers = self.readers.get(step.name, 0)
+        if readers == 0:  # nothing reads it: only its sample stays
+            self.held -= held
+            batches, held = [], 0
+        self.outputs[step.name] = _Output(dict(view.columns), batches, held, readers)
+
+    def _sliced(self, batches: Iterator[InputBatch]) -> Iterator[InputBatch]:
+        """The source's batches in slices of `SLICE_RECORDS`, so that the time limit is
+        checked every few records (a batch of wide rows can take seconds). The slices of a
+        batch go through the step's computation in order: the same output as whole."""
+        for batch in batches:
+            if batch.records_in <= SLICE_RECORDS or batch.row_errors:
+                yield batch
+                continue
+            for i in range(0, len(batch.records), SLICE_RECORDS):
+                part = batch.records[i : i + SLICE_RECORDS]
+                yield InputBatch(part, [], len(part), batch.position)
 
 
 def preview_plan(
@@ -349,13 +445,15 @@ def preview_plan(
     sandbox_connect: Callable[[], Any] | None = None,
     time_limit_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    max_held_bytes: int = MAX_HELD_BYTES,
 ) -> PlanPreview:
     """Preview `plan` on the first `records` (1..MAX_RECORDS) records of each ingest: every
     step, or with `step` that step and the steps it depends on, in execution order.
 
     `sandbox_connect` opens a sandbox connection for table ingests (the preview makes it
     read-only); without one a table ingest fails its step. Past `time_limit_s` the running
-    step fails at its next batch boundary and the rest do not run."""
+    step fails within a few records and the rest do not run; a step whose output would
+    make the records held for the steps to come pass `max_held_bytes` fails too."""
     if not 1 <= records <= MAX_RECORDS:
         raise ValueError(f"records must be 1..{MAX_RECORDS}, got {records}")
     started = clock()
@@ -373,7 +471,11 @@ def preview_plan(
         sandbox_connect=read_only_connect(sandbox_connect),
     )
     wanted = None if step is None else {step, *_ancestors(plan, step)}
-    previewer = _Previewer(plan, env, records, deadline)
+    readers = {
+        s.name: sum(1 for d in plan.dependents(s.name) if wanted is None or d in wanted)
+        for s in plan.steps
+    }
+    previewer = _Previewer(plan, env, records, deadline, readers, max_held_bytes)
     steps = [
         previewer.step(plan.step(name))
         for name in topological_order(plan)

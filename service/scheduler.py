@@ -245,8 +245,9 @@ class Scheduler:
         schedule row, admit a run with the fire's trigger key and record the fire
         (`last_fired_at`, `last_run_id`, `next_fire_at`). Idempotent per (schedule, fire
         time): a repeat returns the `existing` admission. A skipped admission (`queue_full`,
-        `busy`) is recorded as a skipped run. Returns None, firing nothing, when the schedule
-        is deleted or gone. After COMMIT, wakes the dag-advancer for a created run."""
+        `busy`) is recorded as a skipped run. Returns None when the schedule is deleted or
+        gone (nothing fires), or when the pipeline's revision is no valid plan (the fire is
+        recorded, without a run). After COMMIT, wakes the dag-advancer for a created run."""
         fire_time = fire_time.astimezone(UTC)
         key = trigger_key(schedule_id, fire_time)
         with self._transaction() as cur:
@@ -255,6 +256,13 @@ class Scheduler:
             log.info("schedule %s is deleted; %s does not fire", schedule_id, key)
             return None
         spec, admission = fired
+        if admission is None:
+            log.warning(
+                "%s makes no run: the pipeline's revision is not a valid plan",
+                key,
+                extra={"pipeline_id": spec.pipeline_id},
+            )
+            return None
         run = admission.run
         context = {
             "run_id": str(run["id"]),

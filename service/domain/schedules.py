@@ -21,7 +21,7 @@ from service.domain.db import Cursor, fetch_one
 from service.domain.pipelines import get_pipeline
 from service.domain.runs import Admission, admit_run
 from service.domain.sql import SCHEDULE_QUERIES
-from service.errors import NotFound
+from service.errors import Conflict, NotFound
 
 PRINCIPAL = "scheduler"  # who the audit trail names for schedule fires
 
@@ -157,25 +157,31 @@ def list_live_schedules(cur: Cursor) -> list[dict]:
 
 def fire_schedule(
     cur: Cursor, schedule_id: str, fire_time: datetime, now: datetime
-) -> tuple[ScheduleSpec, Admission] | None:
+) -> tuple[ScheduleSpec, Admission | None] | None:
     """Fire schedule `schedule_id` for `fire_time` (aware): lock the schedule row, admit a
     run with the fire's trigger key and record the fire (`last_fired_at`, `last_run_id`,
     `next_fire_at`). Idempotent per (schedule, fire time): a repeat admits the `existing`
-    run. None, firing nothing, when the schedule is deleted or gone."""
+    run. None, firing nothing, when the schedule is deleted or gone; no admission (the fire
+    recorded without a run) when the pipeline's revision is no valid plan."""
     fire_time = fire_time.astimezone(UTC)
     cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": str(schedule_id)})
     row = cur.fetchone()
     if row is None or row["deleted_at"] is not None:
         return None
     spec = ScheduleSpec.from_row(row)
-    admission = admit_run(cur, spec.pipeline_id, trigger_key(spec.id, fire_time), PRINCIPAL)
+    try:
+        admission = admit_run(cur, spec.pipeline_id, trigger_key(spec.id, fire_time), PRINCIPAL)
+    except Conflict as exc:
+        if exc.code != "plan_invalid":
+            raise
+        admission = None  # the fire is recorded all the same: no retry every reconcile
     following = spec.next_fire_after(max(fire_time, now))
     cur.execute(
         SCHEDULE_QUERIES["record_schedule_fire"],
         {
             "schedule_id": spec.id,
             "fired_at": fire_time,
-            "run_id": admission.run["id"],
+            "run_id": admission.run["id"] if admission else None,
             "next_fire_at": following,
         },
     )

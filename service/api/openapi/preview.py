@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.preview import MAX_RECORDS, MAX_ROW_ERRORS, SAMPLE_ROWS
+from actors.preview_answer import MAX_VALUE_CHARS
 from dag import StepStatus
 from dag import plan as rules
 from service.api.openapi.shapes import always, enum, nullable, ref
@@ -98,7 +99,22 @@ def preview_components() -> dict[str, dict[str, Any]]:
             "ok": {"type": "boolean"},
             "writes": text,
             "steps": {"type": "array", "items": ref("PreviewStep")},
+            "truncated": nullable(
+                always(
+                    {
+                        "value_chars": count,
+                        "sample_rows": count,
+                        "row_errors": count,
+                        "answer_bytes_max": count,
+                    }
+                )
+            ),
         }
     )
-    preview["description"] = "Every step of the plan in execution order; nothing is written"
+    preview["description"] = (
+        "Every step of the plan in execution order; nothing is written. Bounded in bytes:"
+        f" values longer than {MAX_VALUE_CHARS} characters are cut with a marker giving their"
+        " length, and an answer over its byte limit shows fewer sample rows and row errors;"
+        " `truncated` says how much was shown (null: everything)"
+    )
     return {"Preview": preview, "PreviewStep": step}

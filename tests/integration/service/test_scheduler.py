@@ -4,6 +4,7 @@ wiring (triggers and next run times agree with the table)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -72,12 +73,17 @@ def sql(db, query: str, *args) -> list[tuple]:
         return cur.fetchall() if cur.description else []
 
 
+# A valid plan: a trigger of an invalid one is refused (409 plan_invalid).
+READ = {"name": "read", "type": "ingest", "config": {"source": "table", "table": "t"}}
+PLAN = {"steps": [READ]}
+
+
 def make_pipeline(db) -> str:
     pipeline_id = str(uuid.uuid4())
     sql(db, "INSERT INTO pipelines (id, name, revision) VALUES (%s, %s, 1)", pipeline_id,
         f"p-{pipeline_id[:8]}")  # fmt: skip
     sql(db, "INSERT INTO revisions (pipeline_id, number, plan, created_by) "
-        "VALUES (%s, 1, '{}', 'test')", pipeline_id)  # fmt: skip
+        "VALUES (%s, 1, %s, 'test')", pipeline_id, json.dumps(PLAN))  # fmt: skip
     return pipeline_id
 
 
@@ -388,3 +394,20 @@ def test_build_scheduler_wakes_the_advancer_through_the_broker(db_url, db) -> No
     messages = sql(db, "SELECT message->>'actor_name', message->'args'->>0, "
                    "message->'kwargs'->>'trace_id' FROM dramatiq.queue")  # fmt: skip
     assert messages == [("advance_run", str(admission.run["id"]), admission.run["trace_id"])]
+
+
+def test_a_fire_of_an_invalid_revision_is_recorded_without_a_run(db_url, db, wakes) -> None:
+    """Its trigger would be refused (plan_invalid): the fire moves the schedule on, so a
+    reconcile does not fire it again and again, and no run is made."""
+    pipeline_id = make_pipeline(db)
+    sql(db, "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
+        " VALUES (%s, 2, '{}', 'hand')", pipeline_id)  # fmt: skip
+    sql(db, "UPDATE pipelines SET revision = 2 WHERE id = %s", pipeline_id)
+    schedule_id = make_schedule(db, pipeline_id, anchor_at=ANCHOR, every_minutes=5)
+    fire_time = ANCHOR + FIVE_MIN
+    scheduler = make_scheduler(db_url, wakes, now=Clock(fire_time + timedelta(seconds=1)))
+    assert scheduler.fire(schedule_id, fire_time) is None
+    row = schedule_row(db, schedule_id)
+    assert row["last_fired_at"] == fire_time and row["last_run_id"] is None
+    assert row["next_fire_at"] > fire_time
+    assert runs_of(db, pipeline_id) == [] and wakes.calls == []

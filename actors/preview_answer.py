@@ -1,0 +1,85 @@
+"""The preview's answer, bounded in bytes as well as in records: a record or a row error may
+hold a value of tens of MiB (one field of a 50 MiB file), and a plan may have 30 steps of
+1,000 columns, so the answer cuts long values (with a marker that gives the full length)
+and, when that is not enough, shows fewer sample rows and row errors, until its JSON fits
+`MAX_ANSWER_BYTES`. It says what it cut (`truncated`); the counters are never cut."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # of the JSON answer
+MAX_VALUE_CHARS = 200  # of one shown value, at the first level
+
+
+@dataclass(frozen=True)
+class Level:
+    """How much of each step an answer shows: characters per value, sample (and export)
+    rows, row errors."""
+
+    value_chars: int
+    rows: int
+    row_errors: int
+
+
+def levels(sample_rows: int, max_row_errors: int) -> tuple[Level, ...]:
+    """The levels an answer tries, most shown first; the last shows counters only."""
+    return (
+        Level(MAX_VALUE_CHARS, sample_rows, max_row_errors),
+        Level(64, min(sample_rows, 3), min(max_row_errors, 20)),
+        Level(16, 1, 5),
+        Level(16, 0, 0),
+    )
+
+
+def bounded(build: Callable[[Level], dict[str, Any]], tried: tuple[Level, ...]) -> dict[str, Any]:
+    """The first answer `build(level)` whose JSON fits `MAX_ANSWER_BYTES` (the last level
+    otherwise), with `truncated` saying which level it is (null when nothing was cut)."""
+    answer: dict[str, Any] = {}
+    for i, level in enumerate(tried):
+        answer = build(level)
+        cut = clip_count(answer) > 0 or i > 0
+        answer["truncated"] = (
+            {
+                "value_chars": level.value_chars,
+                "sample_rows": level.rows,
+                "row_errors": level.row_errors,
+                "answer_bytes_max": MAX_ANSWER_BYTES,
+            }
+            if cut
+            else None
+        )
+        if len(json.dumps(answer, default=str).encode()) <= MAX_ANSWER_BYTES:
+            break
+    return answer
+
+
+def clip(value: Any, chars: int) -> Any:
+    """`value` with every string longer than `chars` cut to `chars` and a marker giving its
+    full length (`"abc… [truncated: 52428800 chars]"`), through lists and dicts."""
+    if isinstance(value, str):
+        if len(value) <= chars:
+            return value
+        return f"{value[:chars]}{_MARK}{len(value)} chars]"
+    if isinstance(value, dict):
+        return {k: clip(v, chars) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clip(v, chars) for v in value]
+    return value
+
+
+def clip_count(answer: Any) -> int:
+    """How many values of an answer carry the truncation marker."""
+    if isinstance(answer, str):
+        return int(_MARK in answer)
+    if isinstance(answer, dict):
+        return sum(clip_count(v) for v in answer.values())
+    if isinstance(answer, list):
+        return sum(clip_count(v) for v in answer)
+    return 0
+
+
+_MARK = "\u2026 [truncated: "
