@@ -24,7 +24,7 @@ import psycopg2
 
 import connectors
 from actors.errors import PreviewBudgetExceeded, PreviewTimeLimit
-from actors.preview_answer import Level, bounded, clip, levels
+from actors.preview_bounds import Level, bounded, clip, held_bytes, levels
 from actors.steps import (
     BATCH_SIZE,
     InputBatch,
@@ -80,7 +80,7 @@ class StepPreview:
 
     def as_dict(self, level: Level | None = None) -> dict[str, Any]:
         """The JSON shape (the CLI's `--json` and the API answer the same), showing what
-        `level` lets it (`actors.preview_answer`; everything when None)."""
+        `level` lets it (`actors.preview_bounds`; everything when None)."""
         chars = level.value_chars if level else None
         rows = level.rows if level else SAMPLE_ROWS
         errors = level.row_errors if level else MAX_ROW_ERRORS
@@ -133,7 +133,7 @@ class PlanPreview:
         return any(s.status != "ok" for s in self.steps)
 
     def as_dict(self) -> dict[str, Any]:
-        """The answer, bounded in bytes (`actors.preview_answer`): long values cut with a
+        """The answer, bounded in bytes (`actors.preview_bounds`): long values cut with a
         marker, fewer sample rows and row errors when even that does not fit."""
 
         def build(level: Level) -> dict[str, Any]:
@@ -155,12 +155,6 @@ class _Output:
     batches: list[list[dict]]
     held_bytes: int = 0  # what `batches` count against the memory budget
     readers: int = 0  # steps still to be previewed that read it
-
-
-def held_bytes(records: list[dict]) -> int:
-    """An estimate of what `records` hold: their string values' lengths plus a few bytes
-    per value (ints, dates and the references themselves)."""
-    return sum(len(v) + 16 if isinstance(v, str) else 16 for r in records for v in r.values())
 
 
 class _MemoryUpstream(UpstreamSource):
@@ -314,6 +308,7 @@ class _Previewer:
         self.readers = readers
         self.max_held_bytes = max_held_bytes
         self.held = 0
+        self.shared: set[int] = set()  # ids of the long strings counted (while held)
 
     def step(self, step: Step) -> StepPreview:
         view = StepPreview(step.name, step.type, source=_source_view(step))
@@ -335,7 +330,7 @@ class _Previewer:
     def _hold(self, step: Step, records: list[dict]) -> int:
         """Count `records` of `step`'s output against the budget; `PreviewBudgetExceeded`
         when the preview would then hold more than its budget."""
-        size = held_bytes(records)
+        size = held_bytes(records, self.shared)
         self.held += size
         if self.held > self.max_held_bytes:
             mib = self.max_held_bytes / 2**20

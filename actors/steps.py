@@ -112,8 +112,10 @@ class FileSource:
                 errors = sorted(
                     [*raw.row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
                 )
-                # The input digest covers the file's raw bytes, batch by batch.
-                raw_bytes = os.pread(stream.fileno(), raw.end.offset - offset, offset)
+                # The input digest covers the file's raw bytes, batch by batch (a run's:
+                # a preview has none, and spares a copy of the batch).
+                size = raw.end.offset - offset
+                raw_bytes = None if self.limit else os.pread(stream.fileno(), size, offset)
                 offset = raw.end.offset
                 ordinal += raw.size
                 position = {"position": raw.end.as_dict()}

@@ -289,17 +289,22 @@ def read_csv_batches(
 def _plain_batch(
     stream: BinaryIO, header: list[str], delimiter: str, batch_size: int, begin: Position
 ) -> RawBatch | None:
-    """The common batch, read by `csv.reader` straight from the file's lines (decoded in C,
-    counted by the reader): records of the header's width, valid UTF-8, no CR anywhere, and
-    either no empty value or no `""` in the batch's bytes (so every empty value is an
-    unquoted one: null). None for anything else, which `_exact_batch` then reads."""
+    """The common batch, read by `csv.reader` (decoding and splitting in C): records of the
+    header's width, valid UTF-8, no CR anywhere, and either no empty value or no `""` in the
+    batch's bytes (so every empty value is an unquoted one: null). None for anything else,
+    which `_exact_batch` then reads. A line longer than `LONG_LINE_BYTES` without a quote is
+    split without `csv.reader`, whose field buffer takes 4 bytes a character (a 50 MiB field
+    would need 200 MiB there): the same fields, as such a line holds no quoted field."""
     stream.seek(begin.offset)
-    reader = csv.reader(map(bytes.decode, stream), delimiter=delimiter, strict=True)
+    lines = _PlainLines(stream)
+    reader = csv.reader(lines, delimiter=delimiter, strict=True)
     width, records, empty = len(header), [], False
     try:
         while len(records) < batch_size:
-            line = begin.line + reader.line_num
-            fields = next(reader, None)
+            line = begin.line + lines.count
+            fields = lines.long_unquoted(delimiter)
+            if fields is None:
+                fields = next(reader, None)
             if fields is None:
                 break
             if len(fields) != width:
@@ -312,13 +317,62 @@ def _plain_batch(
             records.append(RawRecord(line, dict(zip(header, fields, strict=True))))
     except (csv.Error, UnicodeDecodeError):
         return None
-    end = stream.tell()
-    stream.seek(begin.offset)
-    data = stream.read(end - begin.offset)
-    if b"\r" in data or (empty and b'""' in data):
+    if lines.cr or (empty and lines.empty_quoted):
         return None
-    line = begin.line + reader.line_num - (bool(data) and not data.endswith(b"\n"))
-    return RawBatch(records, [], Position(end, line), list(header))
+    end = begin.offset + lines.bytes
+    stream.seek(end)
+    return RawBatch(records, [], Position(end, begin.line + lines.ended), list(header))
+
+
+LONG_LINE_BYTES = 1 << 16
+
+
+class _PlainLines:
+    """The physical lines of a plain batch for `csv.reader` (which pulls exactly the lines
+    one record needs), counting them and their bytes, and noting what makes a batch not
+    plain (a CR, `""`), so the batch's bytes are never read twice. `long_unquoted` takes a
+    long line without a quote out of `csv.reader`'s way, split here instead."""
+
+    def __init__(self, stream: BinaryIO):
+        self.stream = stream
+        self.count = 0  # lines read
+        self.ended = 0  # line terminators read (the last line may have none)
+        self.bytes = 0
+        self.cr = self.empty_quoted = False
+        self._held: bytes | None = None
+
+    def __iter__(self) -> _PlainLines:
+        return self
+
+    def __next__(self) -> str:
+        raw = self._held if self._held is not None else self._read()
+        self._held = None
+        if not raw:
+            raise StopIteration
+        return raw.decode()
+
+    def long_unquoted(self, delimiter: str) -> list[str] | None:
+        """The fields of the next line when it is long and holds no quote, else None (the
+        line is kept for `csv.reader`, which reads it next)."""
+        raw = self._read()
+        if len(raw) <= LONG_LINE_BYTES or b'"' in raw:
+            self._held = raw
+            return None
+        view = memoryview(raw)[: len(raw) - raw.endswith(b"\n")]
+        text = str(view, "utf-8")  # decoded without copying the bytes first
+        view.release()
+        del raw, view  # one copy of a long line at a time
+        return text.split(delimiter)
+
+    def _read(self) -> bytes:
+        raw = self.stream.readline()
+        if raw:
+            self.count += 1
+            self.ended += raw.endswith(b"\n")
+            self.bytes += len(raw)
+            self.cr = self.cr or b"\r" in raw
+            self.empty_quoted = self.empty_quoted or b'""' in raw
+        return raw
 
 
 def _exact_batch(

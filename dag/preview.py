@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dag.records import RawRecord
-from dag.types import convert_value
+from dag.types import convert_value, show_value
 
 __all__ = ["PreviewWarning", "inference_evidence", "step_warnings"]
 
@@ -62,26 +62,29 @@ def inference_evidence(
         if not present:
             evidence[name] = f"no value in {seen}: string by default"
             continue
-        examples = ", ".join(repr(v) for _, v in present[:_EXAMPLES])
+        examples = ", ".join(show_value(v) for _, v in present[:_EXAMPLES])
         if column_type == "int":
             evidence[name] = f"all {len(present)} value(s) in {seen} are int64, e.g. {examples}"
             continue
         not_int = next((lv for lv in present if _fails(lv[1], "int")), None)
         if column_type == "date":
+            but = (
+                f"; line {not_int[0]}: {show_value(not_int[1])} is not an int64" if not_int else ""
+            )
             evidence[name] = (
-                f"all {len(present)} value(s) in {seen} are ISO dates, e.g. {examples}"
-                + (f"; line {not_int[0]}: {not_int[1]!r} is not an int64" if not_int else "")
+                f"all {len(present)} value(s) in {seen} are ISO dates, e.g. {examples}{but}"
             )
             continue
         not_date = next((lv for lv in present if _fails(lv[1], "date")), None)
         if not_int is not None and not_int == not_date:
-            evidence[name] = f"line {not_int[0]}: {not_int[1]!r} is neither an int64 nor a date"
+            shown = show_value(not_int[1])
+            evidence[name] = f"line {not_int[0]}: {shown} is neither an int64 nor a date"
         else:
             parts = []
             if not_int is not None:
-                parts.append(f"line {not_int[0]}: {not_int[1]!r} is not an int64")
+                parts.append(f"line {not_int[0]}: {show_value(not_int[1])} is not an int64")
             if not_date is not None:
-                parts.append(f"line {not_date[0]}: {not_date[1]!r} is not an ISO date")
+                parts.append(f"line {not_date[0]}: {show_value(not_date[1])} is not an ISO date")
             evidence[name] = "; ".join(parts) or f"{examples} read as text"
     return evidence
 
@@ -174,7 +177,7 @@ def _key_warnings(key: str, inputs: Sequence[Mapping[str, Any]]) -> list[Preview
     counts = Counter(str(r[key]) for r in inputs if r.get(key) is not None)
     repeated = {k: c for k, c in counts.items() if c > 1}
     if repeated:
-        examples = ", ".join(repr(k) for k in list(repeated)[:_EXAMPLES])
+        examples = ", ".join(show_value(k) for k in list(repeated)[:_EXAMPLES])
         extra = sum(c - 1 for c in repeated.values())
         warnings.append(
             PreviewWarning(

@@ -36,6 +36,7 @@ __all__ = [
     "ISO_DATE_TEXT",
     "convert_value",
     "infer_columns",
+    "show_value",
     "type_records",
 ]
 
@@ -56,14 +57,14 @@ def _to_int(value: Any) -> int | None:
         if value == "":
             return None
         if len(value) > _INT_TEXT_MAX_LEN or not _INT_TEXT.fullmatch(value):
-            raise ValueError(f"not an int64: {value!r}")
+            raise ValueError(f"not an int64: {show_value(value)}")
         number = int(value)
     elif value is None:
         return None
     else:
-        raise ValueError(f"not an int64: {_show(value)}")
+        raise ValueError(f"not an int64: {show_value(value)}")
     if not INT64_MIN <= number <= INT64_MAX:
-        raise ValueError(f"not an int64: {value!r} is out of range")
+        raise ValueError(f"not an int64: {show_value(value)} is out of range")
     return number
 
 
@@ -71,11 +72,11 @@ def _to_date(value: Any) -> str | None:
     if value is None or value == "":
         return None
     if type(value) is not str or not ISO_DATE_TEXT.fullmatch(value):
-        raise ValueError(f"not an ISO date (YYYY-MM-DD): {_show(value)}")
+        raise ValueError(f"not an ISO date (YYYY-MM-DD): {show_value(value)}")
     try:
         date.fromisoformat(value)
     except ValueError:
-        raise ValueError(f"not a valid calendar date: {value!r}") from None
+        raise ValueError(f"not a valid calendar date: {show_value(value)}") from None
     return value
 
 
@@ -85,8 +86,17 @@ def _to_string(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _show(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else _to_string(value) or "null"
+def show_value(value: Any) -> str:
+    """A value as a message shows it: a string's repr, cut after `_SHOWN_CHARS` characters
+    (a 50 MiB value would otherwise be copied into every message about it)."""
+    if isinstance(value, str):
+        if len(value) > _SHOWN_CHARS:
+            return f"{value[:_SHOWN_CHARS]!r}\u2026 ({len(value)} chars)"
+        return repr(value)
+    return _to_string(value) or "null"
+
+
+_SHOWN_CHARS = 80
 
 
 _TEXT_OR_NULL = frozenset({str, type(None)})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.preview import MAX_RECORDS, MAX_ROW_ERRORS, SAMPLE_ROWS
-from actors.preview_answer import MAX_VALUE_CHARS
+from actors.preview_bounds import MAX_VALUE_CHARS
 from dag import StepStatus
 from dag import plan as rules
 from service.api.openapi.shapes import always, enum, nullable, ref

@@ -5,8 +5,12 @@ Property tests use hypothesis with `max_examples=200, deadline=None`.
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 
+from dag import csvparts
 from dag.csvparts import read_csv_batches
 from dag.errors import CsvFormatError
 from dag.records import Position
@@ -283,3 +287,26 @@ def test_bad_unterminated_fixture():
     [error] = errors_of(batches)
     assert "unterminated" in error.reason
     assert rows_of(batches)
+
+
+# --- long lines ---------------------------------------------------------------------------------
+
+
+def test_a_long_unquoted_line_reads_as_csv_reads_it() -> None:
+    big = "x" * (csvparts.LONG_LINE_BYTES * 3)
+    data = f"id,a,b\n1,{big},\n2,{big},tail\n3,\"q,{big}\",z\n".encode()
+    rows = rows_of(read(data))
+    expected = [["1", big, None], ["2", big, "tail"], ["3", f"q,{big}", "z"]]
+    assert rows == expected
+    assert lines_of(read(data)) == [2, 3, 4]
+    exact = list(csv.reader(io.StringIO(data.decode())))[1:]
+    assert [[v if v else None for v in r] for r in exact] == expected
+
+
+def test_a_long_line_with_a_cr_or_bad_utf8_is_still_refused_or_rejected() -> None:
+    big = "y" * (csvparts.LONG_LINE_BYTES * 2)
+    crlf = read(f"id,a\r\n1,{big}\r\n".encode())
+    assert rows_of(crlf) == [["1", big]]  # CRLF: read by the exact reader, the same record
+    broken = read(b"id,a\n1," + b"\xff" * (csvparts.LONG_LINE_BYTES + 1) + b"\n2,ok\n")
+    assert rows_of(broken) == [["2", "ok"]]
+    assert [e.line for e in errors_of(broken)] == [2]

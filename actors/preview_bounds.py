@@ -1,8 +1,11 @@
-"""The preview's answer, bounded in bytes as well as in records: a record or a row error may
-hold a value of tens of MiB (one field of a 50 MiB file), and a plan may have 30 steps of
-1,000 columns, so the answer cuts long values (with a marker that gives the full length)
-and, when that is not enough, shows fewer sample rows and row errors, until its JSON fits
-`MAX_ANSWER_BYTES`. It says what it cut (`truncated`); the counters are never cut."""
+"""A preview bounded in bytes as well as in records: a record or a row error may hold a value
+of tens of MiB (one field of a 50 MiB file), and a plan may have 30 steps of 1,000 columns.
+
+- The answer cuts long values (with a marker that gives the full length) and, when that is
+  not enough, shows fewer sample rows and row errors, until its JSON fits
+  `MAX_ANSWER_BYTES`. It says what it cut (`truncated`); the counters are never cut.
+- What a preview holds for the steps still to come is estimated by `held_bytes`, which the
+  previewer (`actors.preview`) holds against its budget."""
 
 from __future__ import annotations
 
@@ -83,3 +86,25 @@ def clip_count(answer: Any) -> int:
 
 
 _MARK = "\u2026 [truncated: "
+
+
+def held_bytes(records: list[dict], shared: set[int]) -> int:
+    """An estimate of the memory `records` hold: a record's dict and, per value, its slot
+    and object (a string's characters too). A long string already counted (one a step
+    passed on unchanged, its id in `shared`) is not counted again; new ones join `shared`."""
+    size = 0
+    for r in records:
+        size += _RECORD_BYTES
+        for v in r.values():
+            if isinstance(v, str) and len(v) >= _SHARED_CHARS:
+                if id(v) in shared:
+                    size += _VALUE_BYTES
+                    continue
+                shared.add(id(v))
+            size += _VALUE_BYTES + (len(v) if isinstance(v, str) else 0)
+    return size
+
+
+# CPython's costs, roughly: a dict and its table per record, a slot and a small object per
+# value; long strings are shared between steps that pass them on (a trim of a trimmed value).
+_RECORD_BYTES, _VALUE_BYTES, _SHARED_CHARS = 240, 80, 4096
