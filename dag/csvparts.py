@@ -293,20 +293,20 @@ def _plain_batch(
     header's width, valid UTF-8, no CR anywhere, and either no empty value or no `""` in the
     batch's bytes (so every empty value is an unquoted one: null). None for anything else,
     which `_exact_batch` then reads. A line longer than `LONG_LINE_BYTES` without a quote is
-    split without `csv.reader`, whose field buffer takes 4 bytes a character (a 50 MiB field
-    would need 200 MiB there): the same fields, as such a line holds no quoted field."""
+    split here, not by `csv.reader`, whose field buffer takes 4 bytes a character (a 50 MiB
+    field would need 200 MiB there): the same fields, as such a line holds no quoted field."""
     stream.seek(begin.offset)
-    lines = _PlainLines(stream)
-    reader = csv.reader(lines, delimiter=delimiter, strict=True)
+    seen = _PlainSeen()
+    reader = csv.reader(_plain_lines(stream, delimiter, seen), delimiter=delimiter, strict=True)
     width, records, empty = len(header), [], False
     try:
         while len(records) < batch_size:
-            line = begin.line + lines.count
-            fields = lines.long_unquoted(delimiter)
-            if fields is None:
-                fields = next(reader, None)
+            line = begin.line + seen.lines
+            fields = next(reader, None)
             if fields is None:
                 break
+            if seen.long and fields == _LONG_FIELDS:
+                fields, seen.long = seen.long, []
             if len(fields) != width:
                 if fields:
                     return None
@@ -317,62 +317,64 @@ def _plain_batch(
             records.append(RawRecord(line, dict(zip(header, fields, strict=True))))
     except (csv.Error, UnicodeDecodeError):
         return None
-    if lines.cr or (empty and lines.empty_quoted):
+    end = begin.offset + seen.bytes
+    cr, empty_quoted, last = _scan(stream, begin.offset, end)
+    if cr or (empty and empty_quoted):
         return None
-    end = begin.offset + lines.bytes
     stream.seek(end)
-    return RawBatch(records, [], Position(end, begin.line + lines.ended), list(header))
+    line = begin.line + seen.lines - (seen.bytes > 0 and last != b"\n")
+    return RawBatch(records, [], Position(end, line), list(header))
 
 
+def _scan(stream: BinaryIO, begin: int, end: int) -> tuple[bool, bool, bytes]:
+    """Whether the bytes `begin..end` hold a CR or `""`, and their last byte, read in
+    chunks (a batch of one 50 MiB line is not read into memory twice)."""
+    cr = empty_quoted = False
+    stream.seek(begin)
+    tail = b""
+    while begin < end:
+        part = stream.read(min(_SCAN_BYTES, end - begin))
+        if not part:
+            break
+        begin += len(part)
+        chunk = tail + part  # a `""` may straddle two chunks
+        cr = cr or b"\r" in part
+        empty_quoted = empty_quoted or b'""' in chunk
+        tail = part[-1:]
+    return cr, empty_quoted, tail
+
+
+_SCAN_BYTES = 1 << 20
 LONG_LINE_BYTES = 1 << 16
+_LONG_LINE = "\x00long line\n"  # what csv.reader reads in place of a long unquoted line
+_LONG_FIELDS = [_LONG_LINE[:-1]]
 
 
-class _PlainLines:
-    """The physical lines of a plain batch for `csv.reader` (which pulls exactly the lines
-    one record needs), counting them and their bytes, and noting what makes a batch not
-    plain (a CR, `""`), so the batch's bytes are never read twice. `long_unquoted` takes a
-    long line without a quote out of `csv.reader`'s way, split here instead."""
+class _PlainSeen:
+    """What the lines of a plain batch held so far: lines and bytes read, and the fields of
+    a long line split aside."""
 
-    def __init__(self, stream: BinaryIO):
-        self.stream = stream
-        self.count = 0  # lines read
-        self.ended = 0  # line terminators read (the last line may have none)
-        self.bytes = 0
-        self.cr = self.empty_quoted = False
-        self._held: bytes | None = None
+    def __init__(self) -> None:
+        self.lines = self.bytes = 0
+        self.long: list[str] = []
 
-    def __iter__(self) -> _PlainLines:
-        return self
 
-    def __next__(self) -> str:
-        raw = self._held if self._held is not None else self._read()
-        self._held = None
-        if not raw:
-            raise StopIteration
-        return raw.decode()
-
-    def long_unquoted(self, delimiter: str) -> list[str] | None:
-        """The fields of the next line when it is long and holds no quote, else None (the
-        line is kept for `csv.reader`, which reads it next)."""
-        raw = self._read()
-        if len(raw) <= LONG_LINE_BYTES or b'"' in raw:
-            self._held = raw
-            return None
-        view = memoryview(raw)[: len(raw) - raw.endswith(b"\n")]
-        text = str(view, "utf-8")  # decoded without copying the bytes first
-        view.release()
-        del raw, view  # one copy of a long line at a time
-        return text.split(delimiter)
-
-    def _read(self) -> bytes:
-        raw = self.stream.readline()
-        if raw:
-            self.count += 1
-            self.ended += raw.endswith(b"\n")
-            self.bytes += len(raw)
-            self.cr = self.cr or b"\r" in raw
-            self.empty_quoted = self.empty_quoted or b'""' in raw
-        return raw
+def _plain_lines(stream: BinaryIO, delimiter: str, seen: _PlainSeen) -> Iterator[str]:
+    """The batch's lines for `csv.reader`, which pulls exactly the lines one record needs;
+    a long line without a quote is split into `seen.long` and read as `_LONG_LINE`."""
+    for raw in stream:
+        seen.lines += 1
+        seen.bytes += len(raw)
+        if len(raw) > LONG_LINE_BYTES and b'"' not in raw:
+            view = memoryview(raw)[: len(raw) - (raw[-1:] == b"\n")]
+            text = str(view, "utf-8")  # decoded without copying the bytes first
+            view.release()
+            del raw, view  # one copy of a long line at a time
+            seen.long = text.split(delimiter)
+            del text
+            yield _LONG_LINE
+        else:
+            yield raw.decode()
 
 
 def _exact_batch(
