@@ -294,7 +294,7 @@ def test_bad_unterminated_fixture():
 
 def test_a_long_unquoted_line_reads_as_csv_reads_it() -> None:
     big = "x" * (csvparts.LONG_LINE_BYTES * 3)
-    data = f"id,a,b\n1,{big},\n2,{big},tail\n3,\"q,{big}\",z\n".encode()
+    data = f'id,a,b\n1,{big},\n2,{big},tail\n3,"q,{big}",z\n'.encode()
     rows = rows_of(read(data))
     expected = [["1", big, None], ["2", big, "tail"], ["3", f"q,{big}", "z"]]
     assert rows == expected
