@@ -25,6 +25,7 @@ import psycopg2
 import connectors
 from actors.errors import PreviewBudgetExceeded, PreviewTimeLimit
 from actors.preview_bounds import Level, bounded, clip, held_bytes, levels
+from actors.preview_exports import PREVIEW_RUN_ID, SAMPLE_ROWS, build_export_view
 from actors.steps import (
     BATCH_SIZE,
     InputBatch,
@@ -49,13 +50,9 @@ from dag.plan import ON_ROW_ERROR_STOP
 
 DEFAULT_RECORDS = 100
 MAX_RECORDS = 5000
-SAMPLE_ROWS = 5
 MAX_ROW_ERRORS = 50  # per step; `row_errors_total` counts them all
 MAX_HELD_BYTES = 64 * 1024 * 1024  # records held for the steps to come, in all
 SLICE_RECORDS = 50  # records between two looks at the time limit
-PREVIEW_RUN_ID = "00000000-0000-0000-0000-000000000000"  # stands for the run's id in paths
-_TABLE_KEY_COLUMNS = {"run_id": "uuid", "step_id": "text", "record_key": "text"}
-_SQL_TYPES = {"int": "bigint", "string": "text", "date": "date"}
 
 
 @dataclass
@@ -176,92 +173,6 @@ class _MemoryUpstream(UpstreamSource):
                 yield InputBatch(records, [], len(records), {})
 
 
-class _FileExportView:
-    """What a file export would write: its path, columns and first lines."""
-
-    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str]):
-        self.format = step.config.get("format", "jsonl")
-        self.columns = columns
-        chunked = connectors.export_file(
-            env.export_dir, PREVIEW_RUN_ID, step.name, step.config["path"]
-        )  # the engine's path checks (ExportPathRefused)
-        path = str(chunked.final_path).replace(PREVIEW_RUN_ID, "<run_id>")
-        self.view: dict[str, Any] = {
-            "target": "file",
-            "path": path,
-            "format": self.format,
-            "columns": dict(columns),
-            "rows": [],
-            "text": "",
-        }
-
-    def write(self, records: list[dict], first_ordinal: int) -> list[RowError]:
-        self._keep(records)
-        return []
-
-    def _keep(self, records: list[dict]) -> None:
-        room = SAMPLE_ROWS - len(self.view["rows"])
-        self.view["rows"] += records[: max(room, 0)]
-
-    def finish(self, final: list[dict]) -> dict[str, Any]:
-        self._keep(final)
-        rows = self.view["rows"]
-        if self.format == "csv":
-            data = connectors.encode_csv(rows, self.columns, header=True)
-        else:
-            data = connectors.encode_jsonl(rows)
-        self.view["text"] = data.decode("utf-8")
-        return self.view
-
-
-class _TableExportView:
-    """What a table export would stage: the export's own per-batch screening (bad values,
-    null and repeated keys), keys of earlier batches refused as staging refuses them."""
-
-    def __init__(self, step: Step, env: StepEnv, columns: dict[str, str]):
-        self.key = step.config.get("key")
-        self.columns = connectors.check_export_columns(columns, self.key)
-        self.seen: set[str] = set()
-        table = connectors.check_table_name(step.config["table"])
-        self.view: dict[str, Any] = {
-            "target": "table",
-            "table": f"sandbox.{table}",
-            "key": self.key,
-            "columns": {
-                **{c: _SQL_TYPES[t] for c, t in self.columns.items()},
-                **_TABLE_KEY_COLUMNS,
-            },
-            "rows": [],
-            "note": "an existing table is not checked: the preview does not touch it",
-        }
-
-    def write(self, records: list[dict], first_ordinal: int) -> list[RowError]:
-        staged, errors = connectors.screen_export_batch(
-            self.columns, self.key, records, first_ordinal
-        )
-        for record_key, (ordinal, record, _) in staged.items():
-            if record_key in self.seen:
-                errors.append(
-                    connectors.duplicate_key_error(self.key, record_key, ordinal, record, None)
-                )
-                continue
-            self.seen.add(record_key)
-            if len(self.view["rows"]) < SAMPLE_ROWS:
-                row = {c: record.get(c) for c in self.columns}
-                self.view["rows"].append({**row, "record_key": record_key})
-        errors.sort(key=lambda e: e.record or 0)
-        return errors
-
-    def finish(self, final: list[dict]) -> dict[str, Any]:
-        return self.view
-
-
-def _build_export_view(step: Step, env: StepEnv, columns: dict[str, str]):
-    if step.config.get("target") == "table":
-        return _TableExportView(step, env, columns)
-    return _FileExportView(step, env, columns)
-
-
 def _source_view(step: Step) -> dict[str, Any] | None:
     if step.type != "ingest":
         return None
@@ -360,7 +271,7 @@ class _Previewer:
             source = _MemoryUpstream(step, self.env, self.outputs)
         compute = build_compute(step, source)
         export = (
-            _build_export_view(step, self.env, source.columns) if step.type == "export" else None
+            build_export_view(step, self.env, source.columns) if step.type == "export" else None
         )
         inputs: list[dict] = []
         batches: list[list[dict]] = []
@@ -386,17 +297,7 @@ class _Previewer:
             if out:
                 held += self._hold(step, out)
                 batches.append(out)
-        view.row_errors = [e.as_dict() for e in errors]
-        view.rejected = len(errors)
-        if step.type == "ingest" and step.config.get("source") != "table":
-            declared = step.config.get("columns") or {}
-            view.inferred = inference_evidence(source.columns or {}, declared, source.inferred_from)
-        view.warnings = [
-            w.as_dict()
-            for w in step_warnings(
-                step.type, step.config, inputs, [r for b in batches for r in b], view.rejected
-            )
-        ]
+        self._describe(step, view, source, errors, inputs, batches)
         if errors and self.plan.on_row_error == ON_ROW_ERROR_STOP:
             e = errors[0]
             exc = RowValueError(e.reason, line=e.line, column=e.column)
@@ -416,6 +317,27 @@ class _Previewer:
             self.held -= held
             batches, held = [], 0
         self.outputs[step.name] = _Output(dict(view.columns), batches, held, readers)
+
+    @staticmethod
+    def _describe(
+        step: Step,
+        view: StepPreview,
+        source: Any,
+        errors: list[RowError],
+        inputs: list[dict],
+        batches: list[list[dict]],
+    ) -> None:
+        """A step's row errors, the evidence of its inferred types and its warnings."""
+        view.row_errors = [e.as_dict() for e in errors]
+        view.rejected = len(errors)
+        if step.type == "ingest" and step.config.get("source") != "table":
+            declared = step.config.get("columns") or {}
+            view.inferred = inference_evidence(source.columns or {}, declared, source.inferred_from)
+        outputs = [r for b in batches for r in b]
+        view.warnings = [
+            w.as_dict()
+            for w in step_warnings(step.type, step.config, inputs, outputs, view.rejected)
+        ]
 
     def _sliced(self, batches: Iterator[InputBatch]) -> Iterator[InputBatch]:
         """The source's batches in slices of `SLICE_RECORDS`, so that the time limit is

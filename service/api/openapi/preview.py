@@ -18,6 +18,7 @@ _PREVIEW_ROWS = {
     "maxItems": SAMPLE_ROWS,
     "items": {"type": "object", "additionalProperties": _PREVIEW_VALUE},
 }
+_TRUNCATION_FIELDS = ("value_chars", "sample_rows", "row_errors", "answer_bytes_max")
 _COLUMN_TYPES = {"type": "object", "additionalProperties": enum(rules.COLUMN_TYPES)}
 
 
@@ -99,16 +100,7 @@ def preview_components() -> dict[str, dict[str, Any]]:
             "ok": {"type": "boolean"},
             "writes": text,
             "steps": {"type": "array", "items": ref("PreviewStep")},
-            "truncated": nullable(
-                always(
-                    {
-                        "value_chars": count,
-                        "sample_rows": count,
-                        "row_errors": count,
-                        "answer_bytes_max": count,
-                    }
-                )
-            ),
+            "truncated": nullable(always(dict.fromkeys(_TRUNCATION_FIELDS, count))),
         }
     )
     preview["description"] = (
