@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 
@@ -52,46 +53,15 @@ def purge_finished_runs(
     """Purge the runs (at most `limit`; all when None) that finished at least `older_than_s`
     seconds ago, oldest first. Idempotent: a purge interrupted half-way is finished by the
     next one."""
-    report = PurgeReport()
-    sandboxes: list = []  # opened on the first table export, closed at the end
+    dirs = (export_dir, reject_dir)
 
-    def sandbox():
-        if not sandboxes or sandboxes[0].closed:
-            sandboxes[:] = [connect_sandbox()]
-        return sandboxes[0]
+    def purge(cur, row: tuple, sandbox: Callable, report: PurgeReport) -> None:
+        run_id = str(row[0])
+        _purge_run(cur, run_id, parse_plan(row[1]), dirs, sandbox, report)
+        log.info("run purged", extra={"run_id": run_id})
 
-    try:
-        while limit is None or len(report.runs) < limit:
-            with conn.cursor() as cur:
-                params = {"older_than_s": older_than_s, "skip": report.failed}
-                cur.execute(QUERIES["lock_purgeable_run"], params)
-                row = cur.fetchone()
-                if row is None:
-                    conn.rollback()
-                    break
-                run_id, plan = str(row[0]), parse_plan(row[1])
-                try:
-                    _purge_run(cur, run_id, plan, (export_dir, reject_dir), sandbox, report)
-                except (OSError, psycopg2.Error, connectors.ConnectorError) as exc:
-                    # One run that cannot be cleaned (sandbox down, a file in the way) is
-                    # skipped for this pass instead of blocking every newer run behind it.
-                    if conn.closed:
-                        raise
-                    conn.rollback()
-                    report.failed.append(run_id)
-                    log.warning("run not purged: %s", exc, extra={"run_id": run_id})
-                    continue
-            conn.commit()
-            report.runs.append(run_id)
-            log.info("run purged", extra={"run_id": run_id})
-    except BaseException:
-        if not conn.closed:
-            conn.rollback()
-        raise
-    finally:
-        for c in sandboxes:
-            c.close()
-    return report
+    params = {"older_than_s": older_than_s}
+    return _each_run(conn, "lock_purgeable_run", params, limit, connect_sandbox, purge)
 
 
 def clear_unpublished_stages(
@@ -106,6 +76,36 @@ def clear_unpublished_stages(
     succeed staged and can never publish (export chunks, staging tables, reject chunks),
     for at most `limit` runs, oldest first. Succeeded steps keep their published marker.
     A resume of the run starts those steps over, so nothing it needs is lost."""
+    dirs = (export_dir, reject_dir)
+
+    def clear(cur, row: tuple, sandbox: Callable, report: PurgeReport) -> None:
+        run_id, unpublished = str(row[0]), set(row[2])
+        steps = [s for s in _plan_steps(row[1]) if s.name in unpublished]
+        _remove_stages(run_id, steps, dirs, sandbox, report)
+        cur.execute(QUERIES["mark_stages_cleared"], {"run_id": run_id})
+
+    report = _each_run(conn, "lock_uncleared_run", {}, limit, connect_sandbox, clear)
+    if report.stages or report.staging_tables:
+        log.info(
+            "cleared %d chunk folder(s) and %d staging table(s) of finished runs",
+            report.stages,
+            report.staging_tables,
+        )
+    return report
+
+
+def _each_run(
+    conn,
+    query: str,
+    params: dict,
+    limit: int | None,
+    connect_sandbox: Callable,
+    clean: Callable[[Any, tuple, Callable, PurgeReport], None],
+) -> PurgeReport:
+    """`clean` each run that the locking `query` picks, one transaction per run holding its
+    row, until none is left or `limit` runs are done. One run that cannot be cleaned
+    (sandbox down, a file in the way) is skipped for this pass instead of blocking every
+    newer run behind it. The sandbox connection is opened on first use, closed at the end."""
     report = PurgeReport()
     sandboxes: list = []
 
@@ -115,27 +115,24 @@ def clear_unpublished_stages(
         return sandboxes[0]
 
     try:
-        while len(report.runs) < limit:
+        while limit is None or len(report.runs) < limit:
             with conn.cursor() as cur:
-                cur.execute(QUERIES["lock_uncleared_run"], {"skip": report.failed})
+                cur.execute(QUERIES[query], {**params, "skip": report.failed})
                 row = cur.fetchone()
                 if row is None:
                     conn.rollback()
                     break
-                run_id, unpublished = str(row[0]), set(row[2])
                 try:
-                    steps = [s for s in _plan_steps(row[1]) if s.name in unpublished]
-                    _remove_stages(run_id, steps, (export_dir, reject_dir), sandbox, report)
+                    clean(cur, row, sandbox, report)
                 except (OSError, psycopg2.Error, connectors.ConnectorError) as exc:
                     if conn.closed:
                         raise
                     conn.rollback()
-                    report.failed.append(run_id)
-                    log.warning("stages not cleared: %s", exc, extra={"run_id": run_id})
+                    report.failed.append(str(row[0]))
+                    log.warning("run not cleaned: %s", exc, extra={"run_id": str(row[0])})
                     continue
-                cur.execute(QUERIES["mark_stages_cleared"], {"run_id": run_id})
             conn.commit()
-            report.runs.append(run_id)
+            report.runs.append(str(row[0]))
     except BaseException:
         if not conn.closed:
             conn.rollback()
@@ -143,12 +140,6 @@ def clear_unpublished_stages(
     finally:
         for c in sandboxes:
             c.close()
-    if report.stages or report.staging_tables:
-        log.info(
-            "cleared %d chunk folder(s) and %d staging table(s) of finished runs",
-            report.stages,
-            report.staging_tables,
-        )
     return report
 
 
