@@ -32,6 +32,10 @@ class MigrationError(Exception):
     """A migration cannot be applied (edited after apply, bad file name, SQL error)."""
 
 
+class DatabaseNotUtf8(MigrationError):
+    """The state or sandbox database is not encoded UTF-8."""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -81,12 +85,40 @@ def create_database_if_missing(url: str) -> bool:
             if cur.fetchone():
                 return False
             try:
-                cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+                _create_utf8(cur, dbname)
             except (psycopg2.errors.DuplicateDatabase, psycopg2.errors.UniqueViolation):
                 return False  # another runner created it meanwhile
             return True
     finally:
         conn.close()
+
+
+def _create_utf8(cur, dbname: str) -> None:
+    """CREATE DATABASE as UTF-8 whatever the cluster's default (`template0`: a cluster
+    initialised without a UTF-8 locale defaults to SQL_ASCII); with the C locale when the
+    cluster's own locale cannot hold UTF-8."""
+    create = sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(
+        sql.Identifier(dbname)
+    )
+    try:
+        cur.execute(create)
+    except psycopg2.errors.InvalidParameterValue:  # the cluster's locale is not UTF-8
+        cur.execute(create + sql.SQL(" LC_COLLATE 'C' LC_CTYPE 'C'"))
+
+
+def check_utf8(conn) -> None:
+    """`DatabaseNotUtf8` unless the database of `conn` stores UTF-8 (text a step reads may
+    be any Unicode; another encoding fails every batch with a conversion error)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT current_database(), pg_encoding_to_char(encoding) FROM pg_database"
+                    " WHERE datname = current_database()")  # fmt: skip
+        name, encoding = cur.fetchone()
+    if encoding != "UTF8":
+        raise DatabaseNotUtf8(
+            f"database {name!r} is encoded {encoding}, not UTF8: records hold any Unicode text."
+            f" Create it anew as UTF-8 (CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE"
+            " template0), or let `etl migrate` create a missing one"
+        )
 
 
 def apply_migrations(
@@ -100,6 +132,7 @@ def apply_migrations(
     applied_now: list[str] = []
     try:
         conn.autocommit = True
+        check_utf8(conn)
         with conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
             cur.execute(

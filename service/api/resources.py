@@ -64,11 +64,15 @@ class HealthResource(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         try:
             with self.deps.db.transaction() as cur:
-                check_database(cur)
+                problem = check_database(cur)
         except Exception as exc:
             log.warning("health check: database unavailable: %s", exc)
             resp.status = 503
             resp.media = {"status": "error", "database": "unavailable"}
+            return
+        if problem is not None:
+            resp.status = 503
+            resp.media = {"status": "error", "database": problem}
             return
         resp.media = {"status": "ok", "database": "ok"}
 

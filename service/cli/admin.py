@@ -22,9 +22,14 @@ from service.domain.principals import (
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    """Apply every pending migration (state, broker, sandbox); idempotent."""
+    """Apply every pending migration (state, broker, sandbox); idempotent. A missing database
+    is created as UTF-8; an existing one in another encoding is refused (exit 2)."""
     cfg = Config.from_env()
-    names = ddl.migrate(cfg.database_url, cfg.sandbox_url)
+    try:
+        names = ddl.migrate(cfg.database_url, cfg.sandbox_url)
+    except ddl.DatabaseNotUtf8 as exc:
+        print(f"etl migrate: {exc}", file=sys.stderr)
+        return 2
     print(f"applied: {', '.join(names)}" if names else "up to date")
     return 0
 

@@ -122,9 +122,11 @@ class Database:
                 self._pool = None
 
 
-def check_database(cur: Cursor) -> None:
-    """A trivial statement: raises when the database does not answer (`/health`)."""
-    execute(cur, "check_database")
+def check_database(cur: Cursor) -> str | None:
+    """What is wrong with the database for `/health` (None: nothing): raises when it does
+    not answer; names its encoding when it is not UTF-8."""
+    encoding = execute(cur, "check_database").fetchone()["encoding"]
+    return None if encoding == "UTF8" else f"encoded {encoding}, not UTF8"
 
 
 def database_now(cur: Cursor) -> datetime:

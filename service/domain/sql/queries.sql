@@ -3,8 +3,9 @@
 -- unless a column is computed from the injected clock (schedules).
 
 -- check_database --
--- Liveness probe for GET /health.
-SELECT 1 AS ok;
+-- Liveness probe for GET /health: the database answers, in its encoding.
+SELECT pg_encoding_to_char(encoding) AS encoding FROM pg_database
+WHERE datname = current_database();
 
 -- find_principal_by_token_hash --
 -- The principal owning a token (looked up by its sha256 hex; the token is never stored).

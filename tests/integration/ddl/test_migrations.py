@@ -3,6 +3,9 @@ and an edited applied file."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -140,3 +143,67 @@ def test_revisions_are_immutable(conn) -> None:
         with pytest.raises(psycopg2.errors.RaiseException, match="immutable"):
             cur.execute("UPDATE revisions SET plan = '{\"x\": 1}'")
     conn.rollback()
+
+
+def test_a_missing_database_is_created_utf8_and_a_sql_ascii_one_is_refused(tmp_path) -> None:
+    """On a cluster whose default might be SQL_ASCII: `etl migrate` creates a missing
+    database as UTF-8, refuses an existing SQL_ASCII one (exit 2, naming it and its
+    encoding) and leaves it untouched; `/health` of an app on it says why it is not ok."""
+    fresh, ascii_db = f"etl_utf8_{uuid.uuid4().hex[:8]}", f"etl_ascii_{uuid.uuid4().hex[:8]}"
+    admin = psycopg2.connect(f"{PG}/postgres")
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(
+                f"CREATE DATABASE {ascii_db} ENCODING 'SQL_ASCII' TEMPLATE template0"
+                " LC_COLLATE 'C' LC_CTYPE 'C'"
+            )
+        created = _etl_migrate(f"{PG}/{fresh}", tmp_path)
+        assert created.returncode == 0, created.stderr
+        with admin.cursor() as cur:
+            cur.execute(
+                "SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = %s",
+                (fresh,),
+            )
+            assert cur.fetchone() == ("UTF8",)
+        refused = _etl_migrate(f"{PG}/{ascii_db}", tmp_path)
+        assert refused.returncode == 2, (refused.stdout, refused.stderr)
+        assert f"database '{ascii_db}' is encoded SQL_ASCII, not UTF8" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        conn = psycopg2.connect(f"{PG}/{ascii_db}")
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+            assert cur.fetchone() == (0,)  # nothing was applied
+        conn.close()
+        health = _health_of(f"{PG}/{ascii_db}")
+        assert health == (503, {"status": "error", "database": "encoded SQL_ASCII, not UTF8"})
+    finally:
+        with admin.cursor() as cur:
+            for name in (fresh, ascii_db):
+                cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+def _etl_migrate(url: str, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ETL_DATABASE_URL": url}
+    etl = Path(sys.executable).with_name("etl")
+    return subprocess.run(
+        [str(etl), "migrate"], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def _health_of(url: str) -> tuple[int, dict]:
+    import falcon.testing
+
+    from service.app import create_app
+    from service.domain.db import Database
+    from service.domain.deps import Deps
+
+    db = Database(url)
+    try:
+        answer = falcon.testing.TestClient(
+            create_app(Deps(db=db, wake_run=lambda r, t: None))
+        ).simulate_get("/health")
+        return answer.status_code, answer.json
+    finally:
+        db.close()
