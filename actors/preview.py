@@ -42,7 +42,6 @@ from dag import (
     RowValueError,
     Step,
     StepStatus,
-    inference_evidence,
     step_warnings,
     topological_order,
 )
@@ -331,8 +330,7 @@ class _Previewer:
         view.row_errors = [e.as_dict() for e in errors]
         view.rejected = len(errors)
         if step.type == "ingest" and step.config.get("source") != "table":
-            declared = step.config.get("columns") or {}
-            view.inferred = inference_evidence(source.columns or {}, declared, source.inferred_from)
+            view.inferred = dict(source.evidence)
         outputs = [r for b in batches for r in b]
         view.warnings = [
             w.as_dict()

@@ -19,14 +19,15 @@ from actors.outputs import decode_rows, read_batches
 from dag import (
     BATCH_SIZE,
     MAX_SOURCE_BYTES,
+    ColumnInference,
     ConfigValueError,
     Position,
-    RawRecord,
+    RawBatch,
     RowError,
     Step,
     Transform,
     build_transform,
-    infer_columns,
+    null_out,
     read_csv_batches,
     read_json_batches,
     read_jsonl_batches,
@@ -67,8 +68,12 @@ class StepEnv:
 class FileSource:
     """Ingest from a file in the data directory, typed as declared or inferred.
 
-    With `limit` (a preview) it reads only the first `limit` input records; typing is still
-    inferred on a whole first batch, as in a run, and a cut batch has no resumable position."""
+    Undeclared columns are inferred from every value of the file (`dag.ColumnInference`, a
+    pass over it before the first batch), so no record is rejected for an inferred type; a
+    resumed attempt gets the types its step recorded. `null_values` are null before
+    inference and typing. With `limit` (a preview) it reads only the first `limit` input
+    records after inferring over the whole file as a run does, and a cut batch has no
+    resumable position."""
 
     def __init__(
         self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
@@ -77,29 +82,49 @@ class FileSource:
         self.env = env
         self.columns = columns
         self.limit = limit
-        self.inferred_from: list[RawRecord] = []  # the raw records inference looked at
+        self.nulls = tuple(step.config.get("null_values") or ())
+        self.evidence: dict[str, str] = {}  # why each inferred column has its type
+
+    def _raw_batches(self, stream, start: Position) -> Iterator[RawBatch]:
+        cfg = self.config
+        fmt = cfg.get("format", "csv")
+        if fmt == "csv":
+            delimiter = cfg.get("delimiter", ",")
+            batches = read_csv_batches(
+                stream, delimiter=delimiter, batch_size=BATCH_SIZE, start=start
+            )
+        elif fmt == "json":
+            batches = read_json_batches(stream, batch_size=BATCH_SIZE, start=start)
+        else:
+            batches = read_jsonl_batches(stream, batch_size=BATCH_SIZE, start=start)
+        for raw in batches:
+            null_out(raw.records, self.nulls)
+            yield raw
+
+    def infer(self) -> dict[str, str]:
+        """The columns' types from a pass over the whole file (declared ones as declared)."""
+        with connectors.open_source(
+            self.env.data_dir, self.config["path"], max_bytes=MAX_SOURCE_BYTES
+        ) as stream:
+            inference = None
+            for raw in self._raw_batches(stream, Position.from_dict(None)):
+                if inference is None:
+                    inference = ColumnInference(raw.header, self.config.get("columns") or {})
+                inference.observe(raw.records)
+        assert inference is not None  # a reader yields at least one batch, with the header
+        self.evidence = inference.evidence()
+        return inference.columns()
 
     def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
-        cfg = self.config
         start = Position.from_dict((checkpoint or {}).get("position"))
-        fmt = cfg.get("format", "csv")
+        if self.columns is None:
+            self.columns = self.infer()
         with connectors.open_source(
-            self.env.data_dir, cfg["path"], max_bytes=MAX_SOURCE_BYTES
+            self.env.data_dir, self.config["path"], max_bytes=MAX_SOURCE_BYTES
         ) as stream:
-            if fmt == "csv":
-                raw_batches = read_csv_batches(
-                    stream, delimiter=cfg.get("delimiter", ","), batch_size=BATCH_SIZE, start=start
-                )
-            elif fmt == "json":
-                raw_batches = read_json_batches(stream, batch_size=BATCH_SIZE, start=start)
-            else:
-                raw_batches = read_jsonl_batches(stream, batch_size=BATCH_SIZE, start=start)
             ordinal = records_before + 1
             offset = start.offset
-            for raw in raw_batches:
-                if self.columns is None:
-                    self.columns = infer_columns(raw.header, raw.records, cfg.get("columns") or {})
-                    self.inferred_from = raw.records
+            for raw in self._raw_batches(stream, start):
                 if self.limit is not None and raw.size >= self.limit - (ordinal - 1):
                     records, row_errors = raw.head(self.limit - (ordinal - 1))
                     typed, type_errors = type_records(records, self.columns, first_ordinal=ordinal)

@@ -21,6 +21,7 @@ from typing import Any
 
 import connectors.table_export
 import dag.csvparts
+import dag.inference
 import dag.types
 from dag import BATCH_SIZE
 from drills.workload import COLUMNS, generate_csv
@@ -45,7 +46,7 @@ def _at_revision(ref: str, module: types.ModuleType) -> types.ModuleType:
 def _jobs(mods: dict[str, types.ModuleType], csv_path: Path) -> dict[str, Callable[[], Any]]:
     with csv_path.open("rb") as f:
         batches = list(dag.csvparts.read_csv_batches(f, batch_size=BATCH_SIZE))
-    columns = dag.types.infer_columns(batches[0].header, batches[0].records, COLUMNS)
+    columns = dag.inference.infer_columns(batches[0].header, batches[0].records, COLUMNS)
     typed_batches = [dag.types.type_records(b.records, columns)[0] for b in batches]
     export = types.SimpleNamespace(columns=columns, key_column="id")
 

@@ -14,6 +14,7 @@ from dag.errors import (
     RowValueError,
 )
 from dag.fusion import fusion_group, replay_chain
+from dag.inference import ColumnInference, infer_columns
 from dag.jsonparts import read_json_batches, read_jsonl_batches
 from dag.limits import (
     BATCH_SIZE,
@@ -28,7 +29,7 @@ from dag.limits import (
 )
 from dag.paths import relative_path_problem, split_relative_path
 from dag.plan import Plan, Step, parse_plan, topological_order, validate_plan
-from dag.preview import PreviewWarning, inference_evidence, step_warnings
+from dag.preview import PreviewWarning, step_warnings
 from dag.readiness import Readiness, decide, steps_to_rerun
 from dag.records import Position, RawBatch, RawRecord, RowError
 from dag.retry import RetryDecision, decide_retry, is_input_data_error
@@ -43,7 +44,7 @@ from dag.states import (
     StepStatus,
 )
 from dag.transforms import Transform, build_transform
-from dag.types import COLUMN_TYPES, ISO_DATE_TEXT, infer_columns, type_records
+from dag.types import COLUMN_TYPES, ISO_DATE_TEXT, null_out, type_records
 
 __all__ = [
     "BATCH_SIZE",
@@ -63,6 +64,7 @@ __all__ = [
     "RUN_TERMINAL",
     "STEP_TERMINAL",
     "AttemptOutcome",
+    "ColumnInference",
     "ConfigValueError",
     "CsvFormatError",
     "DagError",
@@ -92,8 +94,8 @@ __all__ = [
     "encode_rows",
     "fusion_group",
     "infer_columns",
-    "inference_evidence",
     "is_input_data_error",
+    "null_out",
     "parse_plan",
     "read_csv_batches",
     "read_json_batches",

@@ -1,5 +1,5 @@
-"""The pure part of a plan preview: why an undeclared column got its inferred type, and the
-warnings a person wants to see before saving a plan. Plain values in, plain values out.
+"""The pure part of a plan preview: the warnings a person wants to see before saving a plan
+(why an inferred column has its type is `dag.inference`). Plain values in, plain values out.
 
 Warnings (`Warning.code`), each judged on the previewed sample only:
 
@@ -20,10 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dag.records import RawRecord
-from dag.types import convert_value, show_value
+from dag.types import show_value
 
-__all__ = ["PreviewWarning", "inference_evidence", "step_warnings"]
+__all__ = ["PreviewWarning", "step_warnings"]
 
 _EXAMPLES = 3
 
@@ -37,56 +36,6 @@ class PreviewWarning:
 
     def as_dict(self) -> dict[str, str]:
         return {"code": self.code, "message": self.message}
-
-
-def _fails(value: Any, column_type: str) -> bool:
-    try:
-        convert_value(value, column_type)
-    except ValueError:
-        return True
-    return False
-
-
-def inference_evidence(
-    columns: Mapping[str, str], declared: Mapping[str, str], records: Sequence[RawRecord]
-) -> dict[str, str]:
-    """For every undeclared column of `columns`, the evidence for its type among `records`
-    (the raw records inference looked at: a run's first batch), in column order."""
-    evidence: dict[str, str] = {}
-    seen = f"the first {len(records)} record(s)"
-    for name, column_type in columns.items():
-        if name in declared:
-            continue
-        values = [(r.line, r.values.get(name)) for r in records]
-        present = [(line, v) for line, v in values if v is not None and v != ""]
-        if not present:
-            evidence[name] = f"no value in {seen}: string by default"
-            continue
-        examples = ", ".join(show_value(v) for _, v in present[:_EXAMPLES])
-        if column_type == "int":
-            evidence[name] = f"all {len(present)} value(s) in {seen} are int64, e.g. {examples}"
-            continue
-        not_int = next((lv for lv in present if _fails(lv[1], "int")), None)
-        if column_type == "date":
-            but = (
-                f"; line {not_int[0]}: {show_value(not_int[1])} is not an int64" if not_int else ""
-            )
-            evidence[name] = (
-                f"all {len(present)} value(s) in {seen} are ISO dates, e.g. {examples}{but}"
-            )
-            continue
-        not_date = next((lv for lv in present if _fails(lv[1], "date")), None)
-        if not_int is not None and not_int == not_date:
-            shown = show_value(not_int[1])
-            evidence[name] = f"line {not_int[0]}: {shown} is neither an int64 nor a date"
-        else:
-            parts = []
-            if not_int is not None:
-                parts.append(f"line {not_int[0]}: {show_value(not_int[1])} is not an int64")
-            if not_date is not None:
-                parts.append(f"line {not_date[0]}: {show_value(not_date[1])} is not an ISO date")
-            evidence[name] = "; ".join(parts) or f"{examples} read as text"
-    return evidence
 
 
 def _map_key(value: Any) -> Any:

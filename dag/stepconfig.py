@@ -30,7 +30,7 @@ TRANSFORM_OPS = ("trim", "normalize_whitespace", "map", "filter_eq", "parse_date
 EXPORT_TABLE_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _INGEST_KEYS = {
-    "file": ("source", "path", "format", "columns", "delimiter"),
+    "file": ("source", "path", "format", "columns", "delimiter", "null_values"),
     "table": ("source", "table"),
 }
 _EXPORT_KEYS = {"file": ("target", "path", "format"), "table": ("target", "table", "key")}
@@ -42,6 +42,32 @@ _OP_KEYS = {
     "parse_date": ("op", "column"),
     "aggregate": ("op", "column", "group_by"),
 }
+
+
+MAX_NULL_VALUES = 32
+MAX_NULL_VALUE_CHARS = 64
+
+
+def _validate_null_values(value: Any, path: str, errors: list[FieldError]) -> None:
+    """`null_values`: a list of at most `MAX_NULL_VALUES` distinct strings, each at most
+    `MAX_NULL_VALUE_CHARS` long (markers such as `NA`, `N/A`, `\\N`, `null`)."""
+    if not is_list(value):
+        errors.append(FieldError(path, "must be a list of strings"))
+        return
+    if len(value) > MAX_NULL_VALUES:
+        errors.append(FieldError(path, f"at most {MAX_NULL_VALUES} values, got {len(value)}"))
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            errors.append(FieldError(f"{path}[{i}]", "must be a string"))
+        elif len(item) > MAX_NULL_VALUE_CHARS:
+            errors.append(
+                FieldError(f"{path}[{i}]", f"at most {MAX_NULL_VALUE_CHARS} characters")
+            )
+        elif item in seen:
+            errors.append(FieldError(f"{path}[{i}]", f"{item!r} is listed twice"))
+        else:
+            seen.add(item)
 
 
 def _validate_ingest(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
@@ -57,6 +83,8 @@ def _validate_ingest(config: Mapping[str, Any], path: str, errors: list[FieldErr
     format_ok = check_choice(fmt, INGEST_FORMATS, f"{path}.format", errors)
     if "columns" in config:
         _validate_columns(config["columns"], f"{path}.columns", errors)
+    if "null_values" in config:
+        _validate_null_values(config["null_values"], f"{path}.null_values", errors)
     if "delimiter" in config:
         delimiter = config["delimiter"]
         if format_ok and fmt != "csv":

@@ -1,4 +1,4 @@
-"""Column types: inference on the first batch, then conversion of every raw record.
+"""Column types: the conversion of every raw record to its columns' types.
 
 Types are `int` (int64), `string` and `date` (ISO `YYYY-MM-DD`, kept as that validated
 string); every column is nullable. Conversion rules, the same for declared and inferred
@@ -14,20 +14,17 @@ columns:
 - string: text as is; a JSON number or bool becomes its JSON text (`1.5`, `true`), and a
   JSON array or object its compact JSON text.
 
-Inference (`infer_columns`) looks at the records it is given (the first batch) for every
-undeclared column: `int` if every non-null value converts to int, else `date` if every one
-converts to date, else `string`; a column with no non-null value is `string`.
+Inference of undeclared columns over a whole input is `dag.inference`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from dag.errors import ConfigValueError
 from dag.limits import INT64_MAX, INT64_MIN
 from dag.records import RawRecord, RowError
 
@@ -35,7 +32,7 @@ __all__ = [
     "COLUMN_TYPES",
     "ISO_DATE_TEXT",
     "convert_value",
-    "infer_columns",
+    "null_out",
     "show_value",
     "type_records",
 ]
@@ -111,53 +108,6 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
 def convert_value(value: Any, column_type: str) -> int | str | None:
     """`value` as a value of `column_type`; raises `ValueError(reason)` if it is not one."""
     return _CONVERTERS[column_type](value)
-
-
-def _fits(values: list[Any], converter: Callable[[Any], Any]) -> bool:
-    try:
-        for value in values:
-            converter(value)
-    except ValueError:
-        return False
-    return True
-
-
-def infer_columns(
-    header: Sequence[str],
-    records: Iterable[RawRecord],
-    declared: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """Column name -> type in header order; declared types win, the rest are inferred.
-
-    Raises `ConfigValueError` for a declared column that is not in the header or a
-    declared type that is not one of `COLUMN_TYPES`.
-    """
-    declared = dict(declared or {})
-    for name, column_type in declared.items():
-        if name not in header:
-            raise ConfigValueError(f"declared column {name!r} is not in the input", column=name)
-        if column_type not in COLUMN_TYPES:
-            raise ConfigValueError(
-                f"unknown type {column_type!r} (expected one of {', '.join(COLUMN_TYPES)})",
-                column=name,
-            )
-    records = list(records)
-    columns: dict[str, str] = {}
-    for name in header:
-        if name in declared:
-            columns[name] = declared[name]
-            continue
-        values = [r.values.get(name) for r in records]
-        values = [v for v in values if v is not None and v != ""]
-        if not values:
-            columns[name] = "string"
-        elif _fits(values, _to_int):
-            columns[name] = "int"
-        elif _fits(values, _to_date):
-            columns[name] = "date"
-        else:
-            columns[name] = "string"
-    return columns
 
 
 def type_records(
@@ -239,3 +189,16 @@ def _row_error(
                 str(exc), line=record.line, record=ordinal, column=name, raw=dict(record.values)
             )
     raise AssertionError("the record converted after all")
+
+
+def null_out(records: Iterable[RawRecord], null_values: Collection[str]) -> None:
+    """Make every value of `records` that is one of `null_values` (an ingest's markers of a
+    missing value: `NA`, `\\N`, ...) null, in place, before inference and typing."""
+    if not null_values:
+        return
+    nulls = frozenset(null_values)
+    for record in records:
+        values = record.values
+        for name, value in values.items():
+            if type(value) is str and value in nulls:
+                values[name] = None

@@ -6,6 +6,7 @@ with their own data, export and reject directories."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -112,7 +113,8 @@ class ApiClient:
         return self.base + ("" if bare else "/api/v1") + path
 
     def call(self, method: str, path: str, body: Any = None, *, auth: bool = True) -> tuple:
-        """(HTTP status, decoded JSON body or None)."""
+        """(HTTP status, decoded JSON body or None). An answer cut off midway (a server
+        killed while answering) raises `ConnectionError`, as a refused connection does."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
         if auth and self.token:
@@ -125,6 +127,8 @@ class ApiClient:
         except urllib.error.HTTPError as exc:
             text = exc.read()
             return exc.code, json.loads(text) if text else None
+        except http.client.HTTPException as exc:  # an answer cut off (a server going down)
+            raise ConnectionError(f"{method} {path}: the answer broke off: {exc!r}") from exc
 
     def healthy(self) -> bool:
         try:

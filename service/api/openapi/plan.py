@@ -8,6 +8,7 @@ from typing import Any
 
 from dag import plan as rules
 from dag.paths import MAX_PATH_BYTES
+from dag.stepconfig import MAX_NULL_VALUE_CHARS, MAX_NULL_VALUES
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 
 _TEXT = {"type": "string", "pattern": NO_NUL}
@@ -95,6 +96,12 @@ def _ingest_config() -> dict[str, Any]:
             "format": enum(rules.INGEST_FORMATS),
             "columns": columns,
             "delimiter": delimiter,
+            "null_values": {
+                "type": "array",
+                "maxItems": MAX_NULL_VALUES,
+                "uniqueItems": True,
+                "items": {"type": "string", "maxLength": MAX_NULL_VALUE_CHARS, "pattern": NO_NUL},
+            },
         },
         ["source", "path"],
     )

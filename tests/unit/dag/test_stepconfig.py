@@ -246,3 +246,21 @@ def test_export_config(i: int, config: dict[str, Any], field: str, fragment: str
 )
 def test_export_config_accepted(i: int, config: dict[str, Any]) -> None:
     assert validate_plan(with_step(i, config=config)) == []
+
+
+@pytest.mark.parametrize(
+    ("null_values", "field", "fragment"),
+    [
+        ("NA", "plan.steps[0].config.null_values", "must be a list of strings"),
+        (["NA", 0], "plan.steps[0].config.null_values[1]", "must be a string"),
+        (["NA", "NA"], "plan.steps[0].config.null_values[1]", "listed twice"),
+        (["x" * 65], "plan.steps[0].config.null_values[0]", "at most 64 characters"),
+        ([str(i) for i in range(33)], "plan.steps[0].config.null_values", "at most 32"),
+    ],
+)
+def test_null_values_rules(null_values, field, fragment) -> None:
+    only_error(with_config(0, null_values=null_values), field, fragment)
+
+
+def test_null_values_accepted() -> None:
+    assert validate_plan(with_config(0, null_values=["NA", "N/A", "", "\\N"])) == []

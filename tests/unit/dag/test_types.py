@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from dag.csvparts import read_csv_batches
 from dag.errors import ConfigValueError
+from dag.inference import infer_columns
 from dag.jsonparts import read_json_batches
 from dag.records import RawRecord
 from dag.types import (
@@ -22,7 +23,6 @@ from dag.types import (
     INT64_MAX,
     INT64_MIN,
     convert_value,
-    infer_columns,
     type_records,
 )
 

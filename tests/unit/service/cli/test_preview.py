@@ -80,11 +80,11 @@ def test_preview_prints_types_evidence_counts_sample_and_row_errors(env: Path, c
     assert code == 0, out
     assert "records in 5 · out 5 · rejected 0" in out
     assert "id int (inferred)" in out and "amount int (inferred)" not in out
-    assert "  id: all 4 value(s) in the first 5 record(s) are int64, e.g. '1', '2', '3'" in out
+    assert "  id: int: all 4 value(s) are int64" in out  # every value of the file
     assert (
-        "  day: line 2: '2024-01-05' is not an int64; line 3: 'not a date' is not an ISO date"
-        in out
-    )
+        "  day: string: '2024-01-05' at line 2 is not an int64,"
+        " 'not a date' at line 3 is not an ISO date"
+    ) in out
     assert "Bob Jr" in out and "nothing is written" in out
     assert not (env / "exports").exists()  # an export is shown, never written
 

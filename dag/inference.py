@@ -1,0 +1,154 @@
+"""Column inference over a whole input: the types of the columns a plan does not declare,
+decided from every value of the step's input before its first batch commits (never from
+a first batch), so that no record is ever rejected because of an inferred type.
+
+The rule (`docs/plan-format.md`): `int` if every non-null value converts to int64, else
+`date` if every one is an ISO date, else `string`; a column without a value is `string`.
+Null is what the reader makes null (an empty CSV field) and what the ingest's `null_values`
+name (`NA`, `\\N`, ...). `ColumnInference` takes the input batch by batch and keeps, for
+each column still in doubt, the first value that ruled a type out: that is the evidence a
+preview shows. A column is checked a batch at a time by one regular expression over its
+values, value by value only where that one fails, so the scan costs about what reading
+the input costs (`bench/README.md`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from dag.errors import ConfigValueError
+from dag.records import RawRecord
+from dag.types import COLUMN_TYPES, convert_value, show_value
+
+# Canonical int64 text (the bound checked apart for 19 digits) and ISO date shapes, one per
+# line of a batch's values joined by newlines.
+_INTS = re.compile(r"(?:-?(?:0|[1-9][0-9]{0,17})\n)*")
+_DATES = re.compile(r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}\n)*")
+
+
+@dataclass
+class _Doubt:
+    """What a column's values so far allow, and the first value that ruled each type out."""
+
+    values: int = 0
+    int_ok: bool = True
+    date_ok: bool = True
+    not_int: tuple[int, object] | None = None
+    not_date: tuple[int, object] | None = None
+
+
+class ColumnInference:
+    """The types of `header`'s undeclared columns from every record `observe` is given."""
+
+    def __init__(self, header: Sequence[str], declared: Mapping[str, str] | None = None):
+        self.declared = check_declared(header, declared)
+        self.header = list(header)
+        self._doubts = {n: _Doubt() for n in header if n not in self.declared}
+
+    def observe(self, records: Sequence[RawRecord]) -> None:
+        """Take one batch of records into account."""
+        for name, doubt in self._doubts.items():
+            if not (doubt.int_ok or doubt.date_ok):
+                continue  # a string already: no value can change that
+            pairs = [(r.line, r.values.get(name)) for r in records]
+            present = [(line, v) for line, v in pairs if v is not None and v != ""]
+            if present:
+                doubt.values += len(present)
+                _check(doubt, present)
+
+    def columns(self) -> dict[str, str]:
+        """Column name -> type, in header order; declared types as declared."""
+        return {n: self.declared.get(n) or _decided(self._doubts[n]) for n in self.header}
+
+    def evidence(self) -> dict[str, str]:
+        """For every undeclared column, why it has its type (in header order)."""
+        return {n: _evidence(d) for n, d in self._doubts.items()}
+
+
+def infer_columns(
+    header: Sequence[str],
+    records: Iterable[RawRecord],
+    declared: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Column name -> type in header order from every one of `records`; declared types
+    win. Raises `ConfigValueError` for a declared column that is not in the header or a
+    declared type that is not one of `COLUMN_TYPES`."""
+    inference = ColumnInference(header, declared)
+    inference.observe(list(records))
+    return inference.columns()
+
+
+def check_declared(header: Sequence[str], declared: Mapping[str, str] | None) -> dict[str, str]:
+    """The declared types, each checked against the header and `COLUMN_TYPES`."""
+    declared = dict(declared or {})
+    for name, column_type in declared.items():
+        if name not in header:
+            raise ConfigValueError(f"declared column {name!r} is not in the input", column=name)
+        if column_type not in COLUMN_TYPES:
+            raise ConfigValueError(
+                f"unknown type {column_type!r} (expected one of {', '.join(COLUMN_TYPES)})",
+                column=name,
+            )
+    return declared
+
+
+def _check(doubt: _Doubt, present: list[tuple[int, object]]) -> None:
+    texts = [v for _, v in present if isinstance(v, str)]
+    every_text = len(texts) == len(present)
+    joined = "\n".join(texts) + "\n" if every_text else ""
+    if doubt.int_ok and not (every_text and _INTS.fullmatch(joined)):
+        doubt.not_int = _first_failing(present, "int")
+        doubt.int_ok = doubt.not_int is None
+    if doubt.date_ok and (not every_text or not _DATES.fullmatch(joined) or _any_bad_date(texts)):
+        doubt.not_date = _first_failing(present, "date")
+        doubt.date_ok = doubt.not_date is None
+
+
+def _any_bad_date(texts: list[str]) -> bool:
+    """Shaped like dates, but is each one a calendar date?"""
+    try:
+        for text in texts:
+            convert_value(text, "date")
+    except ValueError:
+        return True
+    return False
+
+
+def _first_failing(present: list[tuple[int, object]], column_type: str) -> tuple | None:
+    for line, value in present:
+        try:
+            convert_value(value, column_type)
+        except ValueError:
+            return line, value
+    return None
+
+
+def _decided(doubt: _Doubt) -> str:
+    if doubt.values and doubt.int_ok:
+        return "int"
+    if doubt.values and doubt.date_ok:
+        return "date"
+    return "string"
+
+
+def _evidence(doubt: _Doubt) -> str:
+    kind = _decided(doubt)
+    if not doubt.values:
+        return "string: no value (every one is null)"
+    if kind == "int":
+        return f"int: all {doubt.values:,} value(s) are int64"
+    if kind == "date":
+        line, value = doubt.not_int or (0, None)
+        return (
+            f"date: all {doubt.values:,} value(s) are ISO dates"
+            f" (line {line}: {show_value(value)} is not an int64)"
+        )
+    assert doubt.not_int is not None and doubt.not_date is not None
+    (i_line, i_value), (d_line, d_value) = doubt.not_int, doubt.not_date
+    if (i_line, i_value) == (d_line, d_value):
+        return f"string: {show_value(i_value)} at line {i_line} is neither an int64 nor a date"
+    return (
+        f"string: {show_value(i_value)} at line {i_line} is not an int64,"
+        f" {show_value(d_value)} at line {d_line} is not an ISO date"
+    )
