@@ -410,3 +410,22 @@ def test_property_type_records_is_convert_value_record_by_record(data):
         type(v) for r in expected_typed for v in r.values()
     ]
     assert [(e.record, e.column, e.reason, e.raw) for e in errors] == expected_errors
+
+
+@pytest.mark.parametrize(
+    ("column_type", "value", "reason"),
+    [
+        ("int", "1,234", "not an int64: '1,234'"),  # a thousands separator
+        ("int", "12.5", "not an int64: '12.5'"),  # a decimal
+        ("int", "1e3", "not an int64: '1e3'"),
+        ("date", "2024-01-02 10:00", "not an ISO date (YYYY-MM-DD): '2024-01-02 10:00'"),
+        ("date", "2024-01-02T10:00:00Z", "not an ISO date (YYYY-MM-DD): '2024-01-02T10:00:00Z'"),
+    ],
+)
+def test_a_value_a_declared_type_cannot_hold_is_a_row_error_never_converted(
+    column_type: str, value: str, reason: str
+) -> None:
+    records = [RawRecord(7, {"c": value})]
+    typed, errors = type_records(records, {"c": column_type}, first_ordinal=6)
+    assert typed == []
+    assert [(e.line, e.record, e.column, e.reason) for e in errors] == [(7, 6, "c", reason)]
