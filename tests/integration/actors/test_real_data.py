@@ -145,3 +145,34 @@ def test_the_preview_shows_why_each_column_got_its_type(flights_csv: Path, tmp_p
     assert read.inferred["time_hour"] == (
         "string: '2013-01-01T10:00:00Z' at line 2 is neither an int64 nor a date"
     )
+
+
+def test_na_without_null_values_in_a_declared_int_column_is_rejected_line_by_line(
+    flights_csv: Path, stack_factory
+) -> None:
+    """The failure the issue met, made on purpose: `dep_time` declared int, `NA` not named
+    a null value, reject mode. Each `NA` record is a row error with its line and column, in
+    the reject file, and the others are exported; the csv module finds the same lines."""
+    with flights_csv.open(newline="") as f:
+        na_lines = [i + 2 for i, r in enumerate(csv.DictReader(f)) if r["dep_time"] == "NA"]
+    plan = {
+        "on_row_error": "reject",
+        "steps": [
+            {"name": "read", "type": "ingest",
+             "config": {"source": "file", "path": "flights.csv", "columns": {"dep_time": "int"}}},
+            {"name": "out", "type": "export", "depends_on": ["read"],
+             "config": {"target": "file", "path": "kept.jsonl"}},
+        ],
+    }  # fmt: skip
+    stack = stack_factory()
+    shutil.copy(flights_csv, stack.data / "flights.csv")
+    stack.start()
+    run = stack.wait_run(stack.trigger(stack.create("strict", plan))[1]["id"], timeout=600)
+    read = next(s for s in run["steps"] if s["name"] == "read")
+    assert run["status"] == "succeeded"
+    assert (read["records_in"], read["rejected"]) == (FLIGHTS, len(na_lines))
+    rejects = [json.loads(x) for x in (stack.rejects / run["id"] / "read.jsonl").open()]
+    assert [r["line"] for r in rejects] == na_lines
+    assert {(r["column"], r["reason"]) for r in rejects} == {("dep_time", "not an int64: 'NA'")}
+    kept = (stack.exports / run["id"] / "kept.jsonl").read_text().count("\n")
+    assert kept == FLIGHTS - len(na_lines)
