@@ -61,9 +61,7 @@ def _validate_null_values(value: Any, path: str, errors: list[FieldError]) -> No
         if not isinstance(item, str):
             errors.append(FieldError(f"{path}[{i}]", "must be a string"))
         elif len(item) > MAX_NULL_VALUE_CHARS:
-            errors.append(
-                FieldError(f"{path}[{i}]", f"at most {MAX_NULL_VALUE_CHARS} characters")
-            )
+            errors.append(FieldError(f"{path}[{i}]", f"at most {MAX_NULL_VALUE_CHARS} characters"))
         elif item in seen:
             errors.append(FieldError(f"{path}[{i}]", f"{item!r} is listed twice"))
         else:
