@@ -222,10 +222,11 @@ def test_json_fixtures_preview_equals_run(engine: Engine, fmt: str) -> None:
     assert_same(engine, rid, plan, preview_of(engine, plan))
 
 
-def test_a_preview_of_fewer_records_types_them_as_the_runs_first_batch(engine: Engine) -> None:
-    """Inference looks at a run's whole first batch (500 records) even when the preview
-    reads 100: a value at record 300 decides the type in both."""
-    lines = ["id,code"] + [f"{i},{i if i != 300 else 'x300'}" for i in range(1, 1201)]
+def test_a_preview_of_fewer_records_types_them_as_the_whole_input_does(engine: Engine) -> None:
+    """Inference looks at every value of the input, in a run and in a preview that reads 100
+    records: a value in the third batch (record 1,000) decides the type in both, and no
+    record of the run is rejected for it."""
+    lines = ["id,code"] + [f"{i},{i if i != 1000 else 'x1000'}" for i in range(1, 1201)]
     (engine.data / "big.csv").write_text("\n".join(lines) + "\n")
     plan = {
         "on_row_error": "reject",
@@ -241,7 +242,9 @@ def test_a_preview_of_fewer_records_types_them_as_the_runs_first_batch(engine: E
     preview = preview_of(engine, plan, records=100)
     read, keep = preview.steps
     assert read.columns == ran["read"]["columns"] == {"id": "int", "code": "string"}
-    assert "line 301: 'x300'" in read.inferred["code"]
+    assert ran["read"]["rejected"] == 0
+    assert read.inferred["code"].startswith("string: 'x1000' at line 1001 is not an int64")
+    assert read.inferred["id"] == "int: all 1,200 value(s) are int64"
     assert (read.records_in, read.records_out) == (100, 100)
     assert read.sample == ran["read"]["first_rows"][:SAMPLE_ROWS]
     assert (keep.records_in, keep.records_out, keep.sample) == (100, 1, [{"id": 7, "code": "7"}])
