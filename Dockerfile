@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # One image for the coordinator and the executors: `etl <command>` (see docker-compose.yml).
 #   docker build -t etl-platform .
 #   docker run --rm etl-platform validate /app/fixtures/plans/demo.json

@@ -319,9 +319,20 @@ def test_every_platform_service_shares_the_databases(compose):
         "postgresql://USER[:PASSWORD]@postgres:5432/etl"
     )
     token = envs["coordinator"]["ETL_ADMIN_TOKEN"]
-    assert token.startswith("${ETL_ADMIN_TOKEN"), (
+    assert token.startswith("${ETL_ADMIN_TOKEN:?"), (
         f"service 'coordinator': key `environment.ETL_ADMIN_TOKEN` is {token!r}; take it from "
-        "the host (${ETL_ADMIN_TOKEN:-default})"
+        "the host with no default (${ETL_ADMIN_TOKEN:?message}): compose refuses to start"
+        " without one, so no known token is ever published"
+    )
+
+
+def test_the_api_port_is_chosen_by_etl_api_port_and_no_frontend_image_is_pulled(compose):
+    (published,) = service(compose, "coordinator")["ports"]
+    assert published == "${ETL_API_PORT:-8080}:8080"
+    # `# syntax=` makes BuildKit pull a frontend image before it reads the Dockerfile
+    assert not any(
+        line.lstrip().lower().startswith("# syntax=")
+        for line in DOCKERFILE.read_text(encoding="utf-8").splitlines()
     )
 
 
