@@ -10,7 +10,3 @@ ALTER TABLE runs ADD COLUMN error text;
 ALTER TABLE runs ADD COLUMN stages_cleared boolean NOT NULL DEFAULT false;
 CREATE INDEX runs_uncleared ON runs (finished_at)
     WHERE NOT stages_cleared AND status IN ('succeeded', 'failed', 'canceled');
-
--- A paused pipeline admits no run (a trigger answers 409 pipeline_paused, a schedule fire
--- is recorded without a run); runs admitted before the pause go on.
-ALTER TABLE pipelines ADD COLUMN paused boolean NOT NULL DEFAULT false;
