@@ -58,8 +58,13 @@ def run_executor(cfg: Config, name: str) -> int:
             statement_timeout_s=60,
             idle_in_transaction_timeout_s=2 * cfg.lease_ttl_s,
         ),
+        # The same for its sandbox session: frozen between a staging COPY and its COMMIT,
+        # it would hold the staged keys, and the attempt that took over would wait on them.
         connect_sandbox=connector(
-            cfg.sandbox_url, f"etl-{name}-sandbox", statement_timeout_s=cfg.step_timeout_s
+            cfg.sandbox_url,
+            f"etl-{name}-sandbox",
+            statement_timeout_s=cfg.step_timeout_s,
+            idle_in_transaction_timeout_s=2 * cfg.lease_ttl_s,
         ),
         wake_run=lambda run_id, trace_id, delay_ms: send_advance_run(
             broker, run_id, trace_id, delay_ms=delay_ms
