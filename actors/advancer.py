@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from actors.broker import send_advance_run, send_run_step
 from actors.sql import QUERIES
-from dag import Plan, RunStatus, StepStatus, decide, parse_plan, validate_plan
+from dag import Plan, PlanInvalid, RunStatus, StepStatus, decide, parse_plan
 
 log = logging.getLogger("etl.advancer")
 
@@ -56,16 +56,15 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
                     break
                 (run_id, trace_id, cancel_requested, plan_json, revision), queued = current
                 run_id = str(run_id)
-                problems = validate_plan(plan_json)
-                if problems:  # one pipeline's bad revision must never jam the others
-                    _fail_unrunnable(cur, run_id, trace_id, revision, problems, result)
+                try:  # validated once per advance, then used as a Plan
+                    plan = parse_plan(plan_json)
+                except PlanInvalid as exc:  # one pipeline's bad revision must not jam others
+                    _fail_unrunnable(cur, run_id, trace_id, revision, exc.errors, result)
                     continue
                 if queued:
-                    _start_run(cur, run_id, parse_plan(plan_json))
+                    _start_run(cur, run_id, plan)
                     result.started_runs.append(run_id)
-                if not _advance_steps(
-                    cur, run_id, trace_id, bool(cancel_requested), plan_json, result
-                ):
+                if not _advance_steps(cur, run_id, trace_id, bool(cancel_requested), plan, result):
                     break
         conn.commit()
     except BaseException:
@@ -112,10 +111,9 @@ def _start_run(cur, run_id: str, plan: Plan) -> None:
 
 
 def _advance_steps(
-    cur, run_id: str, trace_id: str, cancel_requested: bool, plan_json, result: Advance
+    cur, run_id: str, trace_id: str, cancel_requested: bool, plan: Plan, result: Advance
 ) -> bool:
     """Apply the readiness decision to one running run; True if the run finished."""
-    plan = parse_plan(plan_json)
     cur.execute(QUERIES["lock_step_runs"], {"run_id": run_id})
     rows = cur.fetchall()
     states = {name: status for name, status, _due, _in_s in rows}
