@@ -21,7 +21,6 @@ COPY actors/ actors/
 COPY connectors/ connectors/
 COPY dag/ dag/
 COPY ddl/ ddl/
-COPY bench/ bench/
 COPY fixtures/ fixtures/
 
 # psycopg2-binary and the rest ship wheels: no compiler needed on slim.

@@ -141,12 +141,22 @@ def render_markdown(doc: dict[str, Any]) -> str:
             rows = [[s[k] for k in STEP_COLUMNS] + ["; ".join(map(_attempt, s["attempts"]))]
                     for s in r["steps"]]  # fmt: skip
             out += _table([*STEP_COLUMNS, "attempts"], rows)
-        out += ["", "Peak memory, from /proc/PID/status (VmHWM; VmRSS, RssAnon every 200 ms):", ""]
-        rows = [
-            [m["process"], m["pid"], m["peak_rss_mib"], m["peak_anon_mib"]] for m in d["memory"]
-        ]
-        out += _table(["process", "pid", "peak RSS MiB", "peak private (anon) MiB"], rows)
+        out += _memory(d["memory"])
     return "\n".join(out) + "\n"
+
+
+def _memory(memory: list[dict[str, Any]]) -> list[str]:
+    """The peak memory table: per process (from /proc) or per container (from its cgroup)."""
+    if memory and "container" in memory[0]:
+        head = "Peak memory per container, from its cgroup (resident anonymous memory; usage with"
+        rows = [[m["container"], m["limit_mib"], m["peak_rss_mib"], m["peak_usage_mib"]]
+                for m in memory]  # fmt: skip
+        header = ["container", "limit MiB", "peak RSS MiB", "peak usage with page cache MiB"]
+        return ["", head + " page cache), sampled every 250 ms:", "", *_table(header, rows)]
+    head = "Peak memory, from /proc/PID/status (VmHWM; VmRSS, RssAnon every 200 ms):"
+    rows = [[m["process"], m["pid"], m["peak_rss_mib"], m["peak_anon_mib"]] for m in memory]
+    header = ["process", "pid", "peak RSS MiB", "peak private (anon) MiB"]
+    return ["", head, "", *_table(header, rows)]
 
 
 STEP_COLUMNS = ("name", "status", "started_at", "finished_at", "duration_s",

@@ -1,6 +1,7 @@
 """`etl drill NAME`: failure drills, each on its own local topology (`etl up` on a fresh
-database), verified check by check, reported in var/report/ (see docs/drills.md). The drills
-themselves are in `drills.acceptance` and `drills.outages`; this module names them, gives
+database) or, for `compose`, on the Compose topology under Docker Engine, verified check by
+check, reported in var/report/ (see docs/drills.md). The drills themselves are in
+`drills.acceptance`, `drills.outages` and `drills.compose`; this module names them, gives
 each its topology and runs them."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from drills.acceptance import (
     drill_reject_file,
     drill_repeat_trigger,
 )
+from drills.compose import drill_compose
 from drills.outages import drill_connections_cut, drill_executor_frozen, drill_postgres_restart
 from drills.pgcluster import PrivateCluster
 from drills.report import DrillResult, write_report
@@ -37,7 +39,9 @@ SCENARIOS: dict[str, Callable[[Topology, DrillResult, int], None]] = {
     "executor-frozen": drill_executor_frozen,
     "connections-cut": drill_connections_cut,
 }
-DRILLS = tuple(SCENARIOS)
+# Drills that bring their own topology (not `etl up`): (result, records, fast).
+OWN_TOPOLOGY: dict[str, Callable[[DrillResult, int, bool], None]] = {"compose": drill_compose}
+DRILLS = (*SCENARIOS, *OWN_TOPOLOGY)
 FAULTS = {  # ETL_FAULT of the drill's topology (see actors/faults.py)
     "crash-after-export": "crash_after_export:step=to_table:batch=3",
     "coordinator-restart": "slow_batches:step=normalize:ms=500",
@@ -56,6 +60,8 @@ PRIVATE_CLUSTER = {"postgres-restart"}  # drills that restart PostgreSQL: never 
 
 def run_one(name: str, *, fast: bool, records: int) -> DrillResult:
     """Run drill `name` on its own topology; never raises (an error fails the drill)."""
+    if name in OWN_TOPOLOGY:
+        return run_own(name, fast=fast, records=records)
     cluster = PrivateCluster() if name in PRIVATE_CLUSTER else None
     env = {"ETL_FAULT": FAULTS[name]} if name in FAULTS else {}
     topo = Topology(name, fast=fast, env=env, cluster=cluster)
@@ -80,10 +86,29 @@ def run_one(name: str, *, fast: bool, records: int) -> DrillResult:
         except Exception as exc:
             res.notes.append(f"stopping the topology failed: {exc}")
     res.finish(topo.sampler.table())
-    print(f"drill {name}: {'PASS' if res.passed else 'FAIL'} in {res.duration_s} s", flush=True)
+    _print_result(res)
+    return res
+
+
+def run_own(name: str, *, fast: bool, records: int) -> DrillResult:
+    """Run drill `name`, which brings its own topology; never raises."""
+    command = f".venv/bin/etl drill {name}" + (" --fast" if fast else "")
+    res = DrillResult(name, command, {})
+    print(f"drill {name}: on Docker Engine, logs in the report", flush=True)
+    try:
+        OWN_TOPOLOGY[name](res, records, fast)
+    except Exception as exc:
+        res.error = f"{type(exc).__name__}: {exc}"[:3000]
+        traceback.print_exc()
+    res.finish(res.memory)
+    _print_result(res)
+    return res
+
+
+def _print_result(res: DrillResult) -> None:
+    print(f"drill {res.name}: {'PASS' if res.passed else 'FAIL'} in {res.duration_s} s", flush=True)
     for c in res.checks:
         print(f"  {'ok  ' if c['passed'] else 'FAIL'} {c['check']}  [{c['detail'][:120]}]")
-    return res
 
 
 def configure_drill(parser: argparse.ArgumentParser) -> None:

@@ -44,12 +44,13 @@ def generate_csv(path: Path, records: int, *, seed: int = CSV_SEED) -> dict[str,
     return {"records": records, "multiline": multiline, "bytes": path.stat().st_size}
 
 
-def import_plan(*, jsonl: bool = True) -> dict:
-    """ingest -> normalize_whitespace -> export to `sandbox.customers` (key id) [and to a
-    JSONL file]: the pipeline of import-100k, crash-after-export and the benchmark."""
+def import_plan(*, jsonl: bool = True, path: str = "customers.csv") -> dict:
+    """ingest `path` -> normalize_whitespace -> export to `sandbox.customers` (key id) [and to
+    a JSONL file]: the pipeline of import-100k, crash-after-export, the compose drill and the
+    benchmark."""
     steps = [
         {"name": "ingest", "type": "ingest",
-         "config": {"source": "file", "path": "customers.csv", "columns": COLUMNS}},
+         "config": {"source": "file", "path": path, "columns": COLUMNS}},
         {"name": "normalize", "type": "transform", "depends_on": ["ingest"],
          "config": {"op": "normalize_whitespace", "columns": ["name", "note"]}},
         {"name": "to_table", "type": "export", "depends_on": ["normalize"],
