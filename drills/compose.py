@@ -86,12 +86,14 @@ class ComposeDrill:
                                                              "--wait-timeout", "300"))  # fmt: skip
         states = [json.loads(line) for line in self.project("ps", "--format", "json").splitlines()]
         got = {s["Service"]: (s["State"], s.get("Health") or "no healthcheck") for s in states}
-        want = {"postgres": ("running", "healthy"), "coordinator": ("running", "healthy"),
-                **{e: ("running", "no healthcheck") for e in EXECUTORS}}  # fmt: skip
+        want = {s: ("running", "healthy") for s in SERVICES}
         self.res.expect("services after up --wait (state, health)", got, want)
         code, body = self.api.call("GET", "/health", auth=False)
         self.res.expect("/health through the published port", (code, body and body["status"]),
                         (200, "ok"))  # fmt: skip
+        encoding = self.project.sql("SELECT pg_encoding_to_char(encoding) FROM"
+                                    " pg_database WHERE datname = 'etl'")  # fmt: skip
+        self.res.expect("database etl: encoding", encoding[0][0], "UTF8")
         self.image_sizes()
         self.memory.start()
 
@@ -231,12 +233,21 @@ class ComposeDrill:
 
     def restart_mid_run(self, pipeline: str, service: str) -> None:
         """`docker compose restart SERVICE` once to_table has committed a quarter of its
-        batches; the run finishes with exact rows."""
+        batches; the container really restarted before the run ended, and the run finishes
+        with exact rows."""
         run_id = self.trigger(pipeline, f"compose-restart-{service}")
         self.await_committed(run_id, "to_table", max(1, -(-self.n // BATCH_SIZE) // 4))
+        started_before = self.project.inspect(service, "{{.State.StartedAt}}")
+        restart_at = now_utc()
         self.timed(f"restart {service}", lambda: self.project("restart", service))
+        started_after = self.project.inspect(service, "{{.State.StartedAt}}")
         run = self.wait_run(run_id)
         self.res.add_run(f"import: docker compose restart {service} mid-run", run)
+        self.res.check(f"{service} restarted before the run ended",
+                       started_after != started_before
+                       and (seconds(restart_at, run["finished_at"]) or 0) > 0,
+                       f"container started {started_before} -> {started_after}; restart at "
+                       f"{iso(restart_at)}, run finished {run['finished_at']}")  # fmt: skip
         self.res.expect(f"import across a {service} restart", run["status"], RunStatus.SUCCEEDED)
         self.check_rows(f"across a {service} restart", run)
 
