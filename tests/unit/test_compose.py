@@ -1,5 +1,6 @@
-"""Static checks of the container topology (docker-compose.yml, Dockerfile): there is no Docker
-engine in CI, so the files are parsed and compared with README.md ("Configuration")."""
+"""Static checks of the container topology (docker-compose.yml, Dockerfile): the files are
+parsed and compared with README.md ("Configuration"). `etl drill compose` runs them for real
+on Docker Engine (docs/compose.md)."""
 
 from __future__ import annotations
 
