@@ -1,6 +1,7 @@
 """Tooling that drives the platform from outside, like a user or an operator would: the
 local topology and its API client (`harness`), the failure drills and their report
-(`scenarios`, `topology`, `memory`, `report`, `workload`) and `make demo` (`demo`).
+(`scenarios`, `topology`, `memory`, `report`, `workload`), the compose drill on Docker Engine
+(`compose`, `engine`, `standins`) and `make demo` (`demo`).
 `bench/` and the integration tests use the same harness."""
 
 from drills.harness import (

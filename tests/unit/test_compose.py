@@ -276,6 +276,9 @@ def test_executor_command_limits_and_restart(compose, name):
         f"service {name!r}: key `depends_on.postgres.condition` is {deps.get('postgres')!r}"
     )
     assert "coordinator" in deps, f"service {name!r}: key `depends_on` lacks coordinator"
+    assert "ETL_DATABASE_URL" in healthcheck_text(name, svc), (
+        f"service {name!r}: key `healthcheck.test` does not reach the database"
+    )
 
 
 @pytest.mark.parametrize("name", ETL_SERVICES)
@@ -415,6 +418,17 @@ def test_dockerfile_copies_what_exists():
             if any(c in source for c in "*?["):
                 continue
             assert (ROOT / source).exists(), f"Dockerfile: key COPY {source}: does not exist"
+
+
+def test_the_image_holds_no_tests_bench_or_drills():
+    copied = {
+        word.rstrip("/")
+        for kw, args in dockerfile_instructions()
+        if kw == "COPY" and "--from" not in args
+        for word in shlex.split(args)[:-1]
+    }
+    for kept_out in ("tests", "bench", "drills", "docs", "."):
+        assert kept_out not in copied, f"Dockerfile: key COPY {kept_out}: the image needs none"
 
 
 def test_dockerignore_keeps_local_state_out():
