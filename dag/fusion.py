@@ -2,19 +2,19 @@
 steps a resumed step must recompute because their output was not kept. Pure: the executor
 reads the run's step states and calls these.
 
-A fused group is a step (its head) and the pending steps that hang off it as a chain: a
-follower depends on exactly one member and is either an export or the only transform that
-depends on that member (a branch point ends the chain: branches run as their own groups),
-and no member it hangs off is an aggregate (whose output exists only at its end). The
-executor runs the group batch by batch: the head's input batch goes through every member in
-order, each member still with its own attempt, counters, digests and checkpoint, all
-committed in one transaction per batch. A member's output is stored only when a step
-outside the group reads it.
+A fused group is a step (its head) and the pending steps that hang off it as a tree: a
+follower depends on exactly one member, which is not an aggregate (an aggregate's output
+exists only at its end: it is a sink of the pass, and its own followers form the next
+group). Branches fuse too: every transform and export that reads a member joins, so one
+pass over the head's input feeds a whole fan-out of maps, filters, aggregates and exports.
+The executor runs the group batch by batch: the head's input batch goes through every
+member in order (upstream before downstream), each member still with its own attempt,
+counters, digests and checkpoint, all committed in one transaction per batch. A member's
+output is stored only when a step outside the group reads it.
 
-Under `stop_dependents` a group forms only when no step has failed and it holds every step of
-the run that is not over yet: fused followers count as started with their head, and
-"nothing new starts after a failure" must not depend on whether a step was fused (see
-docs/decisions.md).
+Under `stop_dependents` no group forms once a step has failed: nothing outside the groups
+already started begins after a failure. A group that started before the failure is running,
+all of it: its members finish (see docs/decisions.md, "Fused trees").
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from dag.plan import STOP_DEPENDENTS, Plan
-from dag.states import STEP_TERMINAL, StepStatus
+from dag.states import StepStatus
 
 __all__ = ["fusion_group", "replay_chain"]
 
@@ -40,28 +40,20 @@ def fusion_group(
 
     `states` maps every step to its status; `aligned` names the pending steps whose
     checkpoint fits the head's (none yet with a fresh head, or the same fused position)."""
+    if plan.on_failure == STOP_DEPENDENTS and StepStatus.FAILED in states.values():
+        return ()
     members = [head]
     for name in members:  # grows while it is walked: breadth first from the head
         if _ends_group(plan, name):
             continue
-        dependents = plan.dependents(name)
-        transforms = [d for d in dependents if plan.step(d).type == "transform"]
-        for follower in dependents:
-            step = plan.step(follower)
+        for follower in plan.dependents(name):
             if (
-                (step.type == "export" or transforms == [follower])
-                and step.depends_on == (name,)
+                plan.step(follower).depends_on == (name,)
                 and states.get(follower) == StepStatus.PENDING
                 and follower in aligned
             ):
                 members.append(follower)
-    followers = tuple(members[1:])
-    if plan.on_failure == STOP_DEPENDENTS:
-        open_steps = {n for n, s in states.items() if s not in STEP_TERMINAL}
-        failed = StepStatus.FAILED in states.values()
-        if failed or not open_steps <= {head, *followers}:
-            return ()
-    return followers
+    return tuple(members[1:])
 
 
 def replay_chain(plan: Plan, name: str, unkept: Collection[str]) -> tuple[str, ...]:

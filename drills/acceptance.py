@@ -299,14 +299,23 @@ def drill_branch_failure(topo: Topology, res: DrillResult, records: int) -> None
     generate_csv(topo.data / "customers.csv", 1500)
     branch_a = {"read": StepStatus.SUCCEEDED, "a1": StepStatus.SUCCEEDED}
     branch_b = {"b_fail": StepStatus.FAILED, "b_down": StepStatus.UPSTREAM_FAILED}
-    policies = ((CONTINUE_INDEPENDENT, StepStatus.SUCCEEDED), (STOP_DEPENDENTS, StepStatus.NOT_RUN))
-    for policy, a2 in policies:
+    for policy in (CONTINUE_INDEPENDENT, STOP_DEPENDENTS):
         pipeline = topo.create(f"branch-{policy}", _branch_plan(policy))
         run = topo.wait_run(topo.trigger(pipeline)[1]["id"])
         res.add_run(f"{policy}: first run", run)
         res.expect(f"{policy}: run status", run["status"], RunStatus.FAILED)
         states = {s["name"]: s["status"] for s in run["steps"]}
+        # stop_dependents: a2 runs only when it started before b_fail failed, i.e. in a fused
+        # group that began earlier; nothing outside started groups begins after the failure
+        started = bool(step_of(run, "a2")["attempts"])
+        a2 = (
+            StepStatus.SUCCEEDED
+            if policy == CONTINUE_INDEPENDENT or started
+            else StepStatus.NOT_RUN
+        )
         res.expect(f"{policy}: step states", states, {**branch_a, "a2": a2, **branch_b})
+        if policy == STOP_DEPENDENTS:
+            _nothing_began_after(res, run, "b_fail")
         ran = lambda r, n: (step_of(r, n)["attempts"], step_of(r, n)["output_digest"])  # noqa: E731
         kept = {n: ran(run, n) for n, state in states.items() if state == StepStatus.SUCCEEDED}
         code = topo.call("POST", f"/runs/{run['id']}/resume")[0]
@@ -319,6 +328,17 @@ def drill_branch_failure(topo: Topology, res: DrillResult, records: int) -> None
         rerun = {s["name"]: outcomes(s) for s in after["steps"] if s["name"] not in kept}
         want = {n: [AttemptOutcome.FAILED] * (n == "b_fail") + [SUCCEEDED] for n in rerun}
         res.expect(f"{policy}: attempts of the re-run steps", rerun, want)
+
+
+def _nothing_began_after(res: DrillResult, run: dict, failed: str) -> None:
+    """No step began after `failed`'s failure (a step begins when the advancer dispatches
+    it or a fused group adopts it; its attempt's claim may come later)."""
+    failed_at = parse_ts(step_of(run, failed)["attempts"][-1]["finished_at"])
+    late = [f"{s['name']} at {s['started_at']}" for s in run["steps"]
+            if s["started_at"] and parse_ts(s["started_at"]) > failed_at]  # fmt: skip
+    fused = {s["name"]: s["attempts"][0]["fused_into"] for s in run["steps"] if s["attempts"]}
+    res.check(f"stop_dependents: no step began after {failed} failed", not late,
+              f"late: {late}; fused into: {fused}")  # fmt: skip
 
 
 BAD_ROWS = {7: "7,Bob,12x,2024-01-07", 12: "12,Cy,5,2024-13-45", 15: "15,Dee,3"}

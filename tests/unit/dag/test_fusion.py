@@ -51,7 +51,7 @@ def test_a_step_whose_checkpoint_does_not_fit_is_left_out_with_what_hangs_off_it
     assert got == ()
 
 
-def test_a_branch_point_ends_the_chain_and_an_aggregate_ends_the_group() -> None:
+def test_branches_fuse_as_a_tree_and_an_aggregate_is_a_sink_of_the_group() -> None:
     plan = _plan(
         [
             ("read", "ingest", []),
@@ -60,12 +60,33 @@ def test_a_branch_point_ends_the_chain_and_an_aggregate_ends_the_group() -> None
             ("out", "file", ["read"]),
             ("sum", "aggregate", ["a"]),
             ("after", "trim", ["sum"]),
+            ("b_out", "file", ["b"]),
         ],
         on_failure="continue_independent",
     )
     everything = {s.name for s in plan.steps}
-    assert fusion_group(plan, "read", _fresh(plan, "read"), everything) == ("out",)
+    # breadth first: every member before what hangs off it; nothing behind the aggregate
+    got = fusion_group(plan, "read", _fresh(plan, "read"), everything)
+    assert got == ("a", "b", "out", "sum", "b_out")
     assert fusion_group(plan, "a", _fresh(plan, "a"), everything) == ("sum",)
+    # the aggregate's output exists only at its end: what reads it starts as the next group
+    assert fusion_group(plan, "sum", _fresh(plan, "sum"), everything) == ()
+
+
+def test_a_tree_leaves_out_the_subtree_of_a_step_that_is_not_pending() -> None:
+    plan = _plan(
+        [
+            ("read", "ingest", []),
+            ("a", "trim", ["read"]),
+            ("a_out", "file", ["a"]),
+            ("b", "trim", ["read"]),
+            ("b_out", "file", ["b"]),
+        ],
+        on_failure="continue_independent",
+    )
+    states = {**_fresh(plan, "read"), "b": SUCCEEDED}
+    everything = {s.name for s in plan.steps}
+    assert fusion_group(plan, "read", states, everything) == ("a", "a_out")
 
 
 def test_a_step_with_two_dependencies_never_follows() -> None:
@@ -84,14 +105,31 @@ BRANCHES = [
 ]
 
 
-def test_stop_dependents_fuses_only_what_covers_the_open_steps_and_never_after_a_failure() -> None:
+def test_stop_dependents_fuses_a_tree_beside_open_steps_but_nothing_after_a_failure() -> None:
     plan = _plan(BRANCHES)
     states = {"read": SUCCEEDED, "bad": RUNNING, "good": RUNNING, "good_out": PENDING}
-    assert fusion_group(plan, "good", states, {"good_out"}) == ()  # `bad` is open elsewhere
+    # `bad` is open elsewhere: the group is started before any failure, so it forms
+    assert fusion_group(plan, "good", states, {"good_out"}) == ("good_out",)
     states["bad"] = FAILED
     assert fusion_group(plan, "good", states, {"good_out"}) == ()  # nothing new after a failure
     independent = _plan(BRANCHES, on_failure="continue_independent")
     assert fusion_group(independent, "good", states, {"good_out"}) == ("good_out",)
+
+
+def test_two_independent_ingests_each_fuse_their_own_tree_under_stop_dependents() -> None:
+    plan = _plan(
+        [
+            ("x", "ingest", []),
+            ("x_out", "file", ["x"]),
+            ("y", "ingest", []),
+            ("y_sum", "aggregate", ["y"]),
+            ("y_out", "file", ["y"]),
+        ]
+    )
+    states = {"x": RUNNING, "y": RUNNING, "x_out": PENDING, "y_sum": PENDING, "y_out": PENDING}
+    aligned = {"x_out", "y_sum", "y_out"}
+    assert fusion_group(plan, "x", states, aligned) == ("x_out",)
+    assert fusion_group(plan, "y", states, aligned) == ("y_sum", "y_out")
 
 
 def test_only_pending_steps_are_adopted() -> None:

