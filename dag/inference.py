@@ -51,11 +51,11 @@ class ColumnInference:
         for name, doubt in self._doubts.items():
             if not (doubt.int_ok or doubt.date_ok):
                 continue  # a string already: no value can change that
-            pairs = [(r.line, r.values.get(name)) for r in records]
-            present = [(line, v) for line, v in pairs if v is not None and v != ""]
+            values = [r.values.get(name) for r in records]
+            present = [v for v in values if v is not None and v != ""]
             if present:
                 doubt.values += len(present)
-                _check(doubt, present)
+                _check(doubt, present, records, name)
 
     def columns(self) -> dict[str, str]:
         """Column name -> type, in header order; declared types as declared."""
@@ -93,19 +93,19 @@ def check_declared(header: Sequence[str], declared: Mapping[str, str] | None) ->
     return declared
 
 
-def _check(doubt: _Doubt, present: list[tuple[int, object]]) -> None:
-    texts = [v for _, v in present if isinstance(v, str)]
-    every_text = len(texts) == len(present)
-    joined = "\n".join(texts) + "\n" if every_text else ""
+def _check(doubt: _Doubt, present: list[object], records: Sequence[RawRecord], name: str) -> None:
+    """Rule types out of `doubt` by the `present` values of column `name` (of `records`)."""
+    every_text = all(type(v) is str for v in present)
+    joined = "\n".join(present) + "\n" if every_text else ""  # type: ignore[arg-type]
     if doubt.int_ok and not (every_text and _INTS.fullmatch(joined)):
-        doubt.not_int = _first_failing(present, "int")
+        doubt.not_int = _first_failing(records, name, "int")
         doubt.int_ok = doubt.not_int is None
-    if doubt.date_ok and (not every_text or not _DATES.fullmatch(joined) or _any_bad_date(texts)):
-        doubt.not_date = _first_failing(present, "date")
+    if doubt.date_ok and (not every_text or not _DATES.fullmatch(joined) or _any_bad_date(present)):
+        doubt.not_date = _first_failing(records, name, "date")
         doubt.date_ok = doubt.not_date is None
 
 
-def _any_bad_date(texts: list[str]) -> bool:
+def _any_bad_date(texts: list) -> bool:
     """Shaped like dates, but is each one a calendar date?"""
     try:
         for text in texts:
@@ -115,12 +115,16 @@ def _any_bad_date(texts: list[str]) -> bool:
     return False
 
 
-def _first_failing(present: list[tuple[int, object]], column_type: str) -> tuple | None:
-    for line, value in present:
+def _first_failing(records: Sequence[RawRecord], name: str, column_type: str) -> tuple | None:
+    """(line, value) of the first present value of column `name` that is not of the type."""
+    for record in records:
+        value = record.values.get(name)
+        if value is None or value == "":
+            continue
         try:
             convert_value(value, column_type)
         except ValueError:
-            return line, value
+            return record.line, value
     return None
 
 

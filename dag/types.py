@@ -23,6 +23,8 @@ import json
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
+from functools import partial
+from operator import itemgetter
 from typing import Any
 
 from dag.limits import INT64_MAX, INT64_MIN
@@ -141,40 +143,57 @@ def _type_columns(
     records: Sequence[RawRecord], columns: Mapping[str, str]
 ) -> list[dict[str, Any]] | None:
     """`type_records` of a batch without a bad value, a column at a time with C-level
-    `map`s instead of a Python call per value. None when a column holds anything but text
-    (and null in a string column): the caller then converts record by record."""
+    `map`s instead of a Python call per value. Nulls (`None`, and `""` in an int or date
+    column) are set aside and the rest converted in one go. None when a column holds
+    anything but text and null: the caller then converts record by record."""
     if not records or not columns:
         return None
     rows = [record.values for record in records]
+    names = list(columns)
+    by_column: list = []
+    if len(names) > 1:  # one C-level pass per record, then a transposition
+        try:
+            by_column = list(zip(*map(itemgetter(*names), rows), strict=True))
+        except KeyError:  # a record without some column (JSON): null there
+            pass
+    if not by_column:
+        by_column = [[row.get(name) for row in rows] for name in names]
     converted = []
-    for name, column_type in columns.items():
-        column = [row.get(name) for row in rows]
-        kinds = set(map(type, column))
-        if column_type == "string":
-            if not kinds <= _TEXT_OR_NULL:
+    for column, column_type in zip(map(list, by_column), columns.values(), strict=True):
+        if not set(map(type, column)) <= _TEXT_OR_NULL:
+            return None
+        if column_type != "string":
+            # `None` and `""` are null here, and the only falsy values of the column
+            present = list(filter(None, column))
+            parsed = _parse_column(present, column_type)
+            if parsed is None:
                 return None
-        else:
-            if kinds != {str}:
-                return None
-            # Canonical int text is what str() gives back for its int(), and a real date
-            # `YYYY-MM-DD` what isoformat() gives back for its date (`-0` and the year 0000
-            # fail here and are left to the per-record path).
-            parse, show = (
-                (int, str) if column_type == "int" else (date.fromisoformat, date.isoformat)
-            )
-            try:
-                parsed = list(map(parse, column))
-            except ValueError:
-                return None
-            if list(map(show, parsed)) != column:
-                return None
-            if column_type == "int":
-                if min(parsed) < INT64_MIN or max(parsed) > INT64_MAX:
-                    return None
+            if len(present) < len(column):
+                values = iter(parsed)
+                column = [next(values) if v else None for v in column]
+            else:
                 column = parsed
         converted.append(column)
-    names = list(columns)
-    return [dict(zip(names, values, strict=True)) for values in zip(*converted, strict=True)]
+    return list(map(dict, map(partial(zip, names), zip(*converted, strict=True))))
+
+
+def _parse_column(texts: list[str], column_type: str) -> list | None:
+    """The int values of canonical int `texts`, or the `texts` themselves when they are all
+    real dates; None when one of them is neither. Canonical int text is what str() gives
+    back for its int(), and a real date `YYYY-MM-DD` what isoformat() gives back for its
+    date (`-0` and the year 0000 fail here and are left to the per-record path)."""
+    parse, show = (int, str) if column_type == "int" else (date.fromisoformat, date.isoformat)
+    try:
+        parsed = list(map(parse, texts))
+    except ValueError:
+        return None
+    if list(map(show, parsed)) != texts:
+        return None
+    if column_type != "int":
+        return texts
+    if parsed and (min(parsed) < INT64_MIN or max(parsed) > INT64_MAX):
+        return None
+    return parsed
 
 
 def _row_error(
@@ -199,6 +218,11 @@ def null_out(records: Iterable[RawRecord], null_values: Collection[str]) -> None
     nulls = frozenset(null_values)
     for record in records:
         values = record.values
+        try:
+            if nulls.isdisjoint(values.values()):  # most records: one C-level check
+                continue
+        except TypeError:  # an unhashable value (a JSON array or object): look one by one
+            pass
         for name, value in values.items():
             if type(value) is str and value in nulls:
                 values[name] = None
