@@ -258,7 +258,7 @@ class Scheduler:
         spec, admission = fired
         if admission is None:
             log.warning(
-                "%s makes no run: the pipeline's revision is not a valid plan",
+                "%s makes no run: the pipeline is paused or its revision is not a valid plan",
                 key,
                 extra={"pipeline_id": spec.pipeline_id},
             )

@@ -123,6 +123,33 @@ class PipelineResource(Resource):
         resp.media = responses.PIPELINE.dump(row)
 
 
+class _PauseAction(Resource):
+    """POST /pipelines/{id}/pause and /unpause: one path, only `paused` differs."""
+
+    roles = {"POST": ADMIN_ONLY}
+    paused: bool
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        read_json(req, requests.EmptyBodySchema(), optional=True)
+        with self.deps.db.transaction() as cur:
+            row = pipelines.set_paused(
+                cur,
+                str(pipeline_id),
+                self.paused,
+                req.context.principal.name,
+                request_id=req.context.request_id,
+            )
+        resp.media = responses.PIPELINE.dump(row)
+
+
+class PipelinePauseResource(_PauseAction):
+    paused = True
+
+
+class PipelineUnpauseResource(_PauseAction):
+    paused = False
+
+
 class RevisionsResource(Resource):
     roles = {"GET": READ}
 

@@ -139,6 +139,31 @@ ROUTES: list[Route] = [
         },
     ),
     Route(
+        f"{PIPELINE}/pause",
+        r.PipelinePauseResource,
+        {
+            "post": Op(
+                "Pause: no run is admitted (a trigger answers 409 pipeline_paused, a schedule"
+                " fire makes no run); runs admitted before go on",
+                response="Pipeline",
+                request="EmptyBody",
+                body_required=False,
+            ),
+        },
+    ),
+    Route(
+        f"{PIPELINE}/unpause",
+        r.PipelineUnpauseResource,
+        {
+            "post": Op(
+                "Unpause: runs are admitted again",
+                response="Pipeline",
+                request="EmptyBody",
+                body_required=False,
+            ),
+        },
+    ),
+    Route(
         f"{PIPELINE}/revisions",
         r.RevisionsResource,
         {"get": Op("Revision summaries, newest first", response="RevisionSummary", page=True)},
@@ -159,12 +184,13 @@ ROUTES: list[Route] = [
                 query=("status",),
             ),
             "post": Op(
-                "Trigger: 201 new run, 200 the run of a repeated key, 429 skipped",
+                "Trigger: 201 new run, 200 the run of a repeated key, 429 skipped, 409 when"
+                " the pipeline is paused (pipeline_paused) or its revision no valid plan",
                 201,
                 "Run",
                 request="RunTrigger",
                 body_required=False,
-                also={200: "Run", 429: "RunSkipped"},
+                also={200: "Run", 409: "Error", 429: "RunSkipped"},
             ),
         },
     ),

@@ -116,6 +116,9 @@ def configure_pipelines(parser: argparse.ArgumentParser) -> None:
     )
     apply.add_argument("file", metavar="FILE", type=Path, help='a {"name", "plan"} JSON file')
     _add_json(apply)
+    for action, text in (("pause", "admit no run until unpaused"), ("unpause", "admit runs again")):
+        paused = sub.add_parser(action, help=text)
+        paused.add_argument("pipeline", metavar="PIPELINE", help="name or id")
 
 
 def pipelines_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
@@ -182,6 +185,21 @@ def _read_document(path: Path) -> tuple[str, Any]:
     return doc["name"], doc["plan"]
 
 
+def pipelines_pause(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    return _set_paused(args, client, paused=True)
+
+
+def pipelines_unpause(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    return _set_paused(args, client, paused=False)
+
+
+def _set_paused(args: argparse.Namespace, client: ApiClient, *, paused: bool) -> int:
+    pipeline = client.find_pipeline(args.pipeline)
+    after = client.set_paused(pipeline["id"], paused)
+    print(f"{after['name']} is {'paused' if after['paused'] else 'not paused'}")
+    return 0
+
+
 def pipelines_apply(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     """Create the pipeline named in FILE, or PATCH a new revision when its plan differs
     from the current one (If-Match: the revision compared against); say which."""
@@ -225,7 +243,16 @@ def run_trigger(args: argparse.Namespace) -> int:
 
 def _trigger(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     pipeline = client.find_pipeline(args.pipeline)
-    status, run = client.trigger(pipeline["id"], args.key)
+    try:
+        status, run = client.trigger(pipeline["id"], args.key)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        # paused, or a revision that no longer validates: refused, nothing recorded
+        Console(stderr=True).print(
+            f"etl: trigger refused ({exc.code}): {exc.message}", markup=False
+        )
+        return EXIT_REFUSED
     if status == 429:
         error = run.get("error") or {}
         Console(stderr=True).print(
@@ -409,7 +436,13 @@ def schedules_delete(args: argparse.Namespace, client: ApiClient, console: Conso
 
 # The handlers of each command group; `service.cli.main.COMMANDS` names them.
 run_pipelines = _dispatch(
-    {"list": pipelines_list, "show": pipelines_show, "apply": pipelines_apply},
+    {
+        "list": pipelines_list,
+        "show": pipelines_show,
+        "apply": pipelines_apply,
+        "pause": pipelines_pause,
+        "unpause": pipelines_unpause,
+    },
     "pipelines_command",
 )
 run_runs = _dispatch(

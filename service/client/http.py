@@ -101,6 +101,11 @@ class ApiClient:
     def get_pipeline(self, pipeline_id: str) -> dict:
         return self.request("GET", f"/pipelines/{pipeline_id}")[1]
 
+    def set_paused(self, pipeline_id: str, paused: bool) -> dict:
+        """Pause (`paused`) or unpause a pipeline; the pipeline as it is then."""
+        action = "pause" if paused else "unpause"
+        return self.request("POST", f"/pipelines/{pipeline_id}/{action}")[1]
+
     def find_pipeline(self, name_or_id: str) -> dict:
         """The pipeline with this id, or else this name; `ApiError` 404 when neither."""
         if _is_uuid(name_or_id):

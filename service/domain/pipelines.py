@@ -96,6 +96,22 @@ def update_plan(
     return get_pipeline(cur, pipeline_id)
 
 
+def set_paused(
+    cur: Cursor, pipeline_id: str, paused: bool, principal: str, *, request_id: str
+) -> dict:
+    """Pause (no run is admitted: triggers answer 409 `pipeline_paused`, schedule fires make
+    no run) or unpause a pipeline, audited; its runs admitted before go on. Idempotent.
+    `NotFound` if unknown."""
+    if (
+        fetch_one(cur, "set_pipeline_paused", {"pipeline_id": pipeline_id, "paused": paused})
+        is None
+    ):
+        raise NotFound(f"pipeline {pipeline_id} not found")
+    action = "pipeline.pause" if paused else "pipeline.unpause"
+    audit_change(cur, principal, action, f"pipeline:{pipeline_id}", request_id)
+    return get_pipeline(cur, pipeline_id)
+
+
 def revision_matches(if_match: str, revision: int) -> bool:
     """True when an `If-Match` header names `revision` (`3`, `"3"`, `W/"3"`, or `*`)."""
     for tag in if_match.split(","):

@@ -129,8 +129,8 @@ def admit_run(
     A key seen before for the pipeline returns its run whatever the status and creates
     nothing. Otherwise a new run bound to the pipeline's current revision is inserted as
     `queued`, or as `skipped` with reason `queue_full` / `busy` when a limit is reached.
-    Raises `NotFound` for an unknown pipeline, `Conflict` (code `plan_invalid`) when the
-    current revision no longer passes validation."""
+    Raises `NotFound` for an unknown pipeline, `Conflict` with code `pipeline_paused` for a
+    paused one and `plan_invalid` when the current revision no longer passes validation."""
     lock_admission(cur)
     pipeline = fetch_one(cur, "get_pipeline", {"pipeline_id": pipeline_id})
     if pipeline is None:
@@ -142,6 +142,12 @@ def admit_run(
         assert run is not None
         _audit_run(cur, principal, "run.trigger", run, AdmissionOutcome.EXISTING, request_id)
         return Admission(AdmissionOutcome.EXISTING, run, run["reason"])
+    if pipeline["paused"]:
+        raise Conflict(
+            f"pipeline {pipeline_id} is paused: unpause it to trigger runs",
+            code="pipeline_paused",
+            details=[{"field": "pipeline", "message": "is paused"}],
+        )
     check_runnable(pipeline["plan"], pipeline["revision"])
     reason = refusal_reason(cur, pipeline_id)
     run_id = str(new_id())

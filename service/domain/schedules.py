@@ -162,7 +162,7 @@ def fire_schedule(
     run with the fire's trigger key and record the fire (`last_fired_at`, `last_run_id`,
     `next_fire_at`). Idempotent per (schedule, fire time): a repeat admits the `existing`
     run. None, firing nothing, when the schedule is deleted or gone; no admission (the fire
-    recorded without a run) when the pipeline's revision is no valid plan."""
+    recorded without a run) when the pipeline is paused or its revision is no valid plan."""
     fire_time = fire_time.astimezone(UTC)
     cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": str(schedule_id)})
     row = cur.fetchone()
@@ -172,7 +172,7 @@ def fire_schedule(
     try:
         admission = admit_run(cur, spec.pipeline_id, trigger_key(spec.id, fire_time), PRINCIPAL)
     except Conflict as exc:
-        if exc.code != "plan_invalid":
+        if exc.code not in ("plan_invalid", "pipeline_paused"):
             raise
         admission = None  # the fire is recorded all the same: no retry every reconcile
     following = spec.next_fire_after(max(fire_time, now))

@@ -48,6 +48,7 @@ class PipelineSchema(Schema):
     name = fields.String()
     revision = fields.Integer()
     plan = fields.Raw()
+    paused = fields.Boolean()
     created_at = UtcDateTime()
     updated_at = UtcDateTime()
 

@@ -91,9 +91,14 @@ VALUES (%(pipeline_id)s, %(number)s, %(plan)s, %(created_by)s);
 
 -- get_pipeline --
 -- A pipeline with its current revision's plan.
-SELECT p.id, p.name, p.revision, v.plan, p.created_at, p.updated_at
+SELECT p.id, p.name, p.revision, v.plan, p.paused, p.created_at, p.updated_at
 FROM pipelines p JOIN revisions v ON v.pipeline_id = p.id AND v.number = p.revision
 WHERE p.id = %(pipeline_id)s;
+
+-- set_pipeline_paused --
+-- Pause or unpause a pipeline; returns nothing for an unknown one.
+UPDATE pipelines SET paused = %(paused)s, updated_at = now() WHERE id = %(pipeline_id)s
+RETURNING id;
 
 -- lock_pipeline --
 -- Lock a pipeline row so concurrent PATCHes number their revisions one after the other.

@@ -411,3 +411,15 @@ def test_a_fire_of_an_invalid_revision_is_recorded_without_a_run(db_url, db, wak
     assert row["last_fired_at"] == fire_time and row["last_run_id"] is None
     assert row["next_fire_at"] > fire_time
     assert runs_of(db, pipeline_id) == [] and wakes.calls == []
+
+
+def test_a_fire_of_a_paused_pipeline_is_recorded_without_a_run(db_url, db, wakes) -> None:
+    pipeline_id = make_pipeline(db)
+    sql(db, "UPDATE pipelines SET paused = true WHERE id = %s", pipeline_id)
+    schedule_id = make_schedule(db, pipeline_id, anchor_at=ANCHOR, every_minutes=5)
+    fire_time = ANCHOR + FIVE_MIN
+    scheduler = make_scheduler(db_url, wakes, now=Clock(fire_time + timedelta(seconds=1)))
+    assert scheduler.fire(schedule_id, fire_time) is None
+    row = schedule_row(db, schedule_id)
+    assert row["last_fired_at"] == fire_time and row["last_run_id"] is None
+    assert runs_of(db, pipeline_id) == [] and wakes.calls == []

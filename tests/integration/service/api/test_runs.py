@@ -4,6 +4,7 @@ shape, revisions under PATCH, cancel, resume, and the audit trail."""
 from __future__ import annotations
 
 import re
+import uuid
 
 from service.domain.principals import ADMIN, OPERATOR
 from tests.integration.testapp import Api, plan_copy
@@ -291,3 +292,31 @@ def test_every_mutating_call_writes_an_audit_row(api: Api) -> None:
     assert {r["trace_id"] for r in runs} == {run["trace_id"]}
     by_entity = api.call("GET", f"/audit?entity_id={run['id']}").body["items"]
     assert len(by_entity) == 3
+
+
+def test_a_paused_pipeline_admits_no_run_and_unpaused_admits_again(api: Api) -> None:
+    """Pause: a trigger answers 409 pipeline_paused (a repeated key still finds its run), a
+    schedule fire makes no run, the runs admitted before stay; unpause: triggers work again.
+    Admins only, audited."""
+    pid = api.create_pipeline()
+    before = api.trigger(pid, "before")
+    assert before.status == 201
+    assert api.call("POST", f"/pipelines/{pid}/pause", role=OPERATOR).status == 403
+    paused = api.call("POST", f"/pipelines/{pid}/pause")
+    assert paused.status == 200 and paused.body["paused"] is True
+    assert api.call("GET", f"/pipelines/{pid}").body["paused"] is True
+    refused = api.trigger(pid, "during")
+    assert refused.status == 409 and refused.body["error"]["code"] == "pipeline_paused"
+    again = api.trigger(pid, "before")  # a repeated key: the existing run, as always
+    assert again.status == 200 and again.body["id"] == before.body["id"]
+    assert api.call("GET", f"/runs/{before.body['id']}").body["status"] == "queued"
+    unpaused = api.call("POST", f"/pipelines/{pid}/unpause")
+    assert unpaused.status == 200 and unpaused.body["paused"] is False
+    assert api.trigger(pid, "after").status == 201
+    assert api.call("POST", f"/pipelines/{uuid.uuid4()}/pause").status == 404
+    actions = api.sql(
+        "SELECT action FROM audit WHERE entity_id = %s AND action LIKE 'pipeline.%%pause'"
+        " ORDER BY id",
+        (pid,),
+    )
+    assert actions == [("pipeline.pause",), ("pipeline.unpause",)]

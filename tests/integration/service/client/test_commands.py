@@ -172,6 +172,19 @@ def test_a_refused_trigger_and_a_refused_resume_exit_4(
     assert (resumed.returncode, "resume refused (queue_full)" in resumed.stderr) == (4, True)
 
 
+def test_pause_refuses_triggers_with_exit_4_until_unpaused(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    ok(env, "pipelines", "apply", str(write_doc(tmp_path, "held", plan_copy())))
+    assert ok(env, "pipelines", "pause", "held").strip() == "held is paused"
+    assert read_json(env, "pipelines", "show", "held")["paused"] is True
+    refused = etl(env, "run", "held")
+    assert refused.returncode == 4
+    assert "trigger refused (pipeline_paused)" in refused.stderr
+    assert ok(env, "pipelines", "unpause", "held").strip() == "held is not paused"
+    assert etl(env, "run", "held").returncode == 0
+
+
 def test_schedules_add_list_delete(env: dict[str, str], tmp_path: Path) -> None:
     ok(env, "pipelines", "apply", str(write_doc(tmp_path, "hourly", plan_copy())))
     added = read_json(env, "schedules", "add", "hourly", "--every-minutes", "60")
