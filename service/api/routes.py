@@ -32,6 +32,7 @@ class Op:
     parameters) to their component (None: no body, "Error": our error body); `query` names
     parameters of `service.api.openapi.spec.QUERY_PARAMETERS`."""
 
+    operation_id: str  # the document's `operationId`: stable, a generated client's name
     summary: str
     status: int = 200
     response: str | None = None
@@ -41,6 +42,8 @@ class Op:
     also: Mapping[int, str | None] = field(default_factory=dict)
     query: tuple[str, ...] = ()
     media: str = "application/json"
+    if_match: bool = False  # takes an optional If-Match header (412 when it names another)
+    etag: bool = False  # its success answer carries an ETag header
 
 
 class Route(NamedTuple):
@@ -76,13 +79,18 @@ ROUTES: list[Route] = [
     Route(
         "/health",
         r.HealthResource,
-        {"get": Op("Liveness and database check", response="Health", also={503: "Health"})},
+        {
+            "get": Op(
+                "get_health", "Liveness and database check", response="Health", also={503: "Health"}
+            )
+        },
     ),
     Route(
         "/metrics",
         MetricsResource,
         {
             "get": Op(
+                "get_metrics",
                 "Prometheus metrics, read from the database at scrape time"
                 " (etl_database_up 0 when it is unavailable)",
                 response="Text",
@@ -91,24 +99,29 @@ ROUTES: list[Route] = [
         },
     ),
     Route(
-        f"{API}/openapi.json", OpenApiResource, {"get": Op("This document", response="Document")}
+        f"{API}/openapi.json",
+        OpenApiResource,
+        {"get": Op("get_openapi", "This document", response="Document")},
     ),
     Route(
         f"{API}/pipelines",
         r.PipelinesResource,
         {
             "get": Op(
+                "list_pipelines",
                 "Pipeline summaries, newest first",
                 response="PipelineSummary",
                 page=True,
                 query=("name",),
             ),
             "post": Op(
+                "create_pipeline",
                 "Create a pipeline (revision 1)",
                 201,
                 "Pipeline",
                 request="PipelineCreate",
                 also={409: "Error"},
+                etag=True,
             ),
         },
     ),
@@ -117,6 +130,7 @@ ROUTES: list[Route] = [
         PreviewResource,
         {
             "post": Op(
+                "preview_plan",
                 "Preview a plan, or a saved pipeline's revision, on the first N records of"
                 " its ingests; nothing is written (404: no such pipeline or revision)",
                 response="Preview",
@@ -129,12 +143,17 @@ ROUTES: list[Route] = [
         PIPELINE,
         r.PipelineResource,
         {
-            "get": Op("A pipeline with its current plan", response="Pipeline"),
+            "get": Op(
+                "get_pipeline", "A pipeline with its current plan", response="Pipeline", etag=True
+            ),
             "patch": Op(
+                "update_pipeline",
                 "New revision (If-Match: <revision>)",
                 response="Pipeline",
                 request="PipelinePatch",
                 also={412: "Error"},
+                if_match=True,
+                etag=True,
             ),
         },
     ),
@@ -143,6 +162,7 @@ ROUTES: list[Route] = [
         r.PipelinePauseResource,
         {
             "post": Op(
+                "pause_pipeline",
                 "Pause: no run is admitted (a trigger answers 409 pipeline_paused, a schedule"
                 " fire makes no run); runs admitted before go on",
                 response="Pipeline",
@@ -156,6 +176,7 @@ ROUTES: list[Route] = [
         r.PipelineUnpauseResource,
         {
             "post": Op(
+                "unpause_pipeline",
                 "Unpause: runs are admitted again",
                 response="Pipeline",
                 request="EmptyBody",
@@ -166,24 +187,33 @@ ROUTES: list[Route] = [
     Route(
         f"{PIPELINE}/revisions",
         r.RevisionsResource,
-        {"get": Op("Revision summaries, newest first", response="RevisionSummary", page=True)},
+        {
+            "get": Op(
+                "list_revisions",
+                "Revision summaries, newest first",
+                response="RevisionSummary",
+                page=True,
+            )
+        },
     ),
     Route(
         f"{PIPELINE}/revisions/{{number:int(min=1)}}",
         r.RevisionResource,
-        {"get": Op("One revision", response="Revision")},
+        {"get": Op("get_revision", "One revision", response="Revision")},
     ),
     Route(
         f"{PIPELINE}/runs",
         r.PipelineRunsResource,
         {
             "get": Op(
+                "list_pipeline_runs",
                 "The pipeline's run summaries, newest first",
                 response="RunSummary",
                 page=True,
                 query=("status",),
             ),
             "post": Op(
+                "trigger_run",
                 "Trigger: 201 new run, 200 the run of a repeated key, 429 skipped, 409 when"
                 " the pipeline is paused (pipeline_paused) or its revision no valid plan",
                 201,
@@ -198,8 +228,11 @@ ROUTES: list[Route] = [
         f"{PIPELINE}/schedules",
         r.SchedulesResource,
         {
-            "get": Op("Live schedules, newest first", response="Schedule", page=True),
+            "get": Op(
+                "list_schedules", "Live schedules, newest first", response="Schedule", page=True
+            ),
             "post": Op(
+                "create_schedule",
                 "Create a UTC schedule: every_minutes 5..1440 or daily_at HH:MM",
                 201,
                 "Schedule",
@@ -210,13 +243,14 @@ ROUTES: list[Route] = [
     Route(
         f"{PIPELINE}/schedules/{{schedule_id:uuid}}",
         r.ScheduleResource,
-        {"delete": Op("Delete a schedule", 204)},
+        {"delete": Op("delete_schedule", "Delete a schedule", 204)},
     ),
     Route(
         f"{API}/runs",
         r.RunsResource,
         {
             "get": Op(
+                "list_runs",
                 "Run summaries of every pipeline, newest first",
                 response="RunSummary",
                 page=True,
@@ -224,12 +258,13 @@ ROUTES: list[Route] = [
             )
         },
     ),
-    Route(RUN, r.RunResource, {"get": Op("A run with every step", response="Run")}),
+    Route(RUN, r.RunResource, {"get": Op("get_run", "A run with every step", response="Run")}),
     Route(
         f"{RUN}/cancel",
         r.RunCancelResource,
         {
             "post": Op(
+                "cancel_run",
                 "Cancel a queued or running run",
                 202,
                 "Run",
@@ -244,6 +279,7 @@ ROUTES: list[Route] = [
         r.RunResumeResource,
         {
             "post": Op(
+                "resume_run",
                 "Resume a failed run (429: the queue is full)",
                 202,
                 "Run",
@@ -258,6 +294,7 @@ ROUTES: list[Route] = [
         r.AuditResource,
         {
             "get": Op(
+                "list_audit",
                 "Audit trail, newest first",
                 response="Audit",
                 page=True,

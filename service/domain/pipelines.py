@@ -76,17 +76,18 @@ def update_plan(
     request_id: str,
 ) -> dict:
     """The next revision of a pipeline with `plan`, audited, under the pipeline's lock.
-    `NotFound` if unknown; `PreconditionFailed` when `if_match` (an `If-Match` header)
-    names another revision than the current one; then `InvalidPlan` for an invalid plan
-    (checked last, so an unknown pipeline answers 404 whatever the plan)."""
+    `NotFound` if unknown (whatever the plan); then `InvalidPlan` for an invalid plan (a
+    malformed request is refused before its precondition is weighed); then
+    `PreconditionFailed` when `if_match` (an `If-Match` header) names another revision than
+    the current one."""
     current = fetch_one(cur, "lock_pipeline", {"pipeline_id": pipeline_id})
     if current is None:
         raise NotFound(f"pipeline {pipeline_id} not found")
+    check_plan(plan)
     if if_match is not None and not revision_matches(if_match, current["revision"]):
         raise PreconditionFailed(
             f"If-Match {if_match} does not match the current revision {current['revision']}"
         )
-    check_plan(plan)
     number = current["revision"] + 1
     _insert_revision(cur, pipeline_id, number, plan, principal)
     execute(cur, "update_pipeline_revision", {"pipeline_id": pipeline_id, "revision": number})

@@ -40,6 +40,9 @@ class Operation(Protocol):
     also: Mapping[int, str | None]
     query: tuple[str, ...]
     media: str
+    operation_id: str
+    if_match: bool
+    etag: bool
 
 
 class DocumentedRoute(Protocol):
@@ -175,6 +178,18 @@ def build_spec(routes: Iterable[DocumentedRoute]) -> dict[str, Any]:
     return doc
 
 
+# PATCH /pipelines/{id}: the revision the change is made against (`service.domain.pipelines`).
+IF_MATCH = {
+    "name": "If-Match",
+    "in": "header",
+    "required": False,
+    "description": 'The revision the change is made against: `"3"`, `3`, `W/"3"` or `*`;'
+    " 412 when it is not the current one",
+    "schema": {"type": "string"},  # any text: one that names no revision is a 412
+}
+ETAG = {"description": 'The current revision, quoted (`"3"`)', "schema": {"type": "string"}}
+
+
 def _operation(resource: Any, method: str, op: Operation, parameters: list) -> dict[str, Any]:
     public = getattr(resource, "public", False)
     roles = getattr(resource, "roles", {}).get(method.upper(), READ)
@@ -192,12 +207,19 @@ def _operation(resource: Any, method: str, op: Operation, parameters: list) -> d
     names = op.query + (("limit", "before") if op.page else ())
     if names:
         answers[400] = "Error"
-    out: dict[str, Any] = {"summary": f"{op.summary} [{who}]", "responses": {}}
+    if not op.operation_id:
+        raise ValueError(f"{method.upper()} {op.summary!r}: an operation needs an operation_id")
+    out: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": f"{op.summary} [{who}]",
+        "responses": {},
+    }
     if not public:
         out["security"] = [{"bearer": []}]
     query = [{"name": q, "in": "query", **QUERY_PARAMETERS[q]} for q in names]
-    if parameters or query:
-        out["parameters"] = parameters + query
+    headers = [IF_MATCH] if op.if_match else []
+    if parameters or query or headers:
+        out["parameters"] = parameters + query + headers
     if op.request:
         content = {"application/json": {"schema": ref(op.request)}}
         out["requestBody"] = {"required": op.body_required, "content": content}
@@ -208,6 +230,8 @@ def _operation(resource: Any, method: str, op: Operation, parameters: list) -> d
         if component:
             media = op.media if status == op.status else "application/json"
             answer["content"] = {media: {"schema": ref(component)}}
+        if op.etag and status < 300:
+            answer["headers"] = {"ETag": ETAG}
         out["responses"][str(status)] = answer
     return out
 

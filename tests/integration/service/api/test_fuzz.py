@@ -5,10 +5,11 @@ phase. Zero failures is the bar.
 
 The generator gets help only where JSON schema cannot state a rule, and only for *positive*
 cases (negative cases are left alone): a plan's dependencies, unique names and distinct
-export paths are repaired to follow them (`valid_plan`), a preview's `revision` is one that
-exists (1), and a list's `before` becomes a cursor of that list (`list_cursor`: a cursor is
-opaque, only the `next` of a page is one).
-Previews read a small CSV in a data directory of the test's own."""
+export paths are repaired to follow them (`valid_plan`), a preview names a pipeline and a
+revision that exist, and a list's `before` becomes a cursor of that list (`list_cursor`: a
+cursor is opaque, only the `next` of a page is one). A 412 to a valid If-Match counts as
+accepting valid data (it names another revision). Previews read a small CSV in a data
+directory of the test's own."""
 
 from __future__ import annotations
 
@@ -55,6 +56,10 @@ LISTS = {
 }
 
 
+POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]
+KNOWN_PIPELINES: list[str] = []  # made before the run: the previews' pipeline
+
+
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
     """Make a positive case's plan follow the rules beyond the schema, and its `before` a
@@ -63,12 +68,13 @@ def map_case(context: Any, case: Any) -> Any:
         body = case.body
         if isinstance(body, dict) and isinstance(body.get("plan"), dict):
             case.body = {**body, "plan": valid_plan(body["plan"])}
-        revision = body.get("revision") if isinstance(body, dict) else None
-        if isinstance(revision, int | float) and not isinstance(revision, bool):
-            # every pipeline has revision 1; a generated number names one that does not exist
-            # yet, and the stateful check reads the 404 that rightly follows as a missing
-            # resource right after its creation
-            case.body = {**case.body, "revision": 1}
+        if isinstance(body, dict) and "pipeline_id" in body and KNOWN_PIPELINES:
+            # a preview of a pipeline that exists, at revision 1 (which every pipeline has):
+            # a generated id or revision names none, and the stateful check reads the 404
+            # that rightly follows as a resource missing right after its creation
+            case.body = {**case.body, "pipeline_id": KNOWN_PIPELINES[0]}
+            if "revision" in body:
+                case.body["revision"] = 1
         query = case.query
         if isinstance(query, dict) and isinstance(query.get("before"), str):
             cursor = list_cursor(case.operation.path, query["before"])
@@ -137,15 +143,21 @@ def run_schemathesis(
     for name in ("people.csv", "customers.csv"):
         (data / name).write_text(PEOPLE)
     api = app_factory(config=_config(db_url, tmp_path), new_id=_ids())
+    KNOWN_PIPELINES.clear()
     for name in ("fuzz-a", "fuzz-b"):
         created = api.call("POST", "/pipelines", {"name": name, "plan": plan_copy()})
         assert created.status == 201, created.body
+        KNOWN_PIPELINES.append(created.body["id"])
     settings = SchemathesisConfig.from_dict(
         {
             "seed": SEED,
             "headers": headers,
             "generation": {"max-examples": EXAMPLES, "deterministic": True},
-            "checks": {"enabled": True},
+            "checks": {
+                "enabled": True,
+                # a valid If-Match that names another revision is rightly a 412
+                "positive_data_acceptance": {"expected-statuses": POSITIVE_STATUSES},
+            },
         }
     )
     schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", api.client.app, config=settings)
@@ -229,6 +241,47 @@ def test_the_document_describes_every_route_of_the_one_table() -> None:
     assert len(schemas["ScheduleCreate"]["oneOf"]) == 2
     trigger = doc["paths"]["/api/v1/pipelines/{pipeline_id}/runs"]["post"]["responses"]
     assert {"200", "201", "400", "401", "403", "404", "413", "415", "429"} <= set(trigger)
+
+
+OPERATION_IDS = {
+    ("get", "/health"): "get_health",
+    ("get", "/metrics"): "get_metrics",
+    ("get", "/api/v1/openapi.json"): "get_openapi",
+    ("get", "/api/v1/pipelines"): "list_pipelines",
+    ("post", "/api/v1/pipelines"): "create_pipeline",
+    ("post", "/api/v1/pipelines/preview"): "preview_plan",
+    ("get", "/api/v1/pipelines/{pipeline_id}"): "get_pipeline",
+    ("patch", "/api/v1/pipelines/{pipeline_id}"): "update_pipeline",
+    ("post", "/api/v1/pipelines/{pipeline_id}/pause"): "pause_pipeline",
+    ("post", "/api/v1/pipelines/{pipeline_id}/unpause"): "unpause_pipeline",
+    ("get", "/api/v1/pipelines/{pipeline_id}/revisions"): "list_revisions",
+    ("get", "/api/v1/pipelines/{pipeline_id}/revisions/{number}"): "get_revision",
+    ("get", "/api/v1/pipelines/{pipeline_id}/runs"): "list_pipeline_runs",
+    ("post", "/api/v1/pipelines/{pipeline_id}/runs"): "trigger_run",
+    ("get", "/api/v1/pipelines/{pipeline_id}/schedules"): "list_schedules",
+    ("post", "/api/v1/pipelines/{pipeline_id}/schedules"): "create_schedule",
+    ("delete", "/api/v1/pipelines/{pipeline_id}/schedules/{schedule_id}"): "delete_schedule",
+    ("get", "/api/v1/runs"): "list_runs",
+    ("get", "/api/v1/runs/{run_id}"): "get_run",
+    ("post", "/api/v1/runs/{run_id}/cancel"): "cancel_run",
+    ("post", "/api/v1/runs/{run_id}/resume"): "resume_run",
+    ("get", "/api/v1/audit"): "list_audit",
+}
+
+
+def test_every_operation_has_its_stable_operation_id_and_if_match_and_etag_are_declared():
+    doc = build_spec(ROUTES)
+    got = {(m, path): op["operationId"] for path, ops in doc["paths"].items()
+           for m, op in ops.items()}  # fmt: skip
+    assert got == OPERATION_IDS  # renaming one breaks every generated client: never do it
+    pipeline = doc["paths"]["/api/v1/pipelines/{pipeline_id}"]
+    headers = [p for p in pipeline["patch"]["parameters"] if p["in"] == "header"]
+    assert [(h["name"], h["required"]) for h in headers] == [("If-Match", False)]
+    for method, status in (("get", "200"), ("patch", "200")):
+        assert "ETag" in pipeline[method]["responses"][status]["headers"], method
+    assert "412" in pipeline["patch"]["responses"]
+    created = doc["paths"]["/api/v1/pipelines"]["post"]["responses"]["201"]
+    assert "ETag" in created["headers"]
 
 
 # --- what the fuzzing found, pinned --------------------------------------------------------
