@@ -326,7 +326,9 @@ def drill_branch_failure(topo: Topology, res: DrillResult, records: int) -> None
         same = {n: ran(after, n) for n in kept} == kept
         res.check(f"{policy}: succeeded steps kept their attempts and output", same, sorted(kept))
         rerun = {s["name"]: outcomes(s) for s in after["steps"] if s["name"] not in kept}
-        want = {n: [AttemptOutcome.FAILED] * (n == "b_fail") + [SUCCEEDED] for n in rerun}
+        # the resume adds one succeeded attempt to each step it re-runs (b_fail's first one
+        # failed; b_down's, fused, was handed back `released` when b_fail failed)
+        want = {n: [*outcomes(step_of(run, n)), SUCCEEDED] for n in rerun}
         res.expect(f"{policy}: attempts of the re-run steps", rerun, want)
 
 
