@@ -161,7 +161,8 @@ class ContainerMemory:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.ident is not None:  # never started when `up` failed before it
+            self._thread.join(10)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
