@@ -96,7 +96,7 @@ def check_declared(header: Sequence[str], declared: Mapping[str, str] | None) ->
 def _check(doubt: _Doubt, present: list[object], records: Sequence[RawRecord], name: str) -> None:
     """Rule types out of `doubt` by the `present` values of column `name` (of `records`)."""
     every_text = all(type(v) is str for v in present)
-    joined = "\n".join(present) + "\n" if every_text else ""  # type: ignore[arg-type]
+    joined = "\n".join(present) + "\n" if every_text else ""
     if doubt.int_ok and not (every_text and _INTS.fullmatch(joined)):
         doubt.not_int = _first_failing(records, name, "int")
         doubt.int_ok = doubt.not_int is None
@@ -105,7 +105,7 @@ def _check(doubt: _Doubt, present: list[object], records: Sequence[RawRecord], n
         doubt.date_ok = doubt.not_date is None
 
 
-def _any_bad_date(texts: list) -> bool:
+def _any_bad_date(texts: list[object]) -> bool:
     """Shaped like dates, but is each one a calendar date?"""
     try:
         for text in texts:

@@ -115,6 +115,9 @@ class ComposeDrill:
     def down(self) -> None:
         self.memory.stop()
         self.res.memory = self.memory.table()
+        logs = self.dir / "compose.log"  # every container's output, kept past `down -v`
+        logs.write_text(self.project("logs", "--no-color", "--timestamps", check=False))
+        self.res.notes.append(f"container logs: {logs}")
         self.timed("down -v", lambda: self.project("down", "-v", "--remove-orphans",
                                                    "--timeout", "20"))  # fmt: skip
         left = self.project.leftovers()

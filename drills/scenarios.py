@@ -65,10 +65,7 @@ def run_one(name: str, *, fast: bool, records: int) -> DrillResult:
     cluster = PrivateCluster() if name in PRIVATE_CLUSTER else None
     env = {"ETL_FAULT": FAULTS[name]} if name in FAULTS else {}
     topo = Topology(name, fast=fast, env=env, cluster=cluster)
-    command = f".venv/bin/etl drill {name}" + (" --fast" if fast else "")
-    if name == "import-100k" and records != 100_000:
-        command += f" --records {records}"
-    res = DrillResult(name, command, topo.topology_env)
+    res = DrillResult(name, _command(name, fast, records), topo.topology_env)
     print(f"drill {name}: database {topo.db_name}, logs {topo.log_path}", flush=True)
     try:
         if cluster is not None:
@@ -92,9 +89,8 @@ def run_one(name: str, *, fast: bool, records: int) -> DrillResult:
 
 def run_own(name: str, *, fast: bool, records: int) -> DrillResult:
     """Run drill `name`, which brings its own topology; never raises."""
-    command = f".venv/bin/etl drill {name}" + (" --fast" if fast else "")
-    res = DrillResult(name, command, {})
-    print(f"drill {name}: on Docker Engine, logs in the report", flush=True)
+    res = DrillResult(name, _command(name, fast, records), {})
+    print(f"drill {name}: on Docker Engine, logs in var/drills/{name}/", flush=True)
     try:
         OWN_TOPOLOGY[name](res, records, fast)
     except Exception as exc:
@@ -103,6 +99,14 @@ def run_own(name: str, *, fast: bool, records: int) -> DrillResult:
     res.finish(res.memory)
     _print_result(res)
     return res
+
+
+def _command(name: str, fast: bool, records: int) -> str:
+    """The command that reproduces drill `name` as it was run."""
+    command = f".venv/bin/etl drill {name}" + (" --fast" if fast else "")
+    if name in ("import-100k", "compose") and records != 100_000:
+        command += f" --records {records}"
+    return command
 
 
 def _print_result(res: DrillResult) -> None:
@@ -115,7 +119,8 @@ def configure_drill(parser: argparse.ArgumentParser) -> None:
     """`etl drill NAME [--records N] [--fast | --production-timings] [--report-dir DIR]`."""
     parser.add_argument("name", choices=[*DRILLS, "all", "ci"], metavar="NAME",
                         help=f"one of {', '.join(DRILLS)}; all; ci (= all --fast)")  # fmt: skip
-    parser.add_argument("--records", type=int, default=100_000, help="size of import-100k")
+    parser.add_argument("--records", type=int, default=100_000,
+                        help="records imported by import-100k and compose")  # fmt: skip
     timing = parser.add_mutually_exclusive_group()
     timing.add_argument("--fast", action="store_true",
                         help="lease 3 s, heartbeat 1 s, sweep 0.5 s (ci always)")  # fmt: skip

@@ -403,6 +403,18 @@ def test_a_fire_of_an_invalid_revision_is_recorded_without_a_run(db_url, db, wak
     sql(db, "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
         " VALUES (%s, 2, '{}', 'hand')", pipeline_id)  # fmt: skip
     sql(db, "UPDATE pipelines SET revision = 2 WHERE id = %s", pipeline_id)
+    _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id)
+
+
+def test_a_fire_of_a_paused_pipeline_is_recorded_without_a_run(db_url, db, wakes) -> None:
+    pipeline_id = make_pipeline(db)
+    sql(db, "UPDATE pipelines SET paused = true WHERE id = %s", pipeline_id)
+    _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id)
+
+
+def _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id: str) -> None:
+    """A due fire of a new 5-minute schedule of the pipeline is recorded, moves the schedule
+    on, and makes no run and no wake-up."""
     schedule_id = make_schedule(db, pipeline_id, anchor_at=ANCHOR, every_minutes=5)
     fire_time = ANCHOR + FIVE_MIN
     scheduler = make_scheduler(db_url, wakes, now=Clock(fire_time + timedelta(seconds=1)))
@@ -410,16 +422,4 @@ def test_a_fire_of_an_invalid_revision_is_recorded_without_a_run(db_url, db, wak
     row = schedule_row(db, schedule_id)
     assert row["last_fired_at"] == fire_time and row["last_run_id"] is None
     assert row["next_fire_at"] > fire_time
-    assert runs_of(db, pipeline_id) == [] and wakes.calls == []
-
-
-def test_a_fire_of_a_paused_pipeline_is_recorded_without_a_run(db_url, db, wakes) -> None:
-    pipeline_id = make_pipeline(db)
-    sql(db, "UPDATE pipelines SET paused = true WHERE id = %s", pipeline_id)
-    schedule_id = make_schedule(db, pipeline_id, anchor_at=ANCHOR, every_minutes=5)
-    fire_time = ANCHOR + FIVE_MIN
-    scheduler = make_scheduler(db_url, wakes, now=Clock(fire_time + timedelta(seconds=1)))
-    assert scheduler.fire(schedule_id, fire_time) is None
-    row = schedule_row(db, schedule_id)
-    assert row["last_fired_at"] == fire_time and row["last_run_id"] is None
     assert runs_of(db, pipeline_id) == [] and wakes.calls == []
