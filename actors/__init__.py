@@ -11,6 +11,8 @@ from actors.broker import (
 )
 from actors.errors import ActorError, LeaseLost
 from actors.faults import Faults
+from actors.metric_fold import fold_metric_deltas
+from actors.presence import Presence
 from actors.purge import PurgeReport, purge_finished_runs
 from actors.runner import ExecutorSettings, StepRunner
 from actors.sweep import (
@@ -30,12 +32,14 @@ __all__ = [
     "ExecutorSettings",
     "Faults",
     "LeaseLost",
+    "Presence",
     "PurgeReport",
     "StepRunner",
     "SweepSettings",
     "advance_pipeline",
     "advance_run",
     "build_broker",
+    "fold_metric_deltas",
     "purge_broker",
     "purge_finished_runs",
     "register_advancer",

@@ -5,8 +5,10 @@ checkpoint in a new attempt, on any executor), re-sends wake-ups of attempts nob
 (lost between a commit and a send, or stranded on a dead executor), and advances every
 pipeline with queued or running runs (due retries, lost advancer messages, promotion).
 Soon after a run ends it removes what its unsucceeded steps staged and can never publish
-(export chunks, staging tables, reject chunks). Every few minutes it also purges what the
-retention lets go: runs' intermediate outputs and the broker's finished messages."""
+(export chunks, staging tables, reject chunks). It folds the metric deltas that state
+changes appended into their totals (`actors/metric_fold.py`). Every few minutes it also
+purges what the retention lets go: runs' intermediate outputs and the broker's finished
+messages."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import psycopg2
 
 from actors.advancer import advance_pipeline
 from actors.broker import send_run_step
+from actors.metric_fold import fold_metric_deltas
 from actors.purge import clear_unpublished_stages, purge_finished_runs
 from actors.sql import QUERIES
 from dag import StepStatus
@@ -220,6 +223,7 @@ def run_sweep(
                 reject_dir=settings.reject_dir,
                 connect_sandbox=connect_sandbox,
             )
+            fold_metric_deltas(conn)
             if time.monotonic() >= purge_due:
                 more_due = purge_pass(conn, connect_sandbox, settings)
                 purge_due = time.monotonic() + (0.0 if more_due else settings.purge_every_s)

@@ -436,3 +436,35 @@ FOR NO KEY UPDATE OF r SKIP LOCKED;
 -- mark_stages_cleared --
 -- A finished run's unpublished stages are gone.
 UPDATE runs SET stages_cleared = true WHERE id = %(run_id)s;
+
+-- fold_metric_deltas --
+-- Move every visible metric delta into the totals, in one transaction (a scrape reading both
+-- in one snapshot sees each delta exactly once). Timestamps keep the greatest value.
+WITH moved AS (
+    DELETE FROM metric_deltas RETURNING family, labels, value
+)
+INSERT INTO metric_totals AS t (family, labels, value)
+SELECT family, labels,
+       CASE WHEN right(family, 18) = '_timestamp_seconds' THEN max(value) ELSE sum(value) END
+FROM moved
+GROUP BY family, labels
+ON CONFLICT (family, labels) DO UPDATE
+SET value = CASE WHEN right(t.family, 18) = '_timestamp_seconds'
+                 THEN greatest(t.value, excluded.value)
+                 ELSE t.value + excluded.value END;
+
+-- announce_executor --
+-- An executor starts: its row holds this incarnation, beating from now on.
+INSERT INTO executors (name, owner, pid, stale_after_s)
+VALUES (%(name)s, %(owner)s, %(pid)s, %(stale_after_s)s)
+ON CONFLICT (name) DO UPDATE
+SET owner = excluded.owner, pid = excluded.pid, stale_after_s = excluded.stale_after_s,
+    started_at = now(), heartbeat_at = now(), stopped_at = NULL;
+
+-- beat_executor --
+-- An executor is alive (whether or not it runs a step).
+UPDATE executors SET heartbeat_at = now() WHERE name = %(name)s AND owner = %(owner)s;
+
+-- retire_executor --
+-- An executor stopped cleanly.
+UPDATE executors SET stopped_at = now() WHERE name = %(name)s AND owner = %(owner)s;

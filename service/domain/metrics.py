@@ -1,14 +1,18 @@
-"""The platform's Prometheus metrics: a custom collector reads every value from the database
-at scrape time (`service/domain/sql/metrics.sql`, one read-only snapshot), so the answer is
-the same whichever gunicorn worker or process serves it; nothing is counted in process
-memory. `service.api.metrics` serves it at `GET /metrics`; README.md ("Metrics") documents
-each metric."""
+"""The platform's Prometheus metrics, read from the database at scrape time (one read-only
+snapshot), so the answer is the same whichever gunicorn worker or process serves it; nothing
+is counted in process memory. Counters, histograms and last-success/failure times come from
+the totals that state changes keep (migration 0009: triggers append deltas in the changing
+transaction, the sweep folds them): a scrape costs the same whatever the history. Gauges of
+the present read the live rows. `service.api.metrics` serves it at `GET /metrics`;
+README.md ("Metrics") documents each metric and the label sets."""
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -24,75 +28,103 @@ from service.domain.sql import METRICS_QUERIES as QUERIES
 
 log = logging.getLogger(__name__)
 
-
-RUN_STATUSES = tuple(RunStatus)
-SKIP_REASONS = tuple(SkipReason)
-STEP_DURATION_BOUNDS_S = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
-
-
-def _rows(cur: Cursor, name: str, params: dict[str, Any] | None = None) -> list[dict]:
-    cur.execute(QUERIES[name], params or {})
-    return [dict(r) for r in cur.fetchall()]
-
-
-# Families with one sample per row of their query: (family, name, help, query, labels).
-PER_ROW = (
-    (
-        GaugeMetricFamily,
-        "etl_queue_depth",
-        "Queued runs per pipeline",
-        "count_queued_runs_by_pipeline",
-        ("pipeline",),
-    ),
-    (
-        GaugeMetricFamily,
-        "etl_active_leases",
-        "Live step-attempt leases by executor",
-        "count_active_leases_by_executor",
-        ("executor",),
-    ),
-    (
-        CounterMetricFamily,
-        "etl_lease_takeovers",
-        "Attempts whose lease expired and whose step went on in a new attempt, by the executor"
-        " that lost the lease",
-        "count_lease_takeovers_by_executor",
-        ("executor",),
-    ),
-    (
-        CounterMetricFamily,
-        "etl_attempts",
-        "Finished step attempts by outcome",
-        "count_attempts_by_outcome",
-        ("outcome",),
-    ),
-    (
-        CounterMetricFamily,
-        "etl_schedule_fires",
-        "Scheduler fires by pipeline and whether admission took them",
-        "count_schedule_fires_by_pipeline",
-        ("pipeline", "outcome"),
-    ),
-    (
-        CounterMetricFamily,
-        "etl_runs_stalled",
-        "Runs the sweep ended because nothing was runnable for longer than the lease",
-        "count_stalled_runs_by_pipeline",
-        ("pipeline",),
-    ),
+ENDED_RUN_STATUSES = (
+    RunStatus.SUCCEEDED,
+    RunStatus.FAILED,
+    RunStatus.CANCELED,
+    RunStatus.SKIPPED,
 )
 
 
-def _zero_filled(
-    cur: Cursor, family: type, name: str, text: str, query: str, label: str, values: Iterable[str]
-) -> Metric:
-    """A family with one sample per value of `label`, from the `{label, n}` rows of `query`;
-    0 for a value without a row, so every series exists from the first scrape."""
-    counts = {r[label]: r["n"] for r in _rows(cur, query)}
-    metric = family(name, text, labels=[label])
-    for value in values:
-        metric.add_metric([value], counts.get(value, 0))
-    return metric
+@dataclass(frozen=True)
+class Kept:
+    """A family kept in `metric_totals`: its Prometheus type, help and label names (a
+    histogram's without `le`)."""
+
+    kind: type
+    text: str
+    labels: tuple[str, ...]
+
+
+KEPT = {
+    "etl_runs_total": Kept(
+        CounterMetricFamily,
+        "Runs that ended, by pipeline and final status (a resumed run counts again when it"
+        " ends again; skipped: refused by admission)",
+        ("pipeline", "status"),
+    ),
+    "etl_triggers_skipped_total": Kept(
+        CounterMetricFamily,
+        "Triggers refused by admission and recorded as skipped runs, by pipeline and reason",
+        ("pipeline", "reason"),
+    ),
+    "etl_schedule_fires_total": Kept(
+        CounterMetricFamily,
+        "Scheduler fires by pipeline and outcome (admitted, skipped by admission, no_run:"
+        " paused or no valid plan)",
+        ("pipeline", "outcome"),
+    ),
+    "etl_runs_stalled_total": Kept(
+        CounterMetricFamily,
+        "Runs the sweep ended because nothing was runnable for longer than the lease",
+        ("pipeline",),
+    ),
+    "etl_run_duration_seconds": Kept(
+        HistogramMetricFamily,
+        "First start to end of runs that ran, by pipeline",
+        ("pipeline",),
+    ),
+    "etl_pipeline_last_success_timestamp_seconds": Kept(
+        GaugeMetricFamily, "When a run of the pipeline last succeeded (Unix time)", ("pipeline",)
+    ),
+    "etl_pipeline_last_failure_timestamp_seconds": Kept(
+        GaugeMetricFamily, "When a run of the pipeline last failed (Unix time)", ("pipeline",)
+    ),
+    "etl_steps_total": Kept(
+        CounterMetricFamily,
+        "Steps that reached a final status, by pipeline, step and status",
+        ("pipeline", "step", "status"),
+    ),
+    "etl_step_duration_seconds": Kept(
+        HistogramMetricFamily,
+        "First start to end of steps that ended succeeded or failed, by pipeline and step",
+        ("pipeline", "step"),
+    ),
+    "etl_records_total": Kept(
+        CounterMetricFamily,
+        "Records read (in), written (out) and rejected by succeeded steps",
+        ("pipeline", "step", "kind"),
+    ),
+    "etl_step_retries_total": Kept(
+        CounterMetricFamily,
+        "Failed attempts followed by a retry (the step waits for its backoff)",
+        ("pipeline", "step"),
+    ),
+    "etl_attempts_total": Kept(
+        CounterMetricFamily,
+        "Finished step attempts by pipeline and outcome",
+        ("pipeline", "outcome"),
+    ),
+    "etl_lease_takeovers_total": Kept(
+        CounterMetricFamily,
+        "Attempts whose lease expired (their step goes on in a new attempt), by pipeline and"
+        " the executor that lost the lease",
+        ("pipeline", "executor"),
+    ),
+}
+
+
+HISTOGRAMS = {name for name, kept in KEPT.items() if kept.kind is HistogramMetricFamily}
+# Families with a sample for every pipeline and value from the first scrape.
+ZERO_FILLED = {
+    "etl_runs_total": tuple(str(s) for s in ENDED_RUN_STATUSES),
+    "etl_triggers_skipped_total": tuple(str(r) for r in SkipReason),
+}
+
+
+def _rows(cur: Cursor, name: str) -> list[dict]:
+    cur.execute(QUERIES[name], {})
+    return [dict(r) for r in cur.fetchall()]
 
 
 class DatabaseCollector(Collector):
@@ -117,31 +149,27 @@ class DatabaseCollector(Collector):
         yield from metrics
 
     def _read(self, cur: Cursor) -> Iterator[Metric]:
-        yield _zero_filled(
-            cur,
-            GaugeMetricFamily,
-            "etl_runs",
-            "Runs by status",
-            "count_runs_by_status",
-            "status",
-            RUN_STATUSES,
+        live = _rows(cur, "count_live_runs_by_pipeline")
+        pipelines = sorted(r["pipeline"] for r in live)
+        yield from _kept_families(cur, pipelines)
+        queued = GaugeMetricFamily(
+            "etl_queue_depth", "Queued runs per pipeline", labels=["pipeline"]
         )
-        yield _zero_filled(
-            cur,
-            CounterMetricFamily,
-            "etl_skipped_triggers",
-            "Triggers refused by admission, by reason",
-            "count_skipped_runs_by_reason",
-            "reason",
-            SKIP_REASONS,
+        running = GaugeMetricFamily(
+            "etl_runs_running", "Running runs per pipeline (0 or 1)", labels=["pipeline"]
         )
-        for family, name, text, query, labels in PER_ROW:
-            metric = family(name, text, labels=list(labels))
-            for r in _rows(cur, query):
-                metric.add_metric([r[label] for label in labels], r["n"])
-            yield metric
-        yield self._step_durations(cur)
-        yield from self._step_records(cur)
+        for r in live:
+            queued.add_metric([r["pipeline"]], r["queued"])
+            running.add_metric([r["pipeline"]], r["running"])
+        yield queued
+        yield running
+        leases = GaugeMetricFamily(
+            "etl_active_leases", "Live step-attempt leases by executor", labels=["executor"]
+        )
+        for r in _rows(cur, "count_active_leases_by_executor"):
+            leases.add_metric([r["executor"]], r["n"])
+        yield leases
+        yield from _executors(cur)
         (oldest,) = _rows(cur, "oldest_queued_run_age")
         yield GaugeMetricFamily(
             "etl_oldest_queued_run_age_seconds",
@@ -149,39 +177,64 @@ class DatabaseCollector(Collector):
             value=oldest["seconds"],
         )
 
-    def _step_durations(self, cur: Cursor) -> Metric:
-        histogram = HistogramMetricFamily(
-            "etl_step_duration_seconds",
-            "Duration of finished steps (first start to finish), by type and status",
-            labels=["type", "status"],
-        )
-        params = {"bounds": list(STEP_DURATION_BOUNDS_S)}
-        le: dict[tuple[str, str], dict[float, int]] = {}
-        for r in _rows(cur, "step_duration_buckets", params):
-            le.setdefault((r["type"], r["status"]), {})[r["le"]] = r["n"]
-        for r in _rows(cur, "step_duration_totals"):
-            key = (r["type"], r["status"])
-            buckets = [(_bound(b), le.get(key, {}).get(b, 0)) for b in STEP_DURATION_BOUNDS_S]
-            buckets.append(("+Inf", r["n"]))
-            histogram.add_metric(list(key), buckets, sum_value=r["seconds"])
-        return histogram
 
-    def _step_records(self, cur: Cursor) -> Iterator[Metric]:
-        records = CounterMetricFamily(
-            "etl_step_records",
-            "Records read (in) and written (out) by succeeded steps, by step type",
-            labels=["type", "direction"],
+def _kept_families(cur: Cursor, pipelines: list[str]) -> Iterator[Metric]:
+    """The families of `KEPT`, from the kept samples; every pipeline has its run outcomes
+    and skip reasons from the first scrape (0 until something happens)."""
+    metrics = {
+        name: kept.kind(name, kept.text, labels=list(kept.labels)) for name, kept in KEPT.items()
+    }
+    (bounds,) = _rows(cur, "duration_bounds")
+    edges = [float(b) for b in bounds["bounds"]]
+    sums: dict[tuple[str, str], float] = {}
+    series: list[tuple[str, dict, dict[float | None, float]]] = []
+    ended: dict[str, dict[tuple[str, ...], float]] = defaultdict(dict)
+    with cur.connection.cursor() as plain:  # tuples: a scrape reads thousands of rows
+        plain.execute(QUERIES["read_metric_samples"])
+        for family, labels, le, value in plain:
+            if family.endswith("_sum"):
+                sums[(family[:-4], json.dumps(labels, sort_keys=True))] = value
+            elif le is not None or family in HISTOGRAMS:
+                if not series or series[-1][0] != family or series[-1][1] != labels:
+                    series.append((family, labels, {}))
+                series[-1][2][None if le is None else float(le)] = value
+            elif family in ZERO_FILLED:
+                ended[family][tuple(labels.get(k, "") for k in KEPT[family].labels)] = value
+            elif family in metrics:
+                metrics[family].add_metric([labels.get(k, "") for k in KEPT[family].labels], value)
+    for family, values in ZERO_FILLED.items():
+        for pipeline in pipelines:
+            for other in values:
+                ended[family].setdefault((pipeline, other), 0.0)
+        for key, value in sorted(ended[family].items()):
+            metrics[family].add_metric(list(key), value)
+    for family, labels, per_bucket in series:
+        running, cumulative = 0.0, []
+        for edge in edges:
+            running += per_bucket.get(edge, 0.0)
+            cumulative.append((repr(edge), running))
+        cumulative.append(("+Inf", running + per_bucket.get(None, 0.0)))
+        metrics[family].add_metric(
+            [labels.get(k, "") for k in KEPT[family].labels],
+            cumulative,
+            sum_value=sums.get((family, json.dumps(labels, sort_keys=True)), 0.0),
         )
-        rejected = CounterMetricFamily(
-            "etl_rejected_rows", "Rows rejected by succeeded steps, by step type", labels=["type"]
-        )
-        for r in _rows(cur, "sum_step_records_by_type"):
-            records.add_metric([r["type"], "in"], r["records_in"])
-            records.add_metric([r["type"], "out"], r["records_out"])
-            rejected.add_metric([r["type"]], r["rejected"])
-        yield records
-        yield rejected
+    yield from metrics.values()
 
 
-def _bound(value: float) -> str:
-    return repr(float(value))
+def _executors(cur: Cursor) -> Iterator[Metric]:
+    age = GaugeMetricFamily(
+        "etl_executor_heartbeat_age_seconds",
+        "Seconds since each executor's last heartbeat (executors that did not stop cleanly"
+        " and beat within the last hour)",
+        labels=["executor"],
+    )
+    rows = _rows(cur, "list_executors")
+    for r in rows:
+        age.add_metric([r["executor"]], r["age"])
+    yield age
+    yield GaugeMetricFamily(
+        "etl_executors_up",
+        "Executors whose last heartbeat is within their lease TTL",
+        value=sum(1 for r in rows if r["up"]),
+    )

@@ -12,6 +12,7 @@ from actors import (
     STEPS_QUEUE,
     ExecutorSettings,
     Faults,
+    Presence,
     StepRunner,
     build_broker,
     register_step_runner,
@@ -79,10 +80,18 @@ def run_executor(cfg: Config, name: str) -> int:
     finally:
         conn.close()
     log.info("executor %s started (pid %s), took over %d leases", owner, os.getpid(), taken)
-    worker = start_worker(broker, [STEPS_QUEUE], threads=1)
-    stop.wait()
-    # A running step sees `stop` at its next batch boundary and hands the step over.
-    worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
+    presence = Presence(
+        connector(cfg.database_url, f"etl-{name}-presence"),
+        name=name,
+        owner=owner,
+        interval_s=cfg.heartbeat_s,
+        stale_after_s=cfg.lease_ttl_s,
+    )
+    with presence:
+        worker = start_worker(broker, [STEPS_QUEUE], threads=1)
+        stop.wait()
+        # A running step sees `stop` at its next batch boundary and hands the step over.
+        worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
     broker.close()
     log.info("executor %s stopped", owner)
     return 0

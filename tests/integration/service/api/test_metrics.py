@@ -1,23 +1,32 @@
-"""`GET /metrics`: Prometheus text read from the database at scrape time. First on states
-written with SQL (every metric, known values), then after real runs on `etl up`, compared
-with SQL counts of the same database."""
+"""`GET /metrics`: counters kept as the state changes (triggers append deltas, the sweep
+folds them), gauges of the present read live. First on states written with SQL transitions
+(every metric, known values, the same before and after a fold), then after real runs on a
+real topology: compared with SQL counts of the same database, before and after a purge,
+clean under `promtool check metrics`, scraped by a real Prometheus server, and executor
+liveness seen to drop when an executor is killed."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from drills import ADMIN_TOKEN, ROOT, Stack
+from actors import fold_metric_deltas, purge_finished_runs
+from ddl import connect
+from drills import ADMIN_TOKEN, ROOT, Stack, free_port, wait_until
 from service.domain.db import Database
 from tests.integration.testapp import Api
 
 Samples = dict[tuple[str, frozenset], float]
+PROMTOOL = "/usr/bin/promtool"
+PROMETHEUS = "/usr/bin/prometheus"
 
 
 def parse(text: str) -> Samples:
@@ -33,54 +42,160 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
-def by_label(samples: Samples, name: str, label: str) -> dict[str, float]:
-    """{label value: sample value} of the non-zero samples of `name`."""
-    return {dict(k[1])[label]: v for k, v in samples.items() if k[0] == name and v and k[1]}
+def by_label(samples: Samples, name: str, label: str, **fixed: str) -> dict[str, float]:
+    """{label value: sample value} of the non-zero samples of `name` with the `fixed` labels."""
+    out = {}
+    for (sample, labels), v in samples.items():
+        own = dict(labels)
+        if sample == name and v and all(own.get(k) == x for k, x in fixed.items()):
+            out[own[label]] = v
+    return out
+
+
+def total(samples: Samples, name: str, **fixed: str) -> float:
+    """The sum of `name` over every label set with the `fixed` labels."""
+    return sum(
+        v
+        for (sample, labels), v in samples.items()
+        if sample == name and all(dict(labels).get(k) == x for k, x in fixed.items())
+    )
 
 
 def _seed_known_states(api: Api) -> None:
     """Two pipelines with runs in every status, three steps of one running run and their
-    attempts, two of them taken over."""
+    attempts (two taken over), two executors: each written as the engine moves it (created,
+    then updated), so the triggers see the same transitions as in production."""
     a, b = api.create_pipeline("alpha"), api.create_pipeline("beta")
     insert = (
         "INSERT INTO runs (id, pipeline_id, revision, status, reason, trigger_key, trace_id,"
         " created_by, created_at) VALUES (gen_random_uuid(), %s, 1, %s, %s, %s, 't', 'test',"
-        " now() - %s * interval '1 second')"
+        " now() - %s * interval '1 second') RETURNING id"
     )
     rows = [
-        (a, "queued", None, "q1", 90),
-        (a, "queued", None, "q2", 0),
-        (b, "queued", None, "schedule:s:2026-01-01T00:00:00Z", 0),
-        (b, "running", None, "r1", 0),
-        (a, "succeeded", None, "ok1", 0),
-        (a, "succeeded", None, "ok2", 0),
-        (a, "failed", None, "bad", 0),
-        (a, "skipped", "queue_full", "s1", 0),
-        (a, "skipped", "queue_full", "schedule:s:2026-01-01T00:05:00Z", 0),
-        (b, "skipped", "busy", "s3", 0),
+        (a, "queued", None, "q1", 90, None),
+        (a, "queued", None, "q2", 0, None),
+        (b, "queued", None, "schedule:s:2026-01-01T00:00:00Z", 0, None),
+        (b, "queued", None, "r1", 0, "running"),
+        (a, "queued", None, "ok1", 0, "succeeded"),
+        (a, "queued", None, "ok2", 0, "succeeded"),
+        (a, "queued", None, "bad", 0, "failed"),
+        (a, "skipped", "queue_full", "s1", 0, None),
+        (a, "skipped", "queue_full", "schedule:s:2026-01-01T00:05:00Z", 0, None),
+        (b, "skipped", "busy", "s3", 0, None),
     ]
-    for row in rows:
-        api.sql(insert, row)
+    for pid, status, reason, key, age, then in rows:
+        ((run_id,),) = api.sql(insert, (pid, status, reason, key, age))
+        if then:
+            api.sql(
+                "UPDATE runs SET status = 'running', started_at = now() - interval '4 s'"
+                " WHERE id = %s",
+                (run_id,),
+            )
+        if then in ("succeeded", "failed"):
+            api.sql("UPDATE runs SET status = %s, finished_at = now() WHERE id = %s", (then, run_id))
     (run_id,) = api.sql("SELECT id FROM runs WHERE trigger_key = 'r1'")[0]
     api.sql(
-        "INSERT INTO step_runs (run_id, name, type, position, status, records_in, records_out,"
-        " rejected, started_at, finished_at) VALUES"
-        " (%(r)s, 'read', 'ingest', 0, 'succeeded', 10, 8, 2, now() - interval '3 s',"
-        "  now() - interval '1 s'),"
-        " (%(r)s, 'clean', 'transform', 1, 'failed', 8, 0, 0, now() - interval '0.3 s', now()),"
-        " (%(r)s, 'out', 'export', 2, 'running', 5, 5, 0, now(), NULL)",
+        "INSERT INTO step_runs (run_id, name, type, position) VALUES"
+        " (%(r)s, 'read', 'ingest', 0), (%(r)s, 'clean', 'transform', 1),"
+        " (%(r)s, 'out', 'export', 2)",
         {"r": run_id},
+    )
+    api.sql(
+        "UPDATE step_runs SET status = 'running', started_at = now() - interval '0.3 s'"
+        " WHERE run_id = %s",
+        (run_id,),
+    )
+    api.sql(
+        "UPDATE step_runs SET status = 'succeeded', records_in = 10, records_out = 8,"
+        " rejected = 2, started_at = now() - interval '3 s', finished_at = now() - interval '1 s'"
+        " WHERE run_id = %s AND name = 'read'",
+        (run_id,),
+    )
+    api.sql(
+        "UPDATE step_runs SET status = 'retry_wait' WHERE run_id = %s AND name = 'clean'",
+        (run_id,),
+    )
+    api.sql(
+        "UPDATE step_runs SET status = 'failed', finished_at = now(), records_in = 8"
+        " WHERE run_id = %s AND name = 'clean'",
+        (run_id,),
     )
     api.sql(
         "INSERT INTO attempts (run_id, step_name, number, executor, lease_owner,"
-        " lease_expires_at, outcome) VALUES"
-        " (%(r)s, 'read', 1, 'executor-1:b1', 'executor-1:b1', now(), 'lease_expired'),"
-        " (%(r)s, 'read', 2, 'executor-2:b2', 'executor-2:b2', now(), 'succeeded'),"
-        " (%(r)s, 'clean', 1, 'executor-2:b2', 'executor-2:b2', now(), 'failed'),"
-        " (%(r)s, 'out', 1, 'executor-1:b1', 'executor-1:b1', now(), 'lease_expired'),"
-        " (%(r)s, 'out', 2, 'executor-2:b2', 'executor-2:b2', now() + interval '1 h', NULL)",
+        " lease_expires_at) VALUES"
+        " (%(r)s, 'read', 1, 'executor-1:b1', 'executor-1:b1', now()),"
+        " (%(r)s, 'read', 2, 'executor-2:b2', 'executor-2:b2', now()),"
+        " (%(r)s, 'clean', 1, 'executor-2:b2', 'executor-2:b2', now()),"
+        " (%(r)s, 'out', 1, 'executor-1:b1', 'executor-1:b1', now()),"
+        " (%(r)s, 'out', 2, 'executor-2:b2', 'executor-2:b2', now() + interval '1 h')",
         {"r": run_id},
     )
+    api.sql(
+        "UPDATE attempts SET outcome = CASE WHEN number = 2 THEN 'succeeded' ELSE"
+        " 'lease_expired' END WHERE run_id = %s AND step_name IN ('read', 'out')"
+        " AND NOT (step_name = 'out' AND number = 2)",
+        (run_id,),
+    )
+    api.sql(
+        "UPDATE attempts SET outcome = 'failed' WHERE run_id = %s AND step_name = 'clean'",
+        (run_id,),
+    )
+    api.sql(
+        "INSERT INTO executors (name, owner, pid, stale_after_s, heartbeat_at, stopped_at) VALUES"
+        " ('executor-1', 'executor-1:b1', 1, 30, now() - interval '2 s', NULL),"
+        " ('executor-2', 'executor-2:b2', 2, 30, now() - interval '45 s', NULL),"
+        " ('executor-3', 'executor-3:b3', 3, 30, now(), now()),"
+        " ('executor-4', 'executor-4:b4', 4, 30, now() - interval '2 h', NULL)"
+    )
+
+
+def _check_known_states(m: Samples) -> None:
+    assert value(m, "etl_database_up") == 1
+    assert by_label(m, "etl_runs_total", "status", pipeline="alpha") == {
+        "succeeded": 2, "failed": 1, "skipped": 2,
+    }  # fmt: skip
+    assert by_label(m, "etl_runs_total", "status", pipeline="beta") == {"skipped": 1}
+    assert ("etl_runs_total", frozenset({("pipeline", "beta"), ("status", "canceled")})) in m
+    assert by_label(m, "etl_triggers_skipped_total", "reason", pipeline="alpha") == {
+        "queue_full": 2
+    }
+    assert by_label(m, "etl_triggers_skipped_total", "reason", pipeline="beta") == {"busy": 1}
+    assert by_label(m, "etl_queue_depth", "pipeline") == {"alpha": 2, "beta": 1}
+    assert by_label(m, "etl_runs_running", "pipeline") == {"beta": 1}
+    assert value(m, "etl_run_duration_seconds_count", pipeline="alpha") == 3
+    assert value(m, "etl_run_duration_seconds_bucket", pipeline="alpha", le="2.5") == 0
+    assert value(m, "etl_run_duration_seconds_bucket", pipeline="alpha", le="5.0") == 3
+    assert value(m, "etl_run_duration_seconds_sum", pipeline="alpha") == pytest.approx(12, abs=1)
+    assert time.time() - value(m, "etl_pipeline_last_success_timestamp_seconds", pipeline="alpha") < 60
+    assert value(m, "etl_pipeline_last_failure_timestamp_seconds", pipeline="alpha") > 0
+    assert ("etl_pipeline_last_success_timestamp_seconds", frozenset({("pipeline", "beta")})) not in m
+    assert by_label(m, "etl_active_leases", "executor") == {"executor-2": 1}
+    assert by_label(m, "etl_lease_takeovers_total", "executor", pipeline="beta") == {
+        "executor-1": 2
+    }
+    assert by_label(m, "etl_attempts_total", "outcome", pipeline="beta") == {
+        "lease_expired": 2, "succeeded": 1, "failed": 1,
+    }  # fmt: skip
+    read = {"pipeline": "beta", "step": "read"}
+    assert value(m, "etl_step_duration_seconds_count", **read) == 1
+    assert value(m, "etl_step_duration_seconds_sum", **read) == pytest.approx(2.0)
+    assert value(m, "etl_step_duration_seconds_bucket", le="1.0", **read) == 0
+    assert value(m, "etl_step_duration_seconds_bucket", le="2.5", **read) == 1
+    clean = {"pipeline": "beta", "step": "clean"}
+    assert value(m, "etl_step_duration_seconds_bucket", le="0.5", **clean) == 1
+    assert value(m, "etl_step_duration_seconds_bucket", le="+Inf", **clean) == 1
+    assert value(m, "etl_step_retries_total", **clean) == 1
+    assert by_label(m, "etl_steps_total", "status", **read) == {"succeeded": 1}
+    assert by_label(m, "etl_steps_total", "status", **clean) == {"failed": 1}
+    assert by_label(m, "etl_records_total", "kind", **read) == {"in": 10, "out": 8, "rejected": 2}
+    assert by_label(m, "etl_records_total", "kind", **clean) == {}  # only succeeded steps count
+    assert value(m, "etl_schedule_fires_total", pipeline="beta", outcome="admitted") == 1
+    assert value(m, "etl_schedule_fires_total", pipeline="alpha", outcome="skipped") == 1
+    assert 90 <= value(m, "etl_oldest_queued_run_age_seconds") < 3600
+    ages = by_label(m, "etl_executor_heartbeat_age_seconds", "executor")
+    assert set(ages) == {"executor-1", "executor-2"}  # stopped and hour-old ones are gone
+    assert 1 < ages["executor-1"] < 30 < ages["executor-2"] < 120
+    assert value(m, "etl_executors_up") == 1
 
 
 def test_every_metric_on_known_states_needs_no_token(api: Api) -> None:
@@ -88,33 +203,23 @@ def test_every_metric_on_known_states_needs_no_token(api: Api) -> None:
     answer = api.client.simulate_get("/metrics")
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain; version=")
-    m = parse(answer.text)
-    assert value(m, "etl_database_up") == 1
-    assert by_label(m, "etl_runs", "status") == {
-        "queued": 3, "running": 1, "succeeded": 2, "failed": 1, "skipped": 3,
-    }  # fmt: skip
-    assert m[("etl_runs", frozenset({("status", "canceled")}))] == 0  # present, zero
-    assert by_label(m, "etl_queue_depth", "pipeline") == {"alpha": 2, "beta": 1}
-    assert by_label(m, "etl_skipped_triggers_total", "reason") == {"queue_full": 2, "busy": 1}
-    assert by_label(m, "etl_active_leases", "executor") == {"executor-2": 1}
-    assert by_label(m, "etl_lease_takeovers_total", "executor") == {"executor-1": 2}
-    assert by_label(m, "etl_attempts_total", "outcome") == {
-        "lease_expired": 2, "succeeded": 1, "failed": 1,
-    }  # fmt: skip
-    ingest = {"type": "ingest", "status": "succeeded"}
-    assert value(m, "etl_step_duration_seconds_count", **ingest) == 1
-    assert value(m, "etl_step_duration_seconds_sum", **ingest) == pytest.approx(2.0)
-    assert value(m, "etl_step_duration_seconds_bucket", le="1.0", **ingest) == 0
-    assert value(m, "etl_step_duration_seconds_bucket", le="2.5", **ingest) == 1
-    failed = {"type": "transform", "status": "failed"}
-    assert value(m, "etl_step_duration_seconds_bucket", le="0.5", **failed) == 1
-    assert value(m, "etl_step_duration_seconds_bucket", le="+Inf", **failed) == 1
-    assert value(m, "etl_step_records_total", type="ingest", direction="in") == 10
-    assert value(m, "etl_step_records_total", type="ingest", direction="out") == 8
-    assert by_label(m, "etl_rejected_rows_total", "type") == {"ingest": 2}
-    assert value(m, "etl_schedule_fires_total", pipeline="beta", outcome="admitted") == 1
-    assert value(m, "etl_schedule_fires_total", pipeline="alpha", outcome="skipped") == 1
-    assert 90 <= value(m, "etl_oldest_queued_run_age_seconds") < 3600
+    before = parse(answer.text)
+    _check_known_states(before)
+    (pending,) = api.sql("SELECT count(*) FROM metric_deltas")[0]
+    assert pending > 0
+    conn = connect(api.db_url, "etl-test-fold")
+    try:
+        fold_metric_deltas(conn)
+        fold_metric_deltas(conn)  # nothing left: folding again changes nothing
+    finally:
+        conn.close()
+    assert api.sql("SELECT count(*) FROM metric_deltas") == [(0,)]
+    after = parse(api.client.simulate_get("/metrics").text)
+    _check_known_states(after)
+    moving = ("etl_oldest_queued_run_age_seconds", "etl_executor_heartbeat_age_seconds")
+    assert {k: v for k, v in after.items() if k[0] not in moving} == {
+        k: v for k, v in before.items() if k[0] not in moving
+    }
 
 
 def test_without_a_database_the_scrape_says_so(app_factory) -> None:
@@ -127,11 +232,59 @@ def test_without_a_database_the_scrape_says_so(app_factory) -> None:
 # --- after real runs -------------------------------------------------------------------------
 
 
-def test_scraped_values_match_sql_counts_after_real_runs(demo_stack: Stack, tmp_path: Path) -> None:
+def _scrape(stack: Stack) -> tuple[str, Samples]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.port}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    return text, parse(text)
+
+
+def _check_against_sql(stack: Stack, m: Samples) -> None:
+    """Every kept counter equals the SQL count of the rows it counts."""
+    runs = dict(stack.sql("SELECT status, count(*) FROM runs GROUP BY status"))
+    assert runs == {"succeeded": 2, "failed": 1}
+    assert {s: total(m, "etl_runs_total", status=s) for s in runs} == runs
+    assert total(m, "etl_runs_total", status="canceled") == 0
+    attempts = dict(
+        stack.sql("SELECT outcome, count(*) FROM attempts WHERE outcome IS NOT NULL GROUP BY 1")
+    )
+    assert attempts["input_error"] >= 1 and attempts["succeeded"] == 16
+    assert {o: total(m, "etl_attempts_total", outcome=o) for o in attempts} == attempts
+    steps = dict(
+        (name, (n, rin, rout, rej))
+        for name, n, rin, rout, rej in stack.sql(
+            "SELECT p.name || '.' || s.name, count(*), sum(records_in), sum(records_out),"
+            " sum(rejected) FROM step_runs s JOIN runs r ON r.id = s.run_id"
+            " JOIN pipelines p ON p.id = r.pipeline_id WHERE s.status = 'succeeded' GROUP BY 1"
+        )
+    )
+    assert sum(n for n, *_ in steps.values()) == 16
+    for key, (n, rin, rout, rej) in steps.items():
+        pipeline, step = key.split(".", 1)
+        labels = {"pipeline": pipeline, "step": step}
+        assert value(m, "etl_step_duration_seconds_count", **labels) >= n
+        assert value(m, "etl_steps_total", status="succeeded", **labels) == n
+        assert by_label(m, "etl_records_total", "kind", **labels) == {
+            k: v for k, v in {"in": rin, "out": rout, "rejected": rej}.items() if v
+        }
+    assert total(m, "etl_records_total", kind="rejected") > 0
+    (last,) = stack.sql(
+        "SELECT extract(epoch FROM max(finished_at))::float8 FROM runs WHERE status = 'succeeded'"
+    )
+    assert value(m, "etl_pipeline_last_success_timestamp_seconds", pipeline="demo") == pytest.approx(
+        last[0]
+    )
+    assert value(m, "etl_run_duration_seconds_count", pipeline="demo") == 2
+    assert value(m, "etl_run_duration_seconds_count", pipeline="broken") == 1
+    assert by_label(m, "etl_active_leases", "executor") == {}
+    assert by_label(m, "etl_queue_depth", "pipeline") == {}
+    assert value(m, "etl_oldest_queued_run_age_seconds") == 0
+
+
+def _run_demo_and_broken(stack: Stack, tmp_path: Path) -> None:
     demo = json.loads((ROOT / "fixtures" / "plans" / "demo.json").read_text())
     broken = json.loads(json.dumps(demo))
     broken["name"], broken["plan"]["steps"][0]["config"]["path"] = "broken", "missing.csv"
-    env = {**demo_stack.env, "ETL_TOKEN": ADMIN_TOKEN}
+    env = {**stack.env, "ETL_TOKEN": ADMIN_TOKEN}
     for doc, expected in ((demo, 0), (broken, 1), (demo, 0)):
         path = tmp_path / f"{doc['name']}.json"
         path.write_text(json.dumps(doc))
@@ -142,44 +295,123 @@ def test_scraped_values_match_sql_counts_after_real_runs(demo_stack: Stack, tmp_
             )  # fmt: skip
             assert done.returncode == (expected if args[0] == "run" else 0), done.stderr
 
-    url = f"http://127.0.0.1:{demo_stack.port}/metrics"
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        m = parse(resp.read().decode())
 
-    runs = dict(demo_stack.sql("SELECT status, count(*) FROM runs GROUP BY status"))
-    assert runs == {"succeeded": 2, "failed": 1}
-    assert by_label(m, "etl_runs", "status") == runs
-    attempts = dict(
-        demo_stack.sql(
-            "SELECT outcome, count(*) FROM attempts WHERE outcome IS NOT NULL GROUP BY 1"
+def _prometheus_query(port: int, expr: str) -> list[dict]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        answer = json.loads(resp.read())
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def _scraped_yet(port: int, expr: str) -> list[dict] | None:
+    """The query's result once the server answers and has scraped; None before."""
+    try:
+        return _prometheus_query(port, expr) or None
+    except OSError:  # not listening yet
+        return None
+
+
+def test_scraped_values_match_sql_counts_after_real_runs_and_a_purge(
+    demo_stack: Stack, tmp_path: Path
+) -> None:
+    _run_demo_and_broken(demo_stack, tmp_path)
+    text, m = _scrape(demo_stack)
+    _check_against_sql(demo_stack, m)
+
+    # Clean under the Prometheus project's own linter.
+    lint = subprocess.run(
+        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
+    assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), (
+        lint.stdout + lint.stderr
+    )
+
+    # A purge removes the runs' intermediate outputs; no counter moves.
+    conn = connect(demo_stack.db_url, "etl-test-purge")
+    try:
+        purged = purge_finished_runs(
+            conn,
+            older_than_s=0,
+            export_dir=demo_stack.exports,
+            reject_dir=demo_stack.rejects,
+            connect_sandbox=lambda: connect(demo_stack.db_url, "etl-test-sandbox"),
+            limit=100,
         )
+    finally:
+        conn.close()
+    assert len(purged.runs) == 3
+    _, again = _scrape(demo_stack)
+    _check_against_sql(demo_stack, again)
+    counters = {k: v for k, v in m.items() if k[0].endswith(("_total", "_count", "_sum", "_bucket"))}
+    assert counters and {k: again[k] for k in counters} == counters
+
+
+def test_a_real_prometheus_server_scrapes_it(demo_stack: Stack, tmp_path: Path) -> None:
+    """Prometheus (Debian's server) scrapes /metrics every second; its queries see the runs,
+    and the target is healthy."""
+    _run_demo_and_broken(demo_stack, tmp_path)
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, scrape_timeout: 1s}\n"
+        "scrape_configs:\n"
+        "  - job_name: etl\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{demo_stack.port}']}}]\n"
     )
-    assert by_label(m, "etl_attempts_total", "outcome") == attempts
-    assert attempts["input_error"] >= 1 and attempts["succeeded"] == 16
-    (steps,) = demo_stack.sql(
-        "SELECT count(*), sum(records_in), sum(records_out), sum(rejected) FROM step_runs"
-        " WHERE status = 'succeeded'"
+    server = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "prometheus.log").open("w"),
     )
-    counts = [k for k in m if k[0] == "etl_step_duration_seconds_count"]
-    succeeded = sum(m[k] for k in counts if ("status", "succeeded") in k[1])
-    assert succeeded == steps[0] == 16
-    assert (
-        sum(
-            v
-            for k, v in m.items()
-            if k[0] == "etl_step_records_total" and ("direction", "in") in k[1]
+    try:
+        wait_until(
+            lambda: _scraped_yet(port, 'etl_runs_total{pipeline="demo",status="succeeded"}'),
+            timeout=60,
+            what="Prometheus to scrape the platform",
         )
-        == steps[1]
+        (ok,) = _prometheus_query(port, 'etl_runs_total{pipeline="demo",status="succeeded"}')
+        assert float(ok["value"][1]) == 2
+        (failed,) = _prometheus_query(port, 'sum(etl_runs_total{status="failed"})')
+        assert float(failed["value"][1]) == 1
+        (up,) = _prometheus_query(port, 'up{job="etl"}')
+        assert float(up["value"][1]) == 1
+        (health,) = _prometheus_query(port, "scrape_samples_post_metric_relabeling")
+        assert float(health["value"][1]) > 50
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_executor_liveness_follows_real_executors(demo_stack: Stack) -> None:
+    """Both executors are up and beating; one killed with SIGKILL stops beating, its age
+    grows past the lease and it no longer counts as up; a clean stop removes its series."""
+
+    def scrape() -> Samples:
+        return _scrape(demo_stack)[1]
+
+    wait_until(
+        lambda: value(scrape(), "etl_executors_up") == 2 or None, timeout=30, what="2 executors up"
     )
-    assert (
-        sum(
-            v
-            for k, v in m.items()
-            if k[0] == "etl_step_records_total" and ("direction", "out") in k[1]
-        )
-        == steps[2]
+    ages = by_label(scrape(), "etl_executor_heartbeat_age_seconds", "executor")
+    assert set(ages) == {"executor-1", "executor-2"} and max(ages.values()) < 3
+    demo_stack.kill("executor-1")
+    wait_until(
+        lambda: value(scrape(), "etl_executors_up") == 1 or None, timeout=30, what="1 executor up"
     )
-    assert sum(by_label(m, "etl_rejected_rows_total", "type").values()) == steps[3] > 0
-    assert by_label(m, "etl_active_leases", "executor") == {}
-    assert by_label(m, "etl_queue_depth", "pipeline") == {}
-    assert value(m, "etl_oldest_queued_run_age_seconds") == 0
+    ages = by_label(scrape(), "etl_executor_heartbeat_age_seconds", "executor")
+    assert ages["executor-1"] > 3 > ages.get("executor-2", 0)
+    demo_stack.kill("executor-2", 15)
+    wait_until(
+        lambda: "executor-2"
+        not in by_label(scrape(), "etl_executor_heartbeat_age_seconds", "executor")
+        or None,
+        timeout=60,
+        what="the stopped executor's series to go",
+    )
+    assert value(scrape(), "etl_executors_up") == 0

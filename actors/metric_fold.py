@@ -1,0 +1,21 @@
+"""The sweep's share of the metrics: fold the deltas that state changes appended
+(`metric_deltas`, written by triggers of migration 0009) into `metric_totals`, so that a
+scrape reads a table the size of the label sets, not of the history."""
+
+from __future__ import annotations
+
+from actors.sql import QUERIES
+
+
+def fold_metric_deltas(conn) -> int:
+    """Fold every committed delta into the totals in one transaction; returns how many
+    totals changed."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute(QUERIES["fold_metric_deltas"])
+            folded = cur.rowcount
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return folded
