@@ -453,6 +453,10 @@ SET value = CASE WHEN right(t.family, 18) = '_timestamp_seconds'
                  THEN greatest(t.value, excluded.value)
                  ELSE t.value + excluded.value END;
 
+-- forget_gone_executors --
+-- Executors that stopped or stopped beating a day ago are forgotten.
+DELETE FROM executors WHERE coalesce(stopped_at, heartbeat_at) < now() - interval '1 day';
+
 -- announce_executor --
 -- An executor starts: its row holds this incarnation, beating from now on.
 INSERT INTO executors (name, owner, pid, stale_after_s)

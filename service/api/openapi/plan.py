@@ -41,11 +41,23 @@ def plan_components() -> dict[str, dict[str, Any]]:
     retry = closed(
         {"max_attempts": {"type": "integer", "minimum": 1, "maximum": rules.MAX_ATTEMPTS}}, []
     )
-    configs = {
-        "ingest": _ingest_config(),
-        "transform": {"oneOf": list(_transform_ops().values())},
-        "export": _export_config(),
+    variants = {
+        "ingest": ("source", _ingest_configs()),
+        "transform": ("op", _transform_ops()),
+        "export": ("target", _export_configs()),
     }
+    components: dict[str, dict[str, Any]] = {}
+    configs = {}
+    for kind, (field, by_value) in variants.items():
+        names = {value: f"{_camel(value)}{kind.capitalize()}Config" for value in by_value}
+        components.update({names[value]: schema for value, schema in by_value.items()})
+        configs[kind] = {
+            "oneOf": [ref(name) for name in names.values()],
+            "discriminator": {
+                "propertyName": field,
+                "mapping": {value: ref(name)["$ref"] for value, name in names.items()},
+            },
+        }
     steps = {}
     for kind in rules.STEP_TYPES:
         depends_on = {"type": "array", "uniqueItems": True, "items": step_name}
@@ -78,11 +90,17 @@ def plan_components() -> dict[str, dict[str, Any]]:
         " name other steps of the plan, without cycles, that step names are unique and that"
         " file exports do not write the same path or under one another (400)."
     )
-    return {"Plan": plan, **steps}
+    return {"Plan": plan, **steps, **components}
 
 
-def _ingest_config() -> dict[str, Any]:
-    """A file ingest (a delimiter only with the csv format, the default) or a table's."""
+def _camel(value: str) -> str:
+    """`normalize_whitespace` -> `NormalizeWhitespace`."""
+    return "".join(part.capitalize() for part in value.split("_"))
+
+
+def _ingest_configs() -> dict[str, dict[str, Any]]:
+    """A file ingest (a delimiter only with the csv format, the default) or a table's, by
+    `source`."""
     columns = {
         "type": "object",
         "propertyNames": {"minLength": 1, "pattern": NO_NUL},
@@ -105,16 +123,14 @@ def _ingest_config() -> dict[str, Any]:
         },
         ["source", "path"],
     )
-    file_ingest["anyOf"] = [
-        {"properties": {"format": enum(["csv"])}},
-        {"not": {"required": ["delimiter"]}},
-    ]
+    # A delimiter only with the csv format (in a form that keeps the config one typed model).
+    file_ingest["dependentSchemas"] = {"delimiter": {"properties": {"format": enum(["csv"])}}}
     table_ingest = closed({"source": enum(["table"]), "table": _NAME}, ["source", "table"])
-    return {"oneOf": [file_ingest, table_ingest]}
+    return {"file": file_ingest, "table": table_ingest}
 
 
 def _transform_ops() -> dict[str, dict[str, Any]]:
-    """Each transform op's config, by op."""
+    """Each transform op's config, by `op`."""
     names = {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME}
     mapping = {
         "type": "object",
@@ -143,8 +159,8 @@ def _transform_ops() -> dict[str, dict[str, Any]]:
     }
 
 
-def _export_config() -> dict[str, Any]:
-    """A file export or a sandbox table export."""
+def _export_configs() -> dict[str, dict[str, Any]]:
+    """A file export or a sandbox table export, by `target`."""
     table = {"type": "string", "pattern": f"^{rules.EXPORT_TABLE_RE.pattern}$"}
     file_export = closed(
         {"target": enum(["file"]), "path": _REL_PATH, "format": enum(rules.EXPORT_FORMATS)},
@@ -153,4 +169,4 @@ def _export_config() -> dict[str, Any]:
     table_export = closed(
         {"target": enum(["table"]), "table": table, "key": _NAME}, ["target", "table"]
     )
-    return {"oneOf": [file_export, table_export]}
+    return {"file": file_export, "table": table_export}

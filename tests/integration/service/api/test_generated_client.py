@@ -1,7 +1,8 @@
 """A client generated from the served OpenAPI document by `openapi-python-client` works: the
 generator warns about nothing, every operation is a function named by its `operationId`,
-and the client drives a real topology (coordinator + two executors): create pipelines,
-update one with If-Match, trigger a run and read it to its end, page through a list."""
+step configs are typed models (by their discriminator), and the client drives a real
+topology (coordinator + two executors): create pipelines, update one with If-Match, trigger
+a run and read it to its end, page through a list."""
 
 from __future__ import annotations
 
@@ -73,6 +74,21 @@ def test_the_generated_client_drives_a_real_topology(
     assert created.status_code == 201, created.content
     pipeline = created.parsed
     assert (pipeline.name, pipeline.revision) == ("demo", 1)
+    # every step's config is a typed model, chosen by its `source`, `op` or `target`
+    configs = {step.name: step.config for step in pipeline.plan.steps}
+    kinds = {name: type(config).__name__ for name, config in configs.items()}
+    assert kinds == {
+        "read": "FileIngestConfig", "clean": "NormalizeWhitespaceTransformConfig",
+        "label": "MapTransformConfig", "active": "FilterEqTransformConfig",
+        "active_to_table": "TableExportConfig", "active_to_file": "FileExportConfig",
+        "amount_by_country": "AggregateTransformConfig",
+        "amount_by_country_to_file": "FileExportConfig",
+    }, kinds  # fmt: skip
+    assert configs["read"].path == "customers.csv"
+    assert configs["label"].into == "status_label" and configs["active_to_table"].key == "id"
+    assert not any(
+        c.additional_properties for c in configs.values() if hasattr(c, "additional_properties")
+    )
     assert created.headers["ETag"] == '"1"'
     patch = models.PipelinePatch.from_dict({"plan": plan})
     stale = _api("update_pipeline").sync_detailed(

@@ -92,7 +92,9 @@ def _seed_known_states(api: Api) -> None:
                 (run_id,),
             )
         if then in ("succeeded", "failed"):
-            api.sql("UPDATE runs SET status = %s, finished_at = now() WHERE id = %s", (then, run_id))
+            api.sql(
+                "UPDATE runs SET status = %s, finished_at = now() WHERE id = %s", (then, run_id)
+            )
     (run_id,) = api.sql("SELECT id FROM runs WHERE trigger_key = 'r1'")[0]
     api.sql(
         "INSERT INTO step_runs (run_id, name, type, position) VALUES"
@@ -166,9 +168,14 @@ def _check_known_states(m: Samples) -> None:
     assert value(m, "etl_run_duration_seconds_bucket", pipeline="alpha", le="2.5") == 0
     assert value(m, "etl_run_duration_seconds_bucket", pipeline="alpha", le="5.0") == 3
     assert value(m, "etl_run_duration_seconds_sum", pipeline="alpha") == pytest.approx(12, abs=1)
-    assert time.time() - value(m, "etl_pipeline_last_success_timestamp_seconds", pipeline="alpha") < 60
+    assert (
+        time.time() - value(m, "etl_pipeline_last_success_timestamp_seconds", pipeline="alpha") < 60
+    )
     assert value(m, "etl_pipeline_last_failure_timestamp_seconds", pipeline="alpha") > 0
-    assert ("etl_pipeline_last_success_timestamp_seconds", frozenset({("pipeline", "beta")})) not in m
+    assert (
+        "etl_pipeline_last_success_timestamp_seconds",
+        frozenset({("pipeline", "beta")}),
+    ) not in m
     assert by_label(m, "etl_active_leases", "executor") == {"executor-2": 1}
     assert by_label(m, "etl_lease_takeovers_total", "executor", pipeline="beta") == {
         "executor-1": 2
@@ -270,9 +277,9 @@ def _check_against_sql(stack: Stack, m: Samples) -> None:
     (last,) = stack.sql(
         "SELECT extract(epoch FROM max(finished_at))::float8 FROM runs WHERE status = 'succeeded'"
     )
-    assert value(m, "etl_pipeline_last_success_timestamp_seconds", pipeline="demo") == pytest.approx(
-        last[0]
-    )
+    assert value(
+        m, "etl_pipeline_last_success_timestamp_seconds", pipeline="demo"
+    ) == pytest.approx(last[0])
     assert value(m, "etl_run_duration_seconds_count", pipeline="demo") == 2
     assert value(m, "etl_run_duration_seconds_count", pipeline="broken") == 1
     assert by_label(m, "etl_active_leases", "executor") == {}
@@ -343,7 +350,9 @@ def test_scraped_values_match_sql_counts_after_real_runs_and_a_purge(
     assert len(purged.runs) == 3
     _, again = _scrape(demo_stack)
     _check_against_sql(demo_stack, again)
-    counters = {k: v for k, v in m.items() if k[0].endswith(("_total", "_count", "_sum", "_bucket"))}
+    counters = {
+        k: v for k, v in m.items() if k[0].endswith(("_total", "_count", "_sum", "_bucket"))
+    }
     assert counters and {k: again[k] for k in counters} == counters
 
 
@@ -408,9 +417,10 @@ def test_executor_liveness_follows_real_executors(demo_stack: Stack) -> None:
     assert ages["executor-1"] > 3 > ages.get("executor-2", 0)
     demo_stack.kill("executor-2", 15)
     wait_until(
-        lambda: "executor-2"
-        not in by_label(scrape(), "etl_executor_heartbeat_age_seconds", "executor")
-        or None,
+        lambda: (
+            "executor-2" not in by_label(scrape(), "etl_executor_heartbeat_age_seconds", "executor")
+            or None
+        ),
         timeout=60,
         what="the stopped executor's series to go",
     )
