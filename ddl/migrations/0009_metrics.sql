@@ -124,43 +124,35 @@ RETURNS TABLE (family text, labels jsonb, value float8) LANGUAGE sql STABLE AS $
     FROM l WHERE a.outcome = 'lease_expired'
 $$;
 
-CREATE FUNCTION metrics_run_created() RETURNS trigger LANGUAGE plpgsql AS $$
+-- The trigger of every counted table: a run counts when it is created (a schedule's fire;
+-- a skipped run ends there) and when it reaches a final status, a step when it reaches a
+-- new status, an attempt when it ends.
+CREATE FUNCTION metrics_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO metric_deltas (family, labels, value) SELECT * FROM metric_run_facts(NEW, true);
+    IF TG_TABLE_NAME = 'runs' THEN
+        INSERT INTO metric_deltas (family, labels, value)
+        SELECT * FROM metric_run_facts(NEW, TG_OP = 'INSERT');
+    ELSIF TG_TABLE_NAME = 'step_runs' THEN
+        INSERT INTO metric_deltas (family, labels, value) SELECT * FROM metric_step_facts(NEW);
+    ELSE
+        INSERT INTO metric_deltas (family, labels, value) SELECT * FROM metric_attempt_facts(NEW);
+    END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER runs_metrics_created AFTER INSERT ON runs
-    FOR EACH ROW EXECUTE FUNCTION metrics_run_created();
-
-CREATE FUNCTION metrics_run_ended() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO metric_deltas (family, labels, value) SELECT * FROM metric_run_facts(NEW, false);
-    RETURN NULL;
-END $$;
+    FOR EACH ROW EXECUTE FUNCTION metrics_changed();
 CREATE TRIGGER runs_metrics_ended AFTER UPDATE OF status ON runs
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
                        AND NEW.status IN ('succeeded', 'failed', 'canceled'))
-    EXECUTE FUNCTION metrics_run_ended();
-
-CREATE FUNCTION metrics_step_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO metric_deltas (family, labels, value) SELECT * FROM metric_step_facts(NEW);
-    RETURN NULL;
-END $$;
+    EXECUTE FUNCTION metrics_changed();
 CREATE TRIGGER step_runs_metrics AFTER UPDATE OF status ON step_runs
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
                        AND NEW.status IN ('retry_wait', 'succeeded', 'failed', 'upstream_failed',
                                           'not_run', 'canceled'))
-    EXECUTE FUNCTION metrics_step_changed();
-
-CREATE FUNCTION metrics_attempt_ended() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO metric_deltas (family, labels, value) SELECT * FROM metric_attempt_facts(NEW);
-    RETURN NULL;
-END $$;
+    EXECUTE FUNCTION metrics_changed();
 CREATE TRIGGER attempts_metrics AFTER UPDATE OF outcome ON attempts
     FOR EACH ROW WHEN (OLD.outcome IS NULL AND NEW.outcome IS NOT NULL)
-    EXECUTE FUNCTION metrics_attempt_ended();
+    EXECUTE FUNCTION metrics_changed();
 
 -- A schedule fire that admitted no run (the pipeline paused, its revision no valid plan).
 CREATE FUNCTION metrics_fire_without_run() RETURNS trigger LANGUAGE plpgsql AS $$
