@@ -24,7 +24,8 @@ PLAN = {
     "on_row_error": "reject",
     "steps": [
         {"name": "read", "type": "ingest", "retry": {"max_attempts": 1},
-         "config": {"source": "file", "path": "people.csv", "columns": {"id": "int", "amount": "int"}}},
+         "config": {"source": "file", "path": "people.csv",
+                    "columns": {"id": "int", "amount": "int"}}},
         {"name": "label", "type": "transform", "depends_on": ["read"],
          "config": {"op": "map", "column": "status", "mapping": {"A": "active"},
                     "default": "inactive", "into": "label"}},
@@ -45,7 +46,7 @@ PEOPLE = "id,name,status,amount\n" + "".join(
 class _Receiver(BaseHTTPRequestHandler):
     """Keeps every POST (path, JSON body) in `server.got`; answers 200."""
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         with self.server.lock:
             self.server.got.append((self.path, json.loads(body)))
