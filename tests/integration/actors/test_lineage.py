@@ -7,6 +7,7 @@ named for the files and sandbox tables, row counts as the database has them."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -82,8 +83,8 @@ def _by_run(events: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return runs
 
 
-def _pipeline_types(receiver, run_id: str) -> list[str]:
-    return [e["eventType"] for e in _by_run(_events(receiver))[(PIPELINE, run_id)]]
+def _pipeline_types(receiver, run_id: str, pipeline: str = PIPELINE) -> list[str]:
+    return [e["eventType"] for e in _by_run(_events(receiver))[(pipeline, run_id)]]
 
 
 def test_a_failed_and_resumed_run_tells_its_whole_sequence(stack_factory, receiver) -> None:
@@ -214,3 +215,63 @@ def test_a_failed_and_resumed_run_tells_its_whole_sequence(stack_factory, receiv
     groups = done["by_label"]["outputs"][0]["facets"]["columnLineage"]
     assert [f["field"] for f in groups["dataset"]] == ["label"]
     assert [f["field"] for f in groups["fields"]["sum"]["inputFields"]] == ["amount"]
+
+
+KILL_PLAN = {
+    "steps": [
+        {"name": "read", "type": "ingest",
+         "config": {"source": "file", "path": "people.csv", "columns": {"id": "int"}}},
+        {"name": "out", "type": "export", "depends_on": ["read"],
+         "config": {"target": "file", "path": "people.jsonl"}},
+    ]
+}  # fmt: skip
+
+
+def test_an_attempt_whose_executor_died_ends_abort_from_the_reaper(stack_factory, receiver) -> None:
+    """The executor running `out` is SIGKILLed: the coordinator's reaper ends the attempt
+    (ABORT, its datasets named), the next attempt on the other executor STARTs and
+    COMPLETEs."""
+    stack: Stack = stack_factory(
+        env={
+            "OPENLINEAGE_URL": f"http://127.0.0.1:{receiver.server_address[1]}",
+            "OPENLINEAGE_NAMESPACE": NAMESPACE,
+            "ETL_FUSION": "0",
+            "ETL_FAULT": "slow_batches:step=out:ms=250",
+        },
+        files={"people.csv": PEOPLE.replace(",x\n", ",7\n")},
+    )
+    stack.start()
+    run_id = stack.trigger(stack.create("killed", KILL_PLAN))[1]["id"]
+
+    def live() -> str | None:
+        rows = stack.sql(
+            "SELECT executor FROM attempts WHERE run_id = %s AND step_name = 'out'"
+            " AND outcome IS NULL AND batches_done >= 1",
+            run_id,
+        )
+        return rows[0][0] if rows else None
+
+    executor = stack.wait_for(live, what="out's first batch")
+    stack.kill(executor.split(":")[0], signal.SIGKILL)
+    assert stack.wait_run(run_id, timeout=120)["status"] == "succeeded"
+    stack.wait_for(
+        lambda: _pipeline_types(receiver, run_id, "killed") == ["START", "COMPLETE"],
+        what="run COMPLETE",
+    )
+    events = _events(receiver)
+    for e in events:
+        assert problems(e) == [], e
+    outs = {
+        e["run"]["facets"]["etl_run"]["attempt"]: e
+        for e in events
+        if e["job"]["name"] == "killed.out" and e["eventType"] != "START"
+    }
+    assert {n: e["eventType"] for n, e in outs.items()} == {1: "ABORT", 2: "COMPLETE"}
+    starts = [e for e in events if e["job"]["name"] == "killed.out" and e["eventType"] == "START"]
+    assert sorted(e["run"]["facets"]["etl_run"]["attempt"] for e in starts) == [1, 2]
+    abort = outs[1]
+    assert abort["run"]["runId"] == next(
+        e["run"]["runId"] for e in starts if e["run"]["facets"]["etl_run"]["attempt"] == 1
+    )
+    assert [d["name"] for d in abort["outputs"]] == [str(stack.exports / run_id / "people.jsonl")]
+    assert outs[2]["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == N
