@@ -20,7 +20,15 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.serde import Serde
 from openlineage.client.transport import Transport
 
-from actors.lineage import LineageEmitter, Notice, Places, Sandbox, attempt_run_id, compose
+from actors.lineage import (
+    LineageEmitter,
+    Notice,
+    Places,
+    Sandbox,
+    attempt_run_id,
+    compose,
+    sandbox_of,
+)
 from actors.lineage.events import RunFacts, RunState, StepFacts
 from dag import parse_plan
 from tests.lineage_spec import problems
@@ -274,3 +282,11 @@ def test_the_client_configuration_decides_and_off_is_silent(tmp_path: Path, env,
     assert done.stdout.strip() == kind
     if kind == "None":
         assert "openlineage" not in done.stderr.lower(), done.stderr
+
+
+def test_sandbox_address_from_url_or_dsn() -> None:
+    assert sandbox_of("postgresql://etl@db.internal:6432/warehouse") == Sandbox(
+        "db.internal", 6432, "warehouse"
+    )
+    assert sandbox_of("postgresql://postgres@127.0.0.1/etl") == Sandbox("127.0.0.1", 5432, "etl")
+    assert sandbox_of("host=h dbname=d") == Sandbox("h", 5432, "d")
