@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -94,16 +95,18 @@ class LineageEmitter:
                 log.warning("lineage event not emitted: %s: %s", type(exc).__name__, exc)
 
     def close(self, timeout_s: float = 5.0) -> bool:
-        """Emit what is queued for up to `timeout_s`, then close the transport; True when
+        """Emit what is queued, then close the transport, within `timeout_s` in all (an
+        endpoint that does not answer must not hold a stopping process); True when
         everything queued went out."""
+        deadline = time.monotonic() + timeout_s
         try:
             self._queue.put(_STOP, timeout=timeout_s)
         except queue.Full:
             return False
-        self._thread.join(timeout_s)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
         done = not self._thread.is_alive()
         try:
-            self._client.close(timeout_s)
+            self._client.close(max(0.1, deadline - time.monotonic()))
         except Exception as exc:
             log.warning("lineage transport not closed: %s", exc)
         return done

@@ -195,8 +195,10 @@ def _datasets(
     own = facts.steps.get(name, StepFacts())
     config = step.config
     if step.type == "ingest":
-        source = _file(places.data_dir / config["path"]) if config["source"] == "file" else None
-        source = source or _table(places.sandbox, config["table"])
+        if config["source"] == "file":
+            source = _file(places.data_dir / config["path"])
+        else:
+            source = _table(places.sandbox, config["table"])
         sources = [(source, own.columns)]
     else:
         sources = [

@@ -242,6 +242,14 @@ def test_a_full_queue_drops_and_counts_without_blocking() -> None:
     assert (emitter.emitted, emitter.failed, len(transport.got)) == (3, 0, 3)
 
 
+def test_stopping_with_an_endpoint_that_hangs_is_bounded() -> None:
+    emitter = LineageEmitter(OpenLineageClient(transport=_Blocking()), lambda n: n).start()
+    emitter.notify(1)
+    began = time.monotonic()
+    assert emitter.close(0.5) is False  # the event still hangs in the transport
+    assert time.monotonic() - began < 2
+
+
 def test_a_failing_build_or_transport_is_counted_not_raised() -> None:
     client = OpenLineageClient(transport=_Blocking())
 
