@@ -243,7 +243,8 @@ def test_a_full_queue_drops_and_counts_without_blocking() -> None:
 
 
 def test_stopping_with_an_endpoint_that_hangs_is_bounded() -> None:
-    emitter = LineageEmitter(OpenLineageClient(transport=_Blocking()), lambda n: n).start()
+    event = compose(Notice(RunState.START, RUN_ID, AT), FACTS, namespace="etl", places=None)
+    emitter = LineageEmitter(OpenLineageClient(transport=_Blocking()), lambda n: event).start()
     emitter.notify(1)
     began = time.monotonic()
     assert emitter.close(0.5) is False  # the event still hangs in the transport
