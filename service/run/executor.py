@@ -86,7 +86,7 @@ def run_executor(cfg: Config, name: str) -> int:
     stop.wait()
     # A running step sees `stop` at its next batch boundary and hands the step over.
     worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
-    stop_lineage()
     broker.close()
     log.info("executor %s stopped", owner)
+    stop_lineage()  # what the last attempt told goes out
     return 0
