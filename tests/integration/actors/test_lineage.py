@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -275,3 +277,36 @@ def test_an_attempt_whose_executor_died_ends_abort_from_the_reaper(stack_factory
     )
     assert [d["name"] for d in abort["outputs"]] == [str(stack.exports / run_id / "people.jsonl")]
     assert outs[2]["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == N
+
+
+def test_an_endpoint_that_never_answers_holds_no_step(stack_factory) -> None:
+    """The lineage endpoint accepts connections and never answers (each event waits out
+    the client's timeout and retries): the run still finishes in the time it takes without
+    lineage, since events leave from a thread of their own."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def hold() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=hold, daemon=True).start()
+    try:
+        stack: Stack = stack_factory(
+            env={"OPENLINEAGE_URL": f"http://127.0.0.1:{listener.getsockname()[1]}"},
+            files={"people.csv": PEOPLE.replace(",x\n", ",7\n")},
+        )
+        stack.start(executors=("executor-1",))
+        began = time.monotonic()
+        run_id = stack.trigger(stack.create("unanswered", KILL_PLAN))[1]["id"]
+        assert stack.wait_run(run_id, timeout=60)["status"] == "succeeded"
+        # six events, each waiting 5 s and retried, would take minutes on the step's path
+        assert time.monotonic() - began < 15
+        assert held  # lineage was on: the coordinator and the executor tried to POST
+    finally:
+        listener.close()
+        for s in held:
+            s.close()
