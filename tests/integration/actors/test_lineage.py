@@ -154,6 +154,11 @@ def test_a_failed_and_resumed_run_tells_its_whole_sequence(stack_factory, receiv
             assert parent["run"]["runId"] == run_id
             assert (parent["job"]["namespace"], parent["job"]["name"]) == (NAMESPACE, PIPELINE)
     assert sorted(n for (s, n) in attempts if s == "read") == [1, 2]
+    # the resumed ingest ran the steps below it fused: their START came from the adoption
+    fused = stack.sql(
+        "SELECT count(*) FROM attempts WHERE run_id = %s AND fused_into IS NOT NULL", run_id
+    )[0][0]
+    assert fused >= 1
 
     done = {
         e["job"]["name"].removeprefix(f"{PIPELINE}."): e
