@@ -18,30 +18,14 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg2.extensions import parse_dsn
-
 from actors.leases import Claim
-from actors.lineage.emitter import MAX_QUEUED, LineageEmitter, configured_client
-from actors.lineage.events import (
-    RUN_EVENT,
-    STEP_EVENT,
-    Notice,
-    Places,
-    RunState,
-    Sandbox,
-    attempt_run_id,
-    compose,
-)
-from actors.lineage.facts import EventBuilder
+from actors.lineage.notices import ABORT, RUN_EVENT, START, STEP_EVENT, Notice
+from actors.lineage.places import Places, Sandbox, sandbox_of
 
 __all__ = [
-    "LineageEmitter",
     "Notice",
     "Places",
     "Sandbox",
-    "attempt_run_id",
-    "compose",
-    "configured_client",
     "runs_moved",
     "sandbox_of",
     "start_lineage",
@@ -53,7 +37,7 @@ __all__ = [
 
 log = logging.getLogger("etl.lineage")
 DEFAULT_NAMESPACE = "default"  # the OpenLineage client's own default
-_active: tuple[LineageEmitter, EventBuilder] | None = None
+_active: Any = None  # (LineageEmitter, EventBuilder) while lineage is on
 
 
 def start_lineage(
@@ -62,12 +46,16 @@ def start_lineage(
     places: Places | None,
     environ: Mapping[str, str],
     client: Any = None,
-    max_queued: int = MAX_QUEUED,
-) -> LineageEmitter | None:
+) -> Any:
     """Turn lineage on for this process if the client is configured (`client` given, or
     `configured_client()`); returns the emitter, None when lineage stays off. The job
     namespace is `OPENLINEAGE_NAMESPACE` (default `default`). `places` names the files and
     tables of step datasets (None: step events carry no datasets)."""
+    # The client is imported only here: the processes that never turn lineage on (the
+    # API's workers, the CLI) do not pay for importing it.
+    from actors.lineage.emitter import LineageEmitter, configured_client
+    from actors.lineage.facts import EventBuilder
+
     global _active
     client = client if client is not None else configured_client()
     if client is None:
@@ -75,7 +63,7 @@ def start_lineage(
         return None
     namespace = environ.get("OPENLINEAGE_NAMESPACE") or DEFAULT_NAMESPACE
     build = EventBuilder(connect_state, namespace=namespace, places=places)
-    emitter = LineageEmitter(client, build, max_queued=max_queued).start()
+    emitter = LineageEmitter(client, build).start()
     _active = (emitter, build)
     log.info("OpenLineage on: %s transport, namespace %r", client.transport.kind, namespace)
     return emitter
@@ -99,16 +87,6 @@ def stop_lineage(timeout_s: float = 5.0) -> None:
         )
 
 
-def sandbox_of(url: str) -> Sandbox:
-    """The sandbox's address as datasets name it, from its connection URL or DSN."""
-    dsn = parse_dsn(url)
-    return Sandbox(
-        host=dsn.get("host") or "localhost",
-        port=int(dsn.get("port") or 5432),
-        database=dsn.get("dbname") or dsn.get("user") or "postgres",
-    )
-
-
 def _notify(notice: Notice) -> None:
     if _active is not None:
         _active[0].notify(notice)
@@ -120,7 +98,7 @@ def runs_moved(started: Iterable[str], finished: Iterable[tuple[str, str]]) -> N
         return
     at = datetime.now(UTC)
     for run_id in started:
-        _notify(Notice(RunState.START, str(run_id), at))
+        _notify(Notice(START, str(run_id), at))
     for run_id, status in finished:
         event_type = RUN_EVENT.get(status)
         if event_type is not None:
@@ -133,7 +111,7 @@ def steps_started(claims: Iterable[Claim]) -> None:
         return
     at = datetime.now(UTC)
     for c in claims:
-        _notify(Notice(RunState.START, c.run_id, at, c.step_name, c.number))
+        _notify(Notice(START, c.run_id, at, c.step_name, c.number))
 
 
 def steps_ended(claims: Iterable[Claim | None], outcome: str, error: str | None = None) -> None:
@@ -153,4 +131,4 @@ def steps_expired(reaped: Iterable[tuple[str, str]]) -> None:
         return
     at = datetime.now(UTC)
     for run_id, step in reaped:
-        _notify(Notice(RunState.ABORT, run_id, at, step, None, "lease expired"))
+        _notify(Notice(ABORT, run_id, at, step, None, "lease expired"))

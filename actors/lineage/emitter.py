@@ -20,7 +20,7 @@ from typing import Any
 from openlineage.client import OpenLineageClient
 
 log = logging.getLogger("etl.lineage")
-MAX_QUEUED = 10_000
+MAX_QUEUED = 10_000  # notices
 _STOP = object()
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -30,42 +29,15 @@ from openlineage.client.generated.base import RunFacet
 from openlineage.client.naming.dataset import LocalFileSystem, Postgres
 
 import connectors
-from dag import AttemptOutcome, Plan, RunStatus
+from actors.lineage.notices import COMPLETE, FAIL, Notice
+from actors.lineage.places import Places, Sandbox
+from dag import Plan
 
 PRODUCER = "urn:etl-platform:openlineage"
 INTEGRATION = "ETL_PLATFORM"
 # uuid5 namespace of step attempts' run ids: the same attempt always gets the same run id.
 ATTEMPT_RUN_IDS = uuid.UUID("6f1d8a52-3c1e-5b7a-9d0e-2f4c6b8a1e37")
 TRACE_FACET = "etl_run"
-
-# How an attempt's outcome and a run's final status end their OpenLineage runs.
-STEP_EVENT = {
-    AttemptOutcome.SUCCEEDED: RunState.COMPLETE,
-    AttemptOutcome.FAILED: RunState.FAIL,
-    AttemptOutcome.INPUT_ERROR: RunState.FAIL,
-    AttemptOutcome.TIMEOUT: RunState.FAIL,
-    AttemptOutcome.CANCELED: RunState.ABORT,
-    AttemptOutcome.RELEASED: RunState.ABORT,  # the step goes on in a new attempt
-    AttemptOutcome.LEASE_EXPIRED: RunState.ABORT,  # likewise, after the reaper took it over
-}
-RUN_EVENT = {
-    RunStatus.SUCCEEDED: RunState.COMPLETE,
-    RunStatus.FAILED: RunState.FAIL,
-    RunStatus.CANCELED: RunState.ABORT,
-}
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A state change to tell, taken right after the transaction that made it committed:
-    a pipeline run's (`step` None) or a step attempt's."""
-
-    event_type: RunState
-    run_id: str
-    at: datetime
-    step: str | None = None
-    attempt: int | None = None  # None for a reaped step: its last expired attempt
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,25 +61,6 @@ class RunFacts:
     plan: Plan
     steps: dict[str, StepFacts] = field(default_factory=dict)
     error: str | None = None
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """Where the sandbox tables live (their dataset namespace and name prefix)."""
-
-    host: str
-    port: int
-    database: str
-
-
-@dataclass(frozen=True)
-class Places:
-    """Where an executor's files and tables are: the datasets' names come from here."""
-
-    data_dir: Path
-    export_dir: Path
-    reject_dir: Path
-    sandbox: Sandbox
 
 
 @attr.define
@@ -140,11 +93,11 @@ def compose(notice: Notice, facts: RunFacts, *, namespace: str, places: Places |
 
 def _run_event(notice: Notice, facts: RunFacts, namespace: str) -> RunEvent:
     facets: dict[str, Any] = {TRACE_FACET: _trace(notice.run_id, facts)}
-    if notice.event_type == RunState.FAIL:
+    if notice.event_type == FAIL:
         message = facts.error or _first_step_error(facts) or "run failed"
         facets["errorMessage"] = _error(message)
     return RunEvent(
-        eventType=notice.event_type,
+        eventType=RunState(notice.event_type),
         eventTime=notice.at.isoformat(),
         run=Run(runId=notice.run_id, facets=facets),
         job=Job(namespace=namespace, name=facts.pipeline, facets=_job_facets("DAG")),
@@ -167,14 +120,14 @@ def _step_event(notice: Notice, facts: RunFacts, namespace: str, places: Places 
         ),
         TRACE_FACET: _trace(notice.run_id, facts, notice.attempt),
     }
-    if notice.error and notice.event_type == RunState.FAIL:
+    if notice.error and notice.event_type == FAIL:
         facets["errorMessage"] = _error(notice.error)
     inputs, outputs = [], []
     if places is not None:
-        done = notice.event_type == RunState.COMPLETE
+        done = notice.event_type == COMPLETE
         inputs, outputs = _datasets(step.name, notice.run_id, facts, namespace, places, done)
     return RunEvent(
-        eventType=notice.event_type,
+        eventType=RunState(notice.event_type),
         eventTime=notice.at.isoformat(),
         run=Run(runId=attempt_run_id(notice.run_id, step.name, notice.attempt), facets=facets),
         job=Job(
