@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from actors import lineage
 from actors.broker import send_advance_run, send_run_step
 from actors.sql import QUERIES
 from dag import Plan, PlanInvalid, RunStatus, StepStatus, decide, parse_plan
@@ -70,6 +71,7 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
     except BaseException:
         conn.rollback()
         raise
+    lineage.runs_moved(result.started_runs, result.finished_runs)
     return result
 
 

@@ -13,6 +13,7 @@ import logging
 from dramatiq.middleware.time_limit import TimeLimitExceeded
 
 import connectors
+from actors import lineage
 from actors.errors import LeaseLost, StepTimeout
 from actors.group import Member
 from actors.leases import Claim, Heartbeat, fence
@@ -68,6 +69,8 @@ def end_canceled(conn, claim: Claim, error: str, settings: ExecutorSettings) -> 
         conn.commit()
     except LeaseLost:
         conn.rollback()
+        return
+    lineage.steps_ended([claim], AttemptOutcome.CANCELED, error)
 
 
 def release(
@@ -97,6 +100,7 @@ def release(
     except LeaseLost:
         conn.rollback()
         return None
+    lineage.steps_ended([claim, *followers], AttemptOutcome.RELEASED, why)
     return next_attempt
 
 
@@ -114,6 +118,8 @@ def unfuse(
         conn.commit()
     except LeaseLost:
         conn.rollback()
+        return
+    lineage.steps_ended(followers, AttemptOutcome.RELEASED, why)
 
 
 def _unfuse_in(
@@ -149,6 +155,7 @@ def fail(
     except LeaseLost:
         conn.rollback()
         return LEASE_LOST, None
+    lineage.steps_ended([claim], outcome, error)
     return outcome, (int(decision.delay_s * 1000) if decision.retry else None)
 
 

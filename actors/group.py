@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import connectors
+from actors import lineage
 from actors.errors import ReplayMismatch
 from actors.leases import Claim, Heartbeat, fence
 from actors.progress import StepContext, StepWork, fresh_progress, load_context
@@ -90,6 +91,7 @@ def form_group(
         fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
         adopted = _adopt(cur, plan, claim, names, s)
     conn.commit()
+    lineage.steps_started(adopted.values())
     head = Member(ctx, claim, head=True)
     group = _replayed(conn, run_id, ctx, head)
     group.append(head)

@@ -26,6 +26,7 @@ import psycopg2
 from dramatiq.middleware.time_limit import TimeLimitExceeded
 
 import connectors
+from actors import lineage
 from actors.endings import LEASE_LOST, end_canceled, fail, finish, leave, release, unfuse
 from actors.errors import ExecutorStopping, LeaseLost, StepCanceled, StepTimeout
 from actors.faults import Faults
@@ -110,6 +111,7 @@ class StepRunner:
             "trace_id": claim.trace_id,
         }
         log.info("attempt claimed", extra=ctx)
+        lineage.steps_started([claim])
         heartbeat = Heartbeat(
             self._connect_state,
             attempt_id,
@@ -385,6 +387,7 @@ def _commit_succeeded(conn, group: list[Member], s: ExecutorSettings) -> None:
             cur.execute(QUERIES["save_checkpoint"], progress.params(claim.run_id, m.name))
             finish(cur, claim, AttemptOutcome.SUCCEEDED, None, step_status=StepStatus.SUCCEEDED)
     conn.commit()
+    lineage.steps_ended([m.claim for m in group], AttemptOutcome.SUCCEEDED)
 
 
 def _process(m: Member, batch: InputBatch, faults: Faults) -> None:

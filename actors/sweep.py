@@ -22,6 +22,7 @@ from typing import Any
 
 import psycopg2
 
+from actors import lineage
 from actors.advancer import advance_pipeline
 from actors.broker import send_run_step
 from actors.metric_fold import fold_metric_deltas
@@ -87,6 +88,7 @@ def reap_expired_leases(conn, broker) -> list[tuple[str, str]]:
     except BaseException:
         conn.rollback()
         raise
+    lineage.steps_expired(reaped)
     for attempt_id, trace_id in wake:
         send_run_step(broker, attempt_id, trace_id)
     return reaped

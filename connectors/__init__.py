@@ -25,7 +25,7 @@ from connectors.fileexport import (
 )
 from connectors.files import check_rel_path, open_source
 from connectors.rejects import RejectPreview, read_rejects
-from connectors.sandbox import check_table_name
+from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
 from connectors.table_export import (
     TableExport,
     check_export_columns,
@@ -40,6 +40,7 @@ from connectors.table_source import (
 )
 
 __all__ = [
+    "SANDBOX_SCHEMA",
     "ChunkMissing",
     "ChunkedFile",
     "ConnectorError",

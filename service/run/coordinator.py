@@ -18,10 +18,12 @@ from actors import (
     run_sweep,
     start_worker,
 )
+from actors.lineage import start_lineage, stop_lineage
 from ddl import connector
 from service.config import Config
 from service.logs import configure_logging
 from service.run.lifecycle import die_with_parent, stop_on_signals
+from service.run.lineage import lineage_places
 from service.run.purge import purge_sandbox
 
 log = logging.getLogger("etl.process")
@@ -36,6 +38,7 @@ def run_coordinator(
     stop = stop_on_signals()
     api = subprocess.Popen(api_argv, preexec_fn=die_with_parent)
     broker = build_broker(cfg.database_url, max_connections=12, app="etl-coordinator-broker")
+    start_lineage(connector(cfg.database_url, "etl-lineage"), **lineage_places(cfg))
     register_advancer(broker, connector(cfg.database_url, "etl-advancer"))
     worker = start_worker(broker, [COORDINATOR_QUEUE], threads=2)
     scheduler = scheduler_factory(cfg, broker) if scheduler_factory else None
@@ -77,6 +80,7 @@ def run_coordinator(
             api.kill()
     worker.stop(timeout=5000)
     sweeper.join(timeout=cfg.sweep_s + 5)
+    stop_lineage()
     broker.close()
     log.info("coordinator stopped")
     return code

@@ -21,10 +21,12 @@ from actors import (
     send_run_step,
     start_worker,
 )
+from actors.lineage import start_lineage, stop_lineage
 from ddl import connect, connector
 from service.config import Config
 from service.logs import configure_logging
 from service.run.lifecycle import stop_on_signals
+from service.run.lineage import lineage_places
 
 log = logging.getLogger("etl.process")
 
@@ -74,6 +76,7 @@ def run_executor(cfg: Config, name: str) -> int:
         stopping=stop,
     )
     register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
+    start_lineage(connector(cfg.database_url, f"etl-{name}-lineage"), **lineage_places(cfg))
     conn = connect(cfg.database_url, f"etl-{name}-boot")
     try:
         taken = release_own_leases(conn, broker, name=name, owner=owner)
@@ -94,4 +97,5 @@ def run_executor(cfg: Config, name: str) -> int:
         worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
     broker.close()
     log.info("executor %s stopped", owner)
+    stop_lineage()  # what the last attempt told goes out
     return 0
