@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from actors.broker import send_advance_run, send_run_step
 from actors.sql import QUERIES
+from actors.tracing import record_run_spans
 from dag import Plan, PlanInvalid, RunStatus, StepStatus, decide, parse_plan
 
 log = logging.getLogger("etl.advancer")
@@ -70,6 +71,7 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
     except BaseException:
         conn.rollback()
         raise
+    record_run_spans(conn, [run_id for run_id, _status in result.finished_runs])
     return result
 
 

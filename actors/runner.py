@@ -18,12 +18,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from typing import Any
 
 import psycopg2
 from dramatiq.middleware.time_limit import TimeLimitExceeded
+from opentelemetry.trace import INVALID_SPAN
 
 import connectors
 from actors.endings import LEASE_LOST, end_canceled, fail, finish, leave, release, unfuse
@@ -44,6 +45,7 @@ from actors.progress import fresh_progress, load_context
 from actors.settings import ExecutorSettings
 from actors.sql import QUERIES
 from actors.steps import InputBatch, compute_batch
+from actors.tracing import AttemptSpans
 from dag import BATCH_SIZE, AttemptOutcome, RowValueError, StepStatus, chain_rows, encode_rows
 from dag.plan import ON_ROW_ERROR_STOP
 from ddl import connection_lost
@@ -80,6 +82,7 @@ class StepRunner:
         self._conn = None
         self._group: list[Member] = []  # the running attempt's members, in order
         self._heartbeat: Heartbeat | None = None  # the running attempt's
+        self._spans: AttemptSpans | None = None  # the running attempt's (`actors.tracing`)
 
     def _state_conn(self):
         if self._conn is None or self._conn.closed:
@@ -109,27 +112,30 @@ class StepRunner:
             "attempt": claim.number,
             "trace_id": claim.trace_id,
         }
-        log.info("attempt claimed", extra=ctx)
-        heartbeat = Heartbeat(
-            self._connect_state,
-            attempt_id,
-            s.owner,
-            ttl_s=s.lease_ttl_s,
-            interval_s=s.heartbeat_s,
-            max_age_s=s.step_timeout_s + 2 * s.heartbeat_s,
-        )
-        self._group, self._heartbeat = [], heartbeat
-        with heartbeat:
-            outcome, delay_ms = self._run_claimed(claim, heartbeat, ctx)
-        self._group, self._heartbeat = [], None
-        if outcome in (LEASE_LOST, AttemptOutcome.RELEASED):
+        self._spans = spans = AttemptSpans(claim, s.name)
+        with spans.current():
+            log.info("attempt claimed", extra=ctx)
+            heartbeat = Heartbeat(
+                self._connect_state,
+                attempt_id,
+                s.owner,
+                ttl_s=s.lease_ttl_s,
+                interval_s=s.heartbeat_s,
+                max_age_s=s.step_timeout_s + 2 * s.heartbeat_s,
+            )
+            self._group, self._heartbeat = [], heartbeat
+            with heartbeat:
+                outcome, delay_ms = self._run_claimed(claim, heartbeat, ctx)
+            self._group, self._heartbeat, self._spans = [], None, None
+            spans.end(self._conn, outcome)
+            if outcome in (LEASE_LOST, AttemptOutcome.RELEASED):
+                return outcome
+            log.info("attempt %s", outcome, extra=ctx)
+            try:
+                self._wake_run(claim.run_id, claim.trace_id, delay_ms)
+            except Exception as exc:  # the coordinator's sweep advances the run anyway
+                log.warning("wake-up not sent: %s", exc, extra=ctx)
             return outcome
-        log.info("attempt %s", outcome, extra=ctx)
-        try:
-            self._wake_run(claim.run_id, claim.trace_id, delay_ms)
-        except Exception as exc:  # the coordinator's sweep advances the run anyway
-            log.warning("wake-up not sent: %s", exc, extra=ctx)
-        return outcome
 
     def _claim(self, attempt_id: int) -> Claim | None:
         """Claim the attempt; a session lost on the way (a restarted database) is reopened
@@ -239,6 +245,8 @@ class StepRunner:
         self.settings.faults.at_attempt_start(ctx.step.name, claim.number)
         if not self._group:  # a take-back goes on with the group it had
             self._group = form_group(conn, claim, ctx, heartbeat, self.settings)
+            if self._spans is not None:
+                self._spans.adopt(self._follower_claims())
         group = self._group
         for m in group:  # a take-back starts again from the committed checkpoints
             m.work = None
@@ -326,7 +334,7 @@ class StepRunner:
                 if m.claim is None:
                     check_replay(m)
                 else:
-                    _finish_member(m)
+                    _finish_member(m, self._spans)
         _commit_succeeded(conn, self._group, self.settings)
 
     def _check(self, conn, heartbeat: Heartbeat, started: float) -> None:
@@ -421,9 +429,9 @@ def _process(m: Member, batch: InputBatch, faults: Faults) -> None:
             )
 
 
-def _finish_member(m: Member) -> None:
+def _finish_member(m: Member, spans: AttemptSpans | None) -> None:
     """A member's end: its input digest (its upstream's output digest), final records,
-    export and reject file published."""
+    export (in its span) and reject file published."""
     step, progress, work = m.ctx.step, m.ctx.progress, m.work
     digest_of = getattr(work.source, "input_digest_of", None)
     if digest_of is not None:
@@ -440,14 +448,24 @@ def _finish_member(m: Member) -> None:
         progress.output_digest = chain_rows(progress.output_digest, names, rows)
     progress.records_out += len(final)
     if work.sink is not None:
-        location = work.sink.publish(work.chunks, progress.records_out)
-        log.info(
-            "export published to %s",
-            location,
-            extra={"run_id": m.claim.run_id, "step": step.name},
-        )
+        target = str(step.config.get("target", "file"))
+        with _export_span(spans, m.claim, target, progress.records_out) as span:
+            location = work.sink.publish(work.chunks, progress.records_out)
+            span.set_attribute("etl.export.location", location)
+            log.info(
+                "export published to %s",
+                location,
+                extra={"run_id": m.claim.run_id, "step": step.name},
+            )
     if work.reject_chunks:
         work.rejects.publish(work.reject_chunks)
+
+
+def _export_span(spans: AttemptSpans | None, claim: Claim, target: str, records: int):
+    """The export's span under its attempt's (a no-op span outside an attempt)."""
+    if spans is None:
+        return nullcontext(INVALID_SPAN)
+    return spans.export(claim, target, records)
 
 
 def _timeout(elapsed_s: float, limit_s: float) -> StepTimeout:

@@ -30,6 +30,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
+from opentelemetry import trace
 
 from actors import send_advance_run
 from ddl import connector
@@ -37,6 +38,7 @@ from service.config import Config
 from service.domain.db import Cursor
 from service.domain.runs import Admission, AdmissionOutcome
 from service.domain.schedules import ScheduleSpec, fire_schedule, list_live_schedules, trigger_key
+from service.tracing import trigger_span
 
 log = logging.getLogger("etl.scheduler")
 
@@ -250,8 +252,14 @@ class Scheduler:
         recorded, without a run). After COMMIT, wakes the dag-advancer for a created run."""
         fire_time = fire_time.astimezone(UTC)
         key = trigger_key(schedule_id, fire_time)
-        with self._transaction() as cur:
-            fired = fire_schedule(cur, schedule_id, fire_time, self._now())
+        tracer = trace.get_tracer("etl.scheduler")
+        attributes = {"etl.schedule_id": str(schedule_id), "etl.trigger_key": key}
+        # the fire's span is the trigger span of its run: a root, a new trace each fire
+        with (
+            trigger_span(tracer, "fire_schedule", attributes=attributes) as trigger,
+            self._transaction() as cur,
+        ):
+            fired = fire_schedule(cur, schedule_id, fire_time, self._now(), trace=trigger.run_trace)
         if fired is None:
             log.info("schedule %s is deleted; %s does not fire", schedule_id, key)
             return None

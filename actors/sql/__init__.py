@@ -1,9 +1,11 @@
-"""The engine's named SQL queries (`queries.sql`), loaded once."""
+"""The engine's named SQL queries, loaded once: `queries.sql` (the advancer, leases,
+checkpoints, the sweep) and `tracing.sql` (what the engine's spans read)."""
 
 from pathlib import Path
 
 from ddl import load_queries
 
 QUERIES = load_queries(Path(__file__).with_name("queries.sql"))
+TRACING_QUERIES = load_queries(Path(__file__).with_name("tracing.sql"))
 
-__all__ = ["QUERIES"]
+__all__ = ["QUERIES", "TRACING_QUERIES"]
