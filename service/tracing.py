@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Tracer, format_span_id, format_trace_id
+from opentelemetry.trace import (
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    Tracer,
+    format_span_id,
+    format_trace_id,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 TRACEPARENT = "traceparent"
@@ -78,7 +86,8 @@ def trigger_span(
     attributes: Mapping[str, Any] | None = None,
 ) -> Iterator[Trigger]:
     """The span of a trigger named `name`, current while the block runs (a server span, its
-    parent the caller's `traceparent` if valid). An exception in the block is recorded on it.
+    parent the caller's `traceparent` if valid). An exception in the block is recorded on it,
+    and makes it an error unless it is a refusal of the caller's request (a status < 500).
 
     The run's trace: with an SDK, this span's ids; without one, the caller's span (its
     trace goes on, and the run's spans of processes that do trace hang off it), or None
@@ -87,7 +96,11 @@ def trigger_span(
     parent = _PROPAGATOR.extract(carrier)
     incoming = trace.get_current_span(parent).get_span_context()
     with tracer.start_as_current_span(
-        name, context=parent, kind=SpanKind.SERVER, attributes=dict(attributes or {})
+        name,
+        context=parent,
+        kind=SpanKind.SERVER,
+        attributes=dict(attributes or {}),
+        set_status_on_exception=False,
     ) as span:
         own = span.get_span_context()
         if own.is_valid and own.span_id != incoming.span_id:  # a span of an SDK
@@ -102,7 +115,14 @@ def trigger_span(
             )
         else:
             ids = None
-        yield Trigger(span, ids)
+        try:
+            yield Trigger(span, ids)
+        except Exception as exc:
+            # a refusal the caller gets to fix (404, 409, ...) is no error of the server's
+            # (the exception is recorded on the span either way)
+            if getattr(exc, "status", 500) >= 500:
+                span.set_status(Status(StatusCode.ERROR, str(exc)))
+            raise
 
 
 def setup_tracing(process: str, *, enabled: bool, service_name: str | None = None) -> Any:
