@@ -250,7 +250,7 @@ def _operation(resource: Any, method: str, op: Operation, parameters: list) -> d
         if op.etag and status < 300:
             answer["headers"] = {"ETag": ETAG}
         if component in _RUN_ANSWERS:
-            answer["headers"] = {"traceparent": TRACEPARENT_HEADER}
+            answer.setdefault("headers", {})["traceparent"] = TRACEPARENT_HEADER
         out["responses"][str(status)] = answer
     return out
 
