@@ -18,13 +18,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import psycopg2
 from dramatiq.middleware.time_limit import TimeLimitExceeded
-from opentelemetry.trace import INVALID_SPAN
 
 import connectors
 from actors.endings import LEASE_LOST, end_canceled, fail, finish, leave, release, unfuse
@@ -112,30 +111,36 @@ class StepRunner:
             "attempt": claim.number,
             "trace_id": claim.trace_id,
         }
-        self._spans = spans = AttemptSpans(claim, s.name)
-        with spans.current():
-            log.info("attempt claimed", extra=ctx)
-            heartbeat = Heartbeat(
-                self._connect_state,
-                attempt_id,
-                s.owner,
-                ttl_s=s.lease_ttl_s,
-                interval_s=s.heartbeat_s,
-                max_age_s=s.step_timeout_s + 2 * s.heartbeat_s,
-            )
-            self._group, self._heartbeat = [], heartbeat
-            with heartbeat:
-                outcome, delay_ms = self._run_claimed(claim, heartbeat, ctx)
-            self._group, self._heartbeat, self._spans = [], None, None
-            spans.end(self._conn, outcome)
-            if outcome in (LEASE_LOST, AttemptOutcome.RELEASED):
-                return outcome
-            log.info("attempt %s", outcome, extra=ctx)
-            try:
-                self._wake_run(claim.run_id, claim.trace_id, delay_ms)
-            except Exception as exc:  # the coordinator's sweep advances the run anyway
-                log.warning("wake-up not sent: %s", exc, extra=ctx)
+        self._spans = AttemptSpans(claim, s.name)
+        with self._spans.current():  # its log lines carry the attempt span's ids
+            return self._run_attempt(claim, ctx)
+
+    def _run_attempt(self, claim: Claim, ctx: dict) -> str:
+        """The claimed attempt under its heartbeat, its spans ended with its outcome, the
+        dag-advancer woken."""
+        s, attempt_id = self.settings, claim.attempt_id
+        log.info("attempt claimed", extra=ctx)
+        heartbeat = Heartbeat(
+            self._connect_state,
+            attempt_id,
+            s.owner,
+            ttl_s=s.lease_ttl_s,
+            interval_s=s.heartbeat_s,
+            max_age_s=s.step_timeout_s + 2 * s.heartbeat_s,
+        )
+        self._group, self._heartbeat = [], heartbeat
+        with heartbeat:
+            outcome, delay_ms = self._run_claimed(claim, heartbeat, ctx)
+        self._group, self._heartbeat = [], None
+        self._spans.end(self._conn, outcome)
+        if outcome in (LEASE_LOST, AttemptOutcome.RELEASED):
             return outcome
+        log.info("attempt %s", outcome, extra=ctx)
+        try:
+            self._wake_run(claim.run_id, claim.trace_id, delay_ms)
+        except Exception as exc:  # the coordinator's sweep advances the run anyway
+            log.warning("wake-up not sent: %s", exc, extra=ctx)
+        return outcome
 
     def _claim(self, attempt_id: int) -> Claim | None:
         """Claim the attempt; a session lost on the way (a restarted database) is reopened
@@ -245,8 +250,7 @@ class StepRunner:
         self.settings.faults.at_attempt_start(ctx.step.name, claim.number)
         if not self._group:  # a take-back goes on with the group it had
             self._group = form_group(conn, claim, ctx, heartbeat, self.settings)
-            if self._spans is not None:
-                self._spans.adopt(self._follower_claims())
+            self._spans.adopt(self._follower_claims())
         group = self._group
         for m in group:  # a take-back starts again from the committed checkpoints
             m.work = None
@@ -429,7 +433,7 @@ def _process(m: Member, batch: InputBatch, faults: Faults) -> None:
             )
 
 
-def _finish_member(m: Member, spans: AttemptSpans | None) -> None:
+def _finish_member(m: Member, spans: AttemptSpans) -> None:
     """A member's end: its input digest (its upstream's output digest), final records,
     export (in its span) and reject file published."""
     step, progress, work = m.ctx.step, m.ctx.progress, m.work
@@ -449,7 +453,7 @@ def _finish_member(m: Member, spans: AttemptSpans | None) -> None:
     progress.records_out += len(final)
     if work.sink is not None:
         target = str(step.config.get("target", "file"))
-        with _export_span(spans, m.claim, target, progress.records_out) as span:
+        with spans.export(m.claim, target, progress.records_out) as span:
             location = work.sink.publish(work.chunks, progress.records_out)
             span.set_attribute("etl.export.location", location)
             log.info(
@@ -459,13 +463,6 @@ def _finish_member(m: Member, spans: AttemptSpans | None) -> None:
             )
     if work.reject_chunks:
         work.rejects.publish(work.reject_chunks)
-
-
-def _export_span(spans: AttemptSpans | None, claim: Claim, target: str, records: int):
-    """The export's span under its attempt's (a no-op span outside an attempt)."""
-    if spans is None:
-        return nullcontext(INVALID_SPAN)
-    return spans.export(claim, target, records)
 
 
 def _timeout(elapsed_s: float, limit_s: float) -> StepTimeout:
