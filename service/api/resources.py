@@ -214,6 +214,7 @@ class PipelineRunsResource(Resource):
                     "etl.pipeline_id": str(pipeline_id),
                     "etl.run_id": str(admission.run["id"]),
                     "etl.admission": str(admission.outcome),
+                    "http.response.status_code": _TRIGGER_STATUS[admission.outcome],
                 }
             )
         if admission.needs_wake:

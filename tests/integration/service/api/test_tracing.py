@@ -58,6 +58,7 @@ def test_a_traceparent_makes_the_run_trace_and_parents_the_trigger_span(
     assert span.attributes["etl.run_id"] == run["id"]
     assert span.attributes["etl.pipeline_id"] == pid
     assert span.attributes["etl.admission"] == "created"
+    assert span.attributes["http.response.status_code"] == 201
     answer = f"00-{TRACE_ID}-{format_span_id(ctx.span_id)}-01"
     assert a.headers["traceparent"] == answer
     # the run keeps the trigger span as the parent of its spans in other processes
