@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import (
@@ -34,6 +34,9 @@ TRACESTATE = "tracestate"
 # Each process kind's `service.name` unless OTEL_SERVICE_NAME says otherwise.
 SERVICE_NAMES = {"api": "etl-api", "coordinator": "etl-coordinator", "executor": "etl-executor"}
 _PROPAGATOR = TraceContextTextMapPropagator()
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,9 @@ def trigger_span(
             raise
 
 
-def setup_tracing(process: str, *, enabled: bool, service_name: str | None = None) -> Any:
+def setup_tracing(
+    process: str, *, enabled: bool, service_name: str | None = None
+) -> TracerProvider | None:
     """Install the SDK for this process when `enabled` (an OTLP endpoint is configured): a
     tracer provider named `service_name` (default: the process kind's, `SERVICE_NAMES`)
     whose batch processor exports over OTLP/HTTP (protobuf) to where the standard
@@ -145,7 +150,7 @@ def setup_tracing(process: str, *, enabled: bool, service_name: str | None = Non
     return provider
 
 
-def shutdown_tracing(provider: Any) -> None:
+def shutdown_tracing(provider: TracerProvider | None) -> None:
     """Export what is left and stop the exporter (a no-op for None)."""
     if provider is not None:
         provider.shutdown()
