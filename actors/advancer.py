@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from actors import lineage
 from actors.broker import send_advance_run, send_run_step
 from actors.sql import QUERIES
+from actors.tracing import record_run_spans
 from dag import Plan, PlanInvalid, RunStatus, StepStatus, decide, parse_plan
 
 log = logging.getLogger("etl.advancer")
@@ -72,6 +73,7 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
         conn.rollback()
         raise
     lineage.runs_moved(result.started_runs, result.finished_runs)
+    record_run_spans(conn, [run_id for run_id, _status in result.finished_runs])
     return result
 
 

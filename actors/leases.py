@@ -22,7 +22,8 @@ log = logging.getLogger("etl.leases")
 
 @dataclass(frozen=True)
 class Claim:
-    """A claimed attempt: which step of which run, and its trace id."""
+    """A claimed attempt: which step of which run, and its trace (the run's trace id, the
+    id of the span the run's spans are children of, and its W3C sampled flag)."""
 
     attempt_id: int
     run_id: str
@@ -30,6 +31,8 @@ class Claim:
     number: int
     trace_id: str
     pipeline_id: str
+    parent_span_id: str | None = None
+    trace_sampled: bool = True
 
 
 def claim_attempt(conn, attempt_id: int, owner: str, ttl_s: float) -> Claim | None:
@@ -47,8 +50,17 @@ def claim_attempt(conn, attempt_id: int, owner: str, ttl_s: float) -> Claim | No
         raise
     if row is None:
         return None
-    run_id, step_name, number, trace_id, pipeline_id = row
-    return Claim(attempt_id, str(run_id), step_name, number, trace_id, str(pipeline_id))
+    run_id, step_name, number, trace_id, pipeline_id, parent_span_id, sampled = row
+    return Claim(
+        attempt_id,
+        str(run_id),
+        step_name,
+        number,
+        trace_id,
+        str(pipeline_id),
+        parent_span_id,
+        sampled,
+    )
 
 
 def fence(cur, attempt_id: int, owner: str, ttl_s: float, *, batches: int = 0) -> bool:

@@ -45,6 +45,7 @@ from actors.progress import fresh_progress, load_context
 from actors.settings import ExecutorSettings
 from actors.sql import QUERIES
 from actors.steps import InputBatch, compute_batch
+from actors.tracing import AttemptSpans
 from dag import BATCH_SIZE, AttemptOutcome, RowValueError, StepStatus, chain_rows, encode_rows
 from dag.plan import ON_ROW_ERROR_STOP
 from ddl import connection_lost
@@ -81,6 +82,7 @@ class StepRunner:
         self._conn = None
         self._group: list[Member] = []  # the running attempt's members, in order
         self._heartbeat: Heartbeat | None = None  # the running attempt's
+        self._spans: AttemptSpans | None = None  # the running attempt's (`actors.tracing`)
 
     def _state_conn(self):
         if self._conn is None or self._conn.closed:
@@ -110,6 +112,14 @@ class StepRunner:
             "attempt": claim.number,
             "trace_id": claim.trace_id,
         }
+        self._spans = AttemptSpans(claim, s.name)
+        with self._spans.current():  # its log lines carry the attempt span's ids
+            return self._run_attempt(claim, ctx)
+
+    def _run_attempt(self, claim: Claim, ctx: dict) -> str:
+        """The claimed attempt under its heartbeat, its spans ended with its outcome, the
+        dag-advancer woken."""
+        s, attempt_id = self.settings, claim.attempt_id
         log.info("attempt claimed", extra=ctx)
         lineage.steps_started([claim])
         heartbeat = Heartbeat(
@@ -124,6 +134,7 @@ class StepRunner:
         with heartbeat:
             outcome, delay_ms = self._run_claimed(claim, heartbeat, ctx)
         self._group, self._heartbeat = [], None
+        self._spans.end(self._conn, outcome)
         if outcome in (LEASE_LOST, AttemptOutcome.RELEASED):
             return outcome
         log.info("attempt %s", outcome, extra=ctx)
@@ -241,6 +252,7 @@ class StepRunner:
         self.settings.faults.at_attempt_start(ctx.step.name, claim.number)
         if not self._group:  # a take-back goes on with the group it had
             self._group = form_group(conn, claim, ctx, heartbeat, self.settings)
+            self._spans.adopt(self._follower_claims())
         group = self._group
         for m in group:  # a take-back starts again from the committed checkpoints
             m.work = None
@@ -328,7 +340,7 @@ class StepRunner:
                 if m.claim is None:
                     check_replay(m)
                 else:
-                    _finish_member(m)
+                    _finish_member(m, self._spans)
         _commit_succeeded(conn, self._group, self.settings)
 
     def _check(self, conn, heartbeat: Heartbeat, started: float) -> None:
@@ -424,9 +436,9 @@ def _process(m: Member, batch: InputBatch, faults: Faults) -> None:
             )
 
 
-def _finish_member(m: Member) -> None:
+def _finish_member(m: Member, spans: AttemptSpans) -> None:
     """A member's end: its input digest (its upstream's output digest), final records,
-    export and reject file published."""
+    export (in its span) and reject file published."""
     step, progress, work = m.ctx.step, m.ctx.progress, m.work
     digest_of = getattr(work.source, "input_digest_of", None)
     if digest_of is not None:
@@ -443,12 +455,15 @@ def _finish_member(m: Member) -> None:
         progress.output_digest = chain_rows(progress.output_digest, names, rows)
     progress.records_out += len(final)
     if work.sink is not None:
-        location = work.sink.publish(work.chunks, progress.records_out)
-        log.info(
-            "export published to %s",
-            location,
-            extra={"run_id": m.claim.run_id, "step": step.name},
-        )
+        target = str(step.config.get("target", "file"))
+        with spans.export(m.claim, target, progress.records_out) as span:
+            location = work.sink.publish(work.chunks, progress.records_out)
+            span.set_attribute("etl.export.location", location)
+            log.info(
+                "export published to %s",
+                location,
+                extra={"run_id": m.claim.run_id, "step": step.name},
+            )
     if work.reject_chunks:
         work.rejects.publish(work.reject_chunks)
 

@@ -1,4 +1,5 @@
-"""The one place that reads the environment: `ETL_*` variables into a frozen `Config`."""
+"""The one place that reads the environment: `ETL_*` variables into a frozen `Config`, and of
+the standard `OTEL_*` ones whether OTLP export is on (the SDK reads the rest itself)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ class Config:
     api_url: str = "http://127.0.0.1:8080"  # where the `etl` API client commands connect
     token: str | None = None  # the bearer token of the `etl` API client commands
     fusion: bool = True  # stage fusion: a step's followers run in one pass with it
+    tracing: bool = False  # OTLP export of spans (an OTEL_EXPORTER_OTLP_*ENDPOINT is set)
+    otel_service_name: str | None = None  # OTEL_SERVICE_NAME; None: each process kind's
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -61,7 +64,20 @@ class Config:
             api_url=env.get("ETL_API_URL") or f"http://{bind}",
             token=env.get("ETL_TOKEN") or None,
             fusion=_flag(env, "ETL_FUSION", True),
+            tracing=_tracing(env),
+            otel_service_name=env.get("OTEL_SERVICE_NAME") or None,
         )
+
+
+def _tracing(env: Mapping[str, str]) -> bool:
+    """OTLP export is on when an endpoint is set (all signals' or the traces' own) and the
+    SDK is not disabled (`OTEL_SDK_DISABLED=true`) nor the traces exporter `none`."""
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+    exporter = env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower()
+    return bool(endpoint and endpoint.strip()) and not disabled and exporter != "none"
 
 
 def _number(

@@ -1,5 +1,7 @@
 """JSON log lines: time, level, process, logger, message, and the run context
-(run_id, step, attempt, trace_id) whenever the caller passed it in `extra`."""
+(run_id, step, attempt, trace_id) whenever the caller passed it in `extra`. A line logged
+inside a span (a trigger, a step attempt: `service.tracing`, `actors.tracing`) carries that
+span's `trace_id` and `span_id`, so a log line and its span are found by the same ids."""
 
 from __future__ import annotations
 
@@ -7,6 +9,9 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+
+from opentelemetry import trace
+from opentelemetry.trace import format_span_id, format_trace_id
 
 CONTEXT_FIELDS = ("run_id", "step", "attempt", "attempt_id", "trace_id", "status", "pipeline_id")
 
@@ -25,10 +30,14 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        span = trace.get_current_span().get_span_context()  # of the logging thread
+        if span.is_valid:
+            entry["trace_id"] = format_trace_id(span.trace_id)
+            entry["span_id"] = format_span_id(span.span_id)
         for name in CONTEXT_FIELDS:
             value = getattr(record, name, None)
             if value is not None:
-                entry[name] = value
+                entry.setdefault(name, value)
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)

@@ -30,6 +30,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
 
 from actors import send_advance_run
 from ddl import connector
@@ -37,6 +39,7 @@ from service.config import Config
 from service.domain.db import Cursor
 from service.domain.runs import Admission, AdmissionOutcome
 from service.domain.schedules import ScheduleSpec, fire_schedule, list_live_schedules, trigger_key
+from service.tracing import trigger_span
 
 log = logging.getLogger("etl.scheduler")
 
@@ -73,7 +76,8 @@ class Scheduler:
     `connect()` opens a new psycopg2 connection (the scheduler owns and closes it);
     `wake(run_id, trace_id)` is called after COMMIT for a run that needs the dag-advancer;
     `now()` is the clock (aware, UTC) used for fire times and catch-up. APScheduler itself
-    runs on the real clock, so an injected clock only matters to the calls made directly."""
+    runs on the real clock, so an injected clock only matters to the calls made directly.
+    `tracer` makes the fires' spans (default: the process's provider)."""
 
     def __init__(
         self,
@@ -84,8 +88,10 @@ class Scheduler:
         reload_s: float = DEFAULT_RELOAD_S,
         overdue_after_s: float = DEFAULT_OVERDUE_AFTER_S,
         fire_threads: int = 4,
+        tracer: Tracer | None = None,
     ):
         self._connect = connect
+        self._tracer = tracer or trace.get_tracer("etl.scheduler")
         self._wake = wake
         self._now = now
         self.reload_s = reload_s
@@ -250,8 +256,13 @@ class Scheduler:
         recorded, without a run). After COMMIT, wakes the dag-advancer for a created run."""
         fire_time = fire_time.astimezone(UTC)
         key = trigger_key(schedule_id, fire_time)
-        with self._transaction() as cur:
-            fired = fire_schedule(cur, schedule_id, fire_time, self._now())
+        attributes = {"etl.schedule_id": str(schedule_id), "etl.trigger_key": key}
+        # the fire's span is the trigger span of its run: a root, a new trace each fire
+        with (
+            trigger_span(self._tracer, "fire_schedule", attributes=attributes) as trigger,
+            self._transaction() as cur,
+        ):
+            fired = fire_schedule(cur, schedule_id, fire_time, self._now(), trace=trigger.run_trace)
         if fired is None:
             log.info("schedule %s is deleted; %s does not fire", schedule_id, key)
             return None

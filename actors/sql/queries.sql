@@ -112,7 +112,8 @@ WHERE a.id = %(attempt_id)s AND a.outcome IS NULL
   AND (a.lease_owner IS NULL OR a.lease_owner = %(owner)s)
   AND s.run_id = a.run_id AND s.name = a.step_name AND s.status = 'running'
   AND r.id = a.run_id AND r.status = 'running'
-RETURNING a.run_id, a.step_name, a.number, r.trace_id, r.pipeline_id;
+RETURNING a.run_id, a.step_name, a.number, r.trace_id, r.pipeline_id, r.parent_span_id,
+          r.trace_sampled;
 
 -- heartbeat_attempt --
 -- Extend the leases of an attempt and its fused followers if they are still ours; the

@@ -2,7 +2,8 @@
 declares the roles allowed per HTTP method (enforced by `service.api.auth.AuthMiddleware`),
 reads its body through `read_json` (413, 415, 400 in that order), calls the domain in one
 transaction, dumps with `service.schemas.responses` and wakes the dag-advancer after COMMIT.
-Run answers carry the run's trace id as `X-Trace-Id`."""
+Run answers carry the run's trace id as `X-Trace-Id` and its W3C `traceparent` (the trigger
+span's, `service.tracing`); a trigger runs in that span, a child of the caller's `traceparent`."""
 
 from __future__ import annotations
 
@@ -30,15 +31,20 @@ from service.domain.runs import (
     run_views,
 )
 from service.schemas import requests, responses
+from service.tracing import TRACEPARENT, TRACESTATE, RunTrace, trigger_span
 
 log = logging.getLogger(__name__)
 
 
 def answer_run(resp: falcon.Response, status: int, view: dict, extra: dict | None = None) -> None:
-    """Answer with one run (plus `extra` top-level fields) and its `X-Trace-Id`."""
+    """Answer with one run (plus `extra` top-level fields), its `X-Trace-Id` and its
+    `traceparent`."""
     resp.status = status
     resp.media = {**responses.RUN.dump(view), **(extra or {})}
     resp.set_header("X-Trace-Id", view["trace_id"])
+    run_trace = RunTrace.of_run(view)
+    if run_trace is not None:
+        resp.set_header(TRACEPARENT, run_trace.traceparent)
 
 
 class Resource:
@@ -185,16 +191,32 @@ class PipelineRunsResource(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         body = read_json(req, requests.RunTriggerSchema(), optional=True)
         key = body.get("trigger_key") or f"manual:{self.deps.new_id()}"
-        with self.deps.db.transaction() as cur:
-            admission = admit_run(
-                cur,
-                str(pipeline_id),
-                key,
-                req.context.principal.name,
-                new_id=self.deps.new_id,
-                request_id=req.context.request_id,
+        with trigger_span(
+            self.deps.tracer,
+            "trigger_run",
+            traceparent=req.get_header(TRACEPARENT),
+            tracestate=req.get_header(TRACESTATE),
+            attributes={"http.request.method": "POST", "http.route": _TRIGGER_ROUTE},
+        ) as trigger:
+            with self.deps.db.transaction() as cur:
+                admission = admit_run(
+                    cur,
+                    str(pipeline_id),
+                    key,
+                    req.context.principal.name,
+                    new_id=self.deps.new_id,
+                    request_id=req.context.request_id,
+                    trace=trigger.run_trace,
+                )
+                (view,) = run_views(cur, [admission.run])
+            trigger.span.set_attributes(
+                {
+                    "etl.pipeline_id": str(pipeline_id),
+                    "etl.run_id": str(admission.run["id"]),
+                    "etl.admission": str(admission.outcome),
+                    "http.response.status_code": _TRIGGER_STATUS[admission.outcome],
+                }
             )
-            (view,) = run_views(cur, [admission.run])
         if admission.needs_wake:
             self.wake(admission.run)
         status = _TRIGGER_STATUS[admission.outcome]
@@ -203,6 +225,7 @@ class PipelineRunsResource(Resource):
         answer_run(resp, status, view, extra)
 
 
+_TRIGGER_ROUTE = "/api/v1/pipelines/{pipeline_id}/runs"
 _TRIGGER_STATUS = {
     AdmissionOutcome.CREATED: 201,
     AdmissionOutcome.EXISTING: 200,

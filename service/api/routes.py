@@ -44,6 +44,7 @@ class Op:
     media: str = "application/json"
     if_match: bool = False  # takes an optional If-Match header (412 when it names another)
     etag: bool = False  # its success answer carries an ETag header
+    traceparent: bool = False  # takes a W3C traceparent header (the run joins that trace)
 
 
 class Route(NamedTuple):
@@ -221,6 +222,7 @@ ROUTES: list[Route] = [
                 request="RunTrigger",
                 body_required=False,
                 also={200: "Run", 409: "Error", 429: "RunSkipped"},
+                traceparent=True,
             ),
         },
     ),

@@ -53,6 +53,7 @@ from service.domain.sessions import (
 from service.errors import ServiceError
 from service.schemas import requests
 from service.schemas.requests import MAX_BODY_BYTES
+from service.tracing import trigger_span
 
 PAGE_SIZE = 50
 STATIC_TYPES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript"}
@@ -286,7 +287,12 @@ class TriggerAction(ConsolePage):
         with as_console_errors():
             if key:
                 requests.load_fields({"trigger_key": key}, requests.RunTriggerSchema(), "form")
-            with self.deps.db.transaction() as cur:
+            with (
+                trigger_span(
+                    self.deps.tracer, "trigger_run", attributes={"etl.face": "console"}
+                ) as trigger,
+                self.deps.db.transaction() as cur,
+            ):
                 admission = admit_run(
                     cur,
                     str(pipeline_id),
@@ -294,6 +300,7 @@ class TriggerAction(ConsolePage):
                     req.context.principal.name,
                     new_id=self.deps.new_id,
                     request_id=req.context.request_id,
+                    trace=trigger.run_trace,
                 )
         if admission.needs_wake:
             wake(self.deps, admission.run)

@@ -10,6 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
+
 from service.config import Config
 from service.domain.db import Database
 
@@ -21,16 +24,23 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
+def faces_tracer() -> Tracer:
+    """The tracer of the faces' trigger spans: the process's provider (`service.tracing`)."""
+    return trace.get_tracer("etl.api")
+
+
 @dataclass(frozen=True)
 class Deps:
     """What the resources need. `wake_run(run_id, trace_id)` asks the dag-advancer to look
-    at a run; `now` and `new_id` are injected so tests control time and ids."""
+    at a run; `now` and `new_id` are injected so tests control time and ids, `tracer` so
+    they read the trigger spans from an SDK of their own."""
 
     db: Database
     wake_run: Callable[[str, str], None]
     now: Callable[[], datetime] = now_utc
     new_id: Callable[[], uuid.UUID] = uuid.uuid4
     config: Config = field(default_factory=Config)  # directories and sandbox of previews
+    tracer: Tracer = field(default_factory=faces_tracer)
 
 
 def wake(deps: Deps, run: dict) -> None:

@@ -35,6 +35,7 @@ from dag import (
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
 from service.errors import Conflict, NotFound
+from service.tracing import RunTrace
 
 ADMISSION_LOCK_KEY = 0x45544C41  # "ETLA": one admission at a time, database-wide
 # What a refusal says, in the words of the limits it hit.
@@ -123,12 +124,14 @@ def admit_run(
     *,
     new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     request_id: str | None = None,
+    trace: RunTrace | None = None,
 ) -> Admission:
     """Admit a trigger of `pipeline_id` with `trigger_key` (1..200 chars) for `principal`.
 
     A key seen before for the pipeline returns its run whatever the status and creates
     nothing. Otherwise a new run bound to the pipeline's current revision is inserted as
-    `queued`, or as `skipped` with reason `queue_full` / `busy` when a limit is reached.
+    `queued`, or as `skipped` with reason `queue_full` / `busy` when a limit is reached,
+    in `trace` (the trigger span's, `service.tracing`; default a new trace of its own).
     Raises `NotFound` for an unknown pipeline, `Conflict` with code `pipeline_paused` for a
     paused one and `plan_invalid` when the current revision no longer passes validation."""
     lock_admission(cur)
@@ -151,6 +154,7 @@ def admit_run(
     check_runnable(pipeline["plan"], pipeline["revision"])
     reason = refusal_reason(cur, pipeline_id)
     run_id = str(new_id())
+    trace = trace or RunTrace.new(new_id)
     execute(
         cur,
         "insert_run",
@@ -160,7 +164,9 @@ def admit_run(
             "revision": pipeline["revision"],
             "status": RunStatus.SKIPPED if reason else RunStatus.QUEUED,
             "reason": reason,
-            "trace_id": new_id().hex,
+            "trace_id": trace.trace_id,
+            "parent_span_id": trace.span_id,
+            "trace_sampled": trace.sampled,
             "created_by": principal,
         },
     )

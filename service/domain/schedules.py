@@ -22,6 +22,7 @@ from service.domain.pipelines import get_pipeline
 from service.domain.runs import Admission, admit_run
 from service.domain.sql import SCHEDULE_QUERIES
 from service.errors import Conflict, NotFound
+from service.tracing import RunTrace
 
 PRINCIPAL = "scheduler"  # who the audit trail names for schedule fires
 
@@ -156,13 +157,19 @@ def list_live_schedules(cur: Cursor) -> list[dict]:
 
 
 def fire_schedule(
-    cur: Cursor, schedule_id: str, fire_time: datetime, now: datetime
+    cur: Cursor,
+    schedule_id: str,
+    fire_time: datetime,
+    now: datetime,
+    *,
+    trace: RunTrace | None = None,
 ) -> tuple[ScheduleSpec, Admission | None] | None:
     """Fire schedule `schedule_id` for `fire_time` (aware): lock the schedule row, admit a
     run with the fire's trigger key and record the fire (`last_fired_at`, `last_run_id`,
     `next_fire_at`). Idempotent per (schedule, fire time): a repeat admits the `existing`
-    run. None, firing nothing, when the schedule is deleted or gone; no admission (the fire
-    recorded without a run) when the pipeline is paused or its revision is no valid plan."""
+    run; a new run is in `trace` (the fire's span). None, firing nothing, when the schedule
+    is deleted or gone; no admission (the fire recorded without a run) when the pipeline is
+    paused or its revision is no valid plan."""
     fire_time = fire_time.astimezone(UTC)
     cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": str(schedule_id)})
     row = cur.fetchone()
@@ -170,7 +177,8 @@ def fire_schedule(
         return None
     spec = ScheduleSpec.from_row(row)
     try:
-        admission = admit_run(cur, spec.pipeline_id, trigger_key(spec.id, fire_time), PRINCIPAL)
+        key = trigger_key(spec.id, fire_time)
+        admission = admit_run(cur, spec.pipeline_id, key, PRINCIPAL, trace=trace)
     except Conflict as exc:
         if exc.code not in ("plan_invalid", "pipeline_paused"):
             raise

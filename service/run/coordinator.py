@@ -25,6 +25,7 @@ from service.logs import configure_logging
 from service.run.lifecycle import die_with_parent, stop_on_signals
 from service.run.lineage import lineage_places
 from service.run.purge import purge_sandbox
+from service.tracing import setup_tracing, shutdown_tracing
 
 log = logging.getLogger("etl.process")
 
@@ -35,6 +36,7 @@ def run_coordinator(
     """The API (gunicorn), the dag-advancer worker, the scheduler and the sweep. If a part
     dies the command exits non-zero, so a supervisor restarts it."""
     configure_logging("coordinator", cfg.log_level)
+    tracing = setup_tracing("coordinator", enabled=cfg.tracing, service_name=cfg.otel_service_name)
     stop = stop_on_signals()
     api = subprocess.Popen(api_argv, preexec_fn=die_with_parent)
     broker = build_broker(cfg.database_url, max_connections=12, app="etl-coordinator-broker")
@@ -82,5 +84,6 @@ def run_coordinator(
     sweeper.join(timeout=cfg.sweep_s + 5)
     stop_lineage()
     broker.close()
+    shutdown_tracing(tracing)
     log.info("coordinator stopped")
     return code

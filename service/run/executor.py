@@ -27,6 +27,7 @@ from service.config import Config
 from service.logs import configure_logging
 from service.run.lifecycle import stop_on_signals
 from service.run.lineage import lineage_places
+from service.tracing import setup_tracing, shutdown_tracing
 
 log = logging.getLogger("etl.process")
 
@@ -34,6 +35,7 @@ log = logging.getLogger("etl.process")
 def run_executor(cfg: Config, name: str) -> int:
     """One executor: a dramatiq worker for the `steps` queue running one step at a time."""
     configure_logging(name, cfg.log_level)
+    tracing = setup_tracing("executor", enabled=cfg.tracing, service_name=cfg.otel_service_name)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = stop_on_signals()
     broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
@@ -96,6 +98,7 @@ def run_executor(cfg: Config, name: str) -> int:
         # A running step sees `stop` at its next batch boundary and hands the step over.
         worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
     broker.close()
+    shutdown_tracing(tracing)
     log.info("executor %s stopped", owner)
     stop_lineage()  # what the last attempt told goes out
     return 0

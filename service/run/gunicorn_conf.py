@@ -1,5 +1,22 @@
 """gunicorn settings for the API (`--config python:service.run.gunicorn_conf`): its error and
-access logs become JSON lines like every other process's."""
+access logs become JSON lines like every other process's, and each worker sets up tracing
+after the fork (the span exporter's thread lives in the worker) and flushes it on exit."""
+
+from service.config import Config
+from service.tracing import setup_tracing, shutdown_tracing
+
+_tracing = []  # this worker's tracer provider, once set up
+
+
+def post_fork(server, worker) -> None:
+    cfg = Config.from_env()
+    _tracing.append(setup_tracing("api", enabled=cfg.tracing, service_name=cfg.otel_service_name))
+
+
+def worker_exit(server, worker) -> None:
+    for provider in _tracing:
+        shutdown_tracing(provider)
+
 
 logconfig_dict = {
     "version": 1,

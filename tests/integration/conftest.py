@@ -84,7 +84,8 @@ def conn(db_url: str) -> Iterator[psycopg2.extensions.connection]:
 def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
     """Builds in-process apps (`create_app`, falcon's TestClient): on this test's database
     with three principals (`seed`), a fixed clock, a recording `wake_run`, and the console
-    settings, config and id generator given; or on `db` (a database that is down, say)."""
+    settings, config, id generator and tracer given; or on `db` (a database that is down,
+    say)."""
     opened: list[Database] = []
     seeded: list[bool] = []
 
@@ -95,6 +96,7 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
         config: Config | None = None,
         seed: bool = True,
         new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+        tracer: Any = None,
     ) -> Api:
         if db is None:
             if seed and not seeded:
@@ -109,6 +111,7 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
             now=lambda: NOW,
             new_id=new_id,
             **({"config": config} if config is not None else {}),
+            **({"tracer": tracer} if tracer is not None else {}),
         )
         return Api(falcon.testing.TestClient(create_app(deps, console)), db_url, wakes)
 

@@ -43,6 +43,7 @@ class Operation(Protocol):
     operation_id: str
     if_match: bool
     etag: bool
+    traceparent: bool
 
 
 class DocumentedRoute(Protocol):
@@ -188,6 +189,24 @@ IF_MATCH = {
     "schema": {"type": "string"},  # any text: one that names no revision is a 412
 }
 ETAG = {"description": 'The current revision, quoted (`"3"`)', "schema": {"type": "string"}}
+# POST /pipelines/{id}/runs: the caller's W3C trace context (docs/tracing.md). Any text is
+# taken: a malformed one is ignored, as W3C asks, and the run starts a trace of its own.
+TRACEPARENT = {
+    "name": "traceparent",
+    "in": "header",
+    "required": False,
+    "description": "W3C trace context (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`):"
+    " the new run gets that trace id and its spans join the trace; a malformed value is"
+    " ignored",
+    "schema": {"type": "string"},
+}
+# Every answer that is a run carries the run's trace context: its trace id and the span its
+# spans hang off (the trigger's).
+TRACEPARENT_HEADER = {
+    "description": "The run's W3C trace context: its trace id and its trigger span's id",
+    "schema": {"type": "string", "pattern": "^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$"},
+}
+_RUN_ANSWERS = ("Run", "RunSkipped")
 
 
 def _operation(resource: Any, method: str, op: Operation, parameters: list) -> dict[str, Any]:
@@ -215,7 +234,7 @@ def _operation(resource: Any, method: str, op: Operation, parameters: list) -> d
     if not public:
         out["security"] = [{"bearer": []}]
     query = [{"name": q, "in": "query", **QUERY_PARAMETERS[q]} for q in names]
-    headers = [IF_MATCH] if op.if_match else []
+    headers = ([IF_MATCH] if op.if_match else []) + ([TRACEPARENT] if op.traceparent else [])
     if parameters or query or headers:
         out["parameters"] = parameters + query + headers
     if op.request:
@@ -230,6 +249,8 @@ def _operation(resource: Any, method: str, op: Operation, parameters: list) -> d
             answer["content"] = {media: {"schema": ref(component)}}
         if op.etag and status < 300:
             answer["headers"] = {"ETag": ETAG}
+        if component in _RUN_ANSWERS:
+            answer.setdefault("headers", {})["traceparent"] = TRACEPARENT_HEADER
         out["responses"][str(status)] = answer
     return out
 

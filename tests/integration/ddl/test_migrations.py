@@ -53,7 +53,7 @@ def test_empty_database_gets_every_table_and_second_run_is_a_no_op() -> None:
         assert first == [
             "0001_state.sql", "0002_broker.sql", "0003_released_outcome.sql",
             "0004_run_purge.sql", "0005_console.sql", "0006_fusion.sql", "0007_run_error.sql",
-            "0008_pipeline_pause.sql", "0009_metrics.sql", "0001_sandbox.sql",
+            "0008_pipeline_pause.sql", "0009_metrics.sql", "0012_run_trace.sql", "0001_sandbox.sql",
         ]  # fmt: skip
         expected = {
             "public.principals", "public.pipelines", "public.revisions", "public.runs",
@@ -90,7 +90,8 @@ def test_two_concurrent_runners_apply_each_migration_once() -> None:
         assert applied == sorted(
             ["0001_state.sql", "0002_broker.sql", "0003_released_outcome.sql",
              "0004_run_purge.sql", "0005_console.sql", "0006_fusion.sql", "0007_run_error.sql",
-             "0008_pipeline_pause.sql", "0009_metrics.sql", "0001_sandbox.sql"]
+             "0008_pipeline_pause.sql", "0009_metrics.sql", "0012_run_trace.sql",
+             "0001_sandbox.sql"]
         )  # fmt: skip
     finally:
         _drop(url)

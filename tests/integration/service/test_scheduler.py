@@ -15,6 +15,10 @@ import psycopg2
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import format_span_id, format_trace_id
 
 from actors import build_broker
 from service.config import Config
@@ -423,3 +427,27 @@ def _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id: str) -> None:
     assert row["last_fired_at"] == fire_time and row["last_run_id"] is None
     assert row["next_fire_at"] > fire_time
     assert runs_of(db, pipeline_id) == [] and wakes.calls == []
+
+
+def test_each_fire_starts_a_trace_its_run_keeps(db_url, db, wakes) -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    pipeline_id = make_pipeline(db)
+    schedule_id = make_schedule(db, pipeline_id, anchor_at=ANCHOR, every_minutes=5)
+    scheduler = make_scheduler(
+        db_url, wakes, now=Clock(ANCHOR + 3 * FIVE_MIN), tracer=provider.get_tracer("t")
+    )
+    first = scheduler.fire(schedule_id, ANCHOR + FIVE_MIN)
+    second = scheduler.fire(schedule_id, ANCHOR + 2 * FIVE_MIN)
+    assert first is not None and second is not None
+    fires = spans.get_finished_spans()
+    assert [s.name for s in fires] == ["fire_schedule", "fire_schedule"]
+    assert all(s.parent is None for s in fires)  # roots: a fire is nobody else's trace
+    for admission, span in zip((first, second), fires, strict=True):
+        ctx = span.get_span_context()
+        run = sql(db, "SELECT trace_id, parent_span_id FROM runs WHERE id = %s",
+                  str(admission.run["id"]))  # fmt: skip
+        assert run == [(format_trace_id(ctx.trace_id), format_span_id(ctx.span_id))]
+        assert span.attributes["etl.schedule_id"] == schedule_id
+    assert first.run["trace_id"] != second.run["trace_id"]
