@@ -56,6 +56,8 @@ CREATE FUNCTION webhook_run_summary(the_run uuid) RETURNS jsonb LANGUAGE sql STA
         'created_at', webhook_utc_text(r.created_at),
         'started_at', webhook_utc_text(r.started_at),
         'finished_at', webhook_utc_text(r.finished_at),
+        'purged_at', webhook_utc_text(r.purged_at),
+        'queue_position', NULL,  -- an ended run is in no queue
         'steps', coalesce(sc.steps, jsonb_array_length(v.plan -> 'steps')),
         'step_counts', coalesce(sc.step_counts, CASE WHEN jsonb_array_length(v.plan -> 'steps') > 0
             THEN jsonb_build_object('not_run', jsonb_array_length(v.plan -> 'steps'))
