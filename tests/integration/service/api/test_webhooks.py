@@ -12,6 +12,7 @@ import pytest
 
 from dag import PIPELINE_ACTIVE_LIMIT
 from service.domain.principals import OPERATOR, VIEWER
+from tests.integration.service.webhook_receiver import end_run
 from tests.integration.testapp import Api
 
 URL = "http://127.0.0.1:9/hook"
@@ -52,22 +53,6 @@ def deliveries(api: Api, run_id: str) -> list[tuple]:
         "SELECT webhook_id::text, event, status, run, event_id FROM webhook_deliveries"
         " WHERE run_id = %s ORDER BY id",
         (run_id,),
-    )
-
-
-def end_run(api: Api, run_id: str, status: str) -> None:
-    """End a run as the advancer does, in one transaction: steps, then the run's status."""
-    api.sql(
-        """
-        UPDATE runs SET status = 'running', started_at = now() WHERE id = %(r)s;
-        INSERT INTO step_runs (run_id, name, type, position, status, records_out, rejected)
-        VALUES (%(r)s, 'read', 'ingest', 0, %(s)s, 7, 2),
-               (%(r)s, 'to_file', 'export', 1, %(s)s, 5, 0);
-        UPDATE step_runs SET error = CASE WHEN status = 'failed' THEN 'boom' END
-        WHERE run_id = %(r)s;
-        UPDATE runs SET status = %(s)s, finished_at = now() WHERE id = %(r)s;
-        """,
-        {"r": run_id, "s": status},
     )
 
 
@@ -154,7 +139,7 @@ def test_a_run_ending_queues_one_delivery_per_webhook_asking_for_its_event(
     api.call("POST", f"/pipelines/{other}/webhooks", {"url": URL, "events": ALL})
     run_id = api.trigger(pid).body["id"]
     assert deliveries(api, run_id) == []  # queued: no event
-    end_run(api, run_id, status)
+    end_run(api.db_url, run_id, status)
     rows = deliveries(api, run_id)
     assert sorted(r[0] for r in rows) == sorted(h for h, want in wanted.items() if want)
     assert {r[1] for r in rows} == {f"run.{status}"}
@@ -192,9 +177,9 @@ def test_deleting_a_webhook_cancels_its_pending_deliveries(api: Api) -> None:
     pid = api.create_pipeline()
     hook = api.call("POST", f"/pipelines/{pid}/webhooks", {"url": URL, "events": ALL}).body
     run_id = api.trigger(pid).body["id"]
-    end_run(api, run_id, "succeeded")
+    end_run(api.db_url, run_id, "succeeded")
     assert api.call("DELETE", f"/pipelines/{pid}/webhooks/{hook['id']}").status == 204
     assert [r[2] for r in deliveries(api, run_id)] == ["canceled"]
     second = api.trigger(pid, "second").body["id"]
-    end_run(api, second, "succeeded")
+    end_run(api.db_url, second, "succeeded")
     assert deliveries(api, second) == []  # a deleted webhook hears nothing more
