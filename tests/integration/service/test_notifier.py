@@ -169,15 +169,6 @@ def test_a_delivery_is_given_up_after_the_last_attempt_visibly(
     assert last["last_error"] == "HTTP 500 Internal Server Error"
 
 
-def test_backoff_doubles_with_jitter_up_to_its_cap() -> None:
-    b = Backoff(1.0, 30.0)
-    assert [b.delay_s(n, lambda: 0.5) for n in (1, 2, 3, 4, 5, 6, 7)] == [
-        1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0
-    ]  # fmt: skip
-    assert b.delay_s(1, lambda: 0.0) == pytest.approx(0.8)
-    assert b.delay_s(10_000, lambda: 1.0) == pytest.approx(36.0)
-
-
 # --- a real topology ---------------------------------------------------------------------
 
 PLAN = {
