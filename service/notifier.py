@@ -21,6 +21,7 @@ import logging
 import random
 import select
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from service.domain.webhooks import (
     cancel_delivery,
     claim_due_delivery,
     delivery_body,
+    purge_finished_deliveries,
     record_attempt_failed,
     record_delivered,
     signature,
@@ -103,7 +105,8 @@ class Notifier:
 
     `connect()` opens a new psycopg2 connection (each thread owns one); `post(url, body,
     headers, timeout_s)` sends an attempt (`post_webhook`; tests may pass another);
-    `public_url` is the console's base for the bodies' `console_url`."""
+    `public_url` is the console's base for the bodies' `console_url`. With `retention_s`,
+    deliveries that ended longer ago than that are purged every `purge_every_s`."""
 
     def __init__(
         self,
@@ -117,6 +120,8 @@ class Notifier:
         rng: Callable[[], float] = random.random,
         threads: int = 2,
         poll_s: float = 1.0,
+        retention_s: float | None = None,
+        purge_every_s: float = 300.0,
     ):
         self._connect = connect
         self.public_url = public_url
@@ -126,6 +131,8 @@ class Notifier:
         self._post = post
         self._rng = rng
         self.poll_s = poll_s
+        self.retention_s = retention_s
+        self.purge_every_s = purge_every_s
         self._threads = threads
         self._stop = threading.Event()
         self._wake = threading.Condition()
@@ -156,8 +163,9 @@ class Notifier:
 
     # --- threads ---
     def _listen(self) -> None:
-        """LISTEN for the outbox trigger's NOTIFY and wake the workers."""
+        """LISTEN for the outbox trigger's NOTIFY and wake the workers; purge now and then."""
         conn = None
+        purged_at = time.monotonic() - self.purge_every_s  # purge once at start
         while not self._stop.is_set():
             try:
                 if conn is None:
@@ -171,6 +179,14 @@ class Notifier:
                     if conn.notifies:
                         conn.notifies.clear()
                         self._notify()
+                if self.retention_s is not None and (
+                    time.monotonic() - purged_at >= self.purge_every_s
+                ):
+                    purged_at = time.monotonic()
+                    with conn.cursor() as cur:
+                        gone = purge_finished_deliveries(cur, self.retention_s)
+                    if gone:
+                        log.info("notifier: purged %d finished webhook deliveries", gone)
             except (psycopg2.Error, OSError) as exc:
                 log.warning("notifier: listening failed: %s", str(exc).strip())
                 conn = _close(conn)
@@ -275,4 +291,5 @@ def build_notifier(cfg: Config) -> Notifier:
         timeout_s=cfg.webhook_timeout_s,
         max_attempts=cfg.webhook_max_attempts,
         backoff=Backoff(cfg.webhook_backoff_s, cfg.webhook_backoff_max_s),
+        retention_s=cfg.retention_days * 86400,
     )

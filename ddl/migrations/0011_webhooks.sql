@@ -58,10 +58,9 @@ CREATE FUNCTION webhook_run_summary(the_run uuid) RETURNS jsonb LANGUAGE sql STA
         'finished_at', webhook_utc_text(r.finished_at),
         'purged_at', webhook_utc_text(r.purged_at),
         'queue_position', NULL,  -- an ended run is in no queue
-        'steps', coalesce(sc.steps, jsonb_array_length(v.plan -> 'steps')),
-        'step_counts', coalesce(sc.step_counts, CASE WHEN jsonb_array_length(v.plan -> 'steps') > 0
-            THEN jsonb_build_object('not_run', jsonb_array_length(v.plan -> 'steps'))
-            ELSE '{}'::jsonb END),
+        'steps', coalesce(sc.steps, pv.steps),
+        'step_counts', coalesce(sc.step_counts, CASE WHEN pv.steps > 0
+            THEN jsonb_build_object('not_run', pv.steps) ELSE '{}'::jsonb END),
         'records_out', coalesce(sc.records_out, 0),
         'rejected', coalesce(sc.rejected, 0),
         'error', (SELECT 'step ' || f.name || ': ' || f.error FROM step_runs f
@@ -70,6 +69,10 @@ CREATE FUNCTION webhook_run_summary(the_run uuid) RETURNS jsonb LANGUAGE sql STA
     FROM runs r
     JOIN pipelines p ON p.id = r.pipeline_id
     JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
+    -- a revision that no longer validates (written by hand) may have no list of steps
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN jsonb_typeof(v.plan -> 'steps') = 'array'
+                    THEN jsonb_array_length(v.plan -> 'steps') ELSE 0 END AS steps) pv
     LEFT JOIN LATERAL (
         SELECT jsonb_object_agg(c.status, c.n) AS step_counts, sum(c.n)::integer AS steps,
                sum(c.records_out)::bigint AS records_out, sum(c.rejected)::bigint AS rejected
@@ -88,13 +91,26 @@ $$;
 CREATE FUNCTION webhook_enqueue_run_event() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     ended text := 'run.' || NEW.status;
+    summary jsonb;
     queued integer;
 BEGIN
-    IF NEW.status NOT IN ('succeeded', 'failed', 'skipped') THEN
+    IF NEW.status NOT IN ('succeeded', 'failed', 'skipped')
+       OR NOT EXISTS (SELECT 1 FROM webhooks w
+                      WHERE w.pipeline_id = NEW.pipeline_id AND w.deleted_at IS NULL
+                        AND ended = ANY(w.events)) THEN
         RETURN NULL;
     END IF;
+    -- Never let a summary that cannot be built stop the run from ending: send the facts.
+    BEGIN
+        summary := webhook_run_summary(NEW.id);
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING 'webhook summary of run %: %', NEW.id, SQLERRM;
+    END;
+    summary := coalesce(summary, jsonb_build_object(
+        'id', NEW.id, 'pipeline_id', NEW.pipeline_id, 'status', NEW.status,
+        'reason', NEW.reason, 'trace_id', NEW.trace_id));
     INSERT INTO webhook_deliveries (event_id, webhook_id, run_id, event, run)
-    SELECT gen_random_uuid(), w.id, NEW.id, ended, webhook_run_summary(NEW.id)
+    SELECT gen_random_uuid(), w.id, NEW.id, ended, summary
     FROM webhooks w
     WHERE w.pipeline_id = NEW.pipeline_id AND w.deleted_at IS NULL AND ended = ANY(w.events);
     GET DIAGNOSTICS queued = ROW_COUNT;

@@ -200,3 +200,10 @@ def record_attempt_failed(
 def cancel_delivery(cur: Cursor, delivery_id: int) -> None:
     """End a delivery of a webhook deleted meanwhile, without sending it."""
     cur.execute(QUERIES["cancel_delivery"], {"id": delivery_id})
+
+
+def purge_finished_deliveries(cur: Cursor, older_than_s: float) -> int:
+    """Delete the deliveries that ended (delivered, given up, canceled) and were created more
+    than `older_than_s` ago; pending ones stay whatever their age. The number deleted."""
+    cur.execute(QUERIES["purge_finished_deliveries"], {"older_than_s": older_than_s})
+    return cur.rowcount

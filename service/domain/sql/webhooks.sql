@@ -81,3 +81,8 @@ RETURNING attempts;
 -- A delivery of a webhook deleted meanwhile ends without being sent.
 UPDATE webhook_deliveries SET status = 'canceled', last_error = 'webhook deleted'
 WHERE id = %(id)s;
+
+-- purge_finished_deliveries --
+-- Deliveries that ended (delivered, given up, canceled) before the retention go; pending stay.
+DELETE FROM webhook_deliveries
+WHERE status <> 'pending' AND created_at < now() - make_interval(secs => %(older_than_s)s);

@@ -169,6 +169,30 @@ def test_a_delivery_is_given_up_after_the_last_attempt_visibly(
     assert last["last_error"] == "HTTP 500 Internal Server Error"
 
 
+def test_finished_deliveries_older_than_the_retention_are_purged(
+    api: Api, receiver: Receiver, notifier_factory
+) -> None:
+    receiver.default = 500
+    pid = api.create_pipeline()
+    add_hook(api, pid, receiver.url)
+    runs = [api.trigger(pid, f"k{i}").body["id"] for i in range(3)]
+    for run_id in runs:
+        end_run(api.db_url, run_id, "succeeded")
+    # one old and delivered, one old and still pending (retried), one recent and given up
+    api.sql(
+        "UPDATE webhook_deliveries SET created_at = now() - interval '2 hours',"
+        " status = CASE WHEN run_id = %s THEN 'delivered' ELSE 'pending' END,"
+        " next_attempt_at = now() + interval '1 hour' WHERE run_id = ANY(%s::uuid[])",
+        (runs[0], runs[:2]),
+    )
+    api.sql("UPDATE webhook_deliveries SET status = 'failed' WHERE run_id = %s", (runs[2],))
+    notifier_factory(retention_s=3600, purge_every_s=0.1)
+    wait(lambda: api.sql("SELECT count(*) FROM webhook_deliveries") == [(2,)], what="the purge")
+    left = api.sql("SELECT run_id::text, status FROM webhook_deliveries ORDER BY created_at")
+    assert left == [(runs[1], "pending"), (runs[2], "failed")]
+    assert receiver.received == []  # nothing was due
+
+
 # --- a real topology ---------------------------------------------------------------------
 
 PLAN = {

@@ -183,3 +183,25 @@ def test_deleting_a_webhook_cancels_its_pending_deliveries(api: Api) -> None:
     second = api.trigger(pid, "second").body["id"]
     end_run(api.db_url, second, "succeeded")
     assert deliveries(api, second) == []  # a deleted webhook hears nothing more
+
+
+def test_a_run_of_a_revision_without_a_step_list_still_ends_and_is_told(api: Api) -> None:
+    # A revision written by hand that no validator would pass: its run fails at once (the
+    # advancer), and the outbox trigger must neither stop that COMMIT nor lose the event.
+    pid = api.create_pipeline()
+    hook = api.call("POST", f"/pipelines/{pid}/webhooks", {"url": URL, "events": ALL}).body
+    api.sql(
+        "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
+        " VALUES (%s, 2, '{\"steps\": 5}', 'hand')",
+        (pid,),
+    )
+    run_id = api.trigger(pid).body["id"]
+    api.sql(
+        "UPDATE runs SET revision = 2, status = 'failed', error = 'input_error: revision 2',"
+        " finished_at = now() WHERE id = %s",
+        (run_id,),
+    )
+    assert api.sql("SELECT status FROM runs WHERE id = %s", (run_id,)) == [("failed",)]
+    ((webhook, event, status, run, _),) = deliveries(api, run_id)
+    assert (webhook, event, status) == (hook["id"], "run.failed", "pending")
+    assert run["status"] == "failed" and run["steps"] == 0 and run["step_counts"] == {}
