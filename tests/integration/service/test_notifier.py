@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dag import PIPELINE_ACTIVE_LIMIT
 from ddl import connector
 from drills import free_port
 from service.notifier import Backoff, Notifier
@@ -114,6 +115,23 @@ def test_one_signed_delivery_of_the_pinned_shape_per_event(
     hook = api.call("GET", f"/pipelines/{pid}/webhooks").body["items"][1]
     assert hook["last_delivery"]["status"] == "delivered"
     assert hook["last_delivery"]["delivered_at"] is not None
+
+
+def test_a_trigger_refused_by_admission_is_told_as_run_skipped(
+    api: Api, receiver: Receiver, notifier_factory
+) -> None:
+    pid = api.create_pipeline()
+    add_hook(api, pid, receiver.url, ["run.skipped"])
+    notifier_factory()
+    answers = [api.trigger(pid, f"k{i}") for i in range(PIPELINE_ACTIVE_LIMIT + 1)]
+    assert answers[-1].status == 429
+    wait(lambda: receiver.received, what="the delivery")
+    time.sleep(0.5)
+    (got,) = receiver.received  # the admitted runs are still queued: nothing else to tell
+    body = got.json
+    assert body["event"] == "run.skipped" and got.signed_with(SECRET)
+    assert body["run"]["id"] == answers[-1].body["id"]
+    assert (body["run"]["status"], body["run"]["reason"]) == ("skipped", "queue_full")
 
 
 def test_a_receiver_down_then_failing_gets_the_same_event_until_it_answers_2xx(

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from service.config import Config, ConfigError
 from service.domain.webhooks import delivery_body, signature
 from service.notifier import Backoff
 from service.schemas.requests import WEBHOOK_URL
@@ -65,3 +66,17 @@ def test_backoff_doubles_with_jitter_up_to_its_cap() -> None:
 )
 def test_the_url_rule(url: str, ok: bool) -> None:
     assert bool(re.match(WEBHOOK_URL, url)) is ok
+
+
+def test_the_public_url_and_the_delivery_settings_from_the_environment() -> None:
+    default = Config.from_env({"ETL_API_BIND": "0.0.0.0:9000"})
+    assert default.public_url == "http://0.0.0.0:9000"
+    assert (default.webhook_timeout_s, default.webhook_max_attempts) == (5.0, 20)
+    assert (default.webhook_backoff_s, default.webhook_backoff_max_s) == (1.0, 3600.0)
+    cfg = Config.from_env(
+        {"ETL_PUBLIC_URL": "https://etl.example.com/", "ETL_WEBHOOK_MAX_ATTEMPTS": "3"}
+    )
+    assert cfg.public_url == "https://etl.example.com" and cfg.webhook_max_attempts == 3
+    for name, bad in (("ETL_WEBHOOK_MAX_ATTEMPTS", "0"), ("ETL_WEBHOOK_TIMEOUT_S", "soon")):
+        with pytest.raises(ConfigError, match=name):
+            Config.from_env({name: bad})
