@@ -50,6 +50,7 @@ log = logging.getLogger("etl.notifier")
 CHANNEL = "etl_webhooks"
 USER_AGENT = "etl-platform-webhooks/1"
 MAX_ANSWER_BYTES = 64 * 1024  # of a receiver's answer body read before closing
+LISTEN_WAIT_S = 1.0  # the listener looks up from its socket this often (stop, purge)
 
 Connect = Callable[[], psycopg2.extensions.connection]
 
@@ -154,7 +155,7 @@ class Notifier:
         self._stop.set()
         self._notify()
         for thread in self._workers:
-            thread.join(timeout=self.timeout_s + self.poll_s + 5)
+            thread.join(timeout=self.timeout_s + LISTEN_WAIT_S + 5)
         log.info("notifier stopped")
 
     def _notify(self) -> None:
@@ -173,7 +174,7 @@ class Notifier:
                     conn.autocommit = True
                     conn.cursor().execute(f"LISTEN {CHANNEL}")
                     self._notify()  # what was queued while nobody listened
-                ready, _, _ = select.select([conn], [], [], self.poll_s)
+                ready, _, _ = select.select([conn], [], [], LISTEN_WAIT_S)
                 if ready:
                     conn.poll()
                     if conn.notifies:
