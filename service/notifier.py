@@ -137,6 +137,7 @@ class Notifier:
         self._threads = threads
         self._stop = threading.Event()
         self._wake = threading.Condition()
+        self._wakeups = 0  # counts wake-ups, so one arriving mid-claim is not lost
         self._workers: list[threading.Thread] = []
 
     # --- lifecycle ---
@@ -160,6 +161,7 @@ class Notifier:
 
     def _notify(self) -> None:
         with self._wake:
+            self._wakeups += 1
             self._wake.notify_all()
 
     # --- threads ---
@@ -198,6 +200,8 @@ class Notifier:
         """Deliver while something is due; otherwise wait for a wake-up or `poll_s`."""
         conn = None
         while not self._stop.is_set():
+            with self._wake:
+                seen = self._wakeups
             try:
                 if conn is None:
                     conn = self._connect()
@@ -210,7 +214,7 @@ class Notifier:
                 log.exception("notifier: delivering failed")
                 conn = _close(conn)
             with self._wake:
-                if not self._stop.is_set():
+                if not self._stop.is_set() and self._wakeups == seen:
                     self._wake.wait(self.poll_s)
         _close(conn)
 

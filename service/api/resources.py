@@ -7,7 +7,6 @@ Run answers carry the run's trace id as `X-Trace-Id`."""
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -333,7 +332,6 @@ class WebhooksResource(Resource):
                 body,
                 req.context.principal.name,
                 webhook_id=str(self.deps.new_id()),
-                secret=secrets.token_urlsafe(32),
                 request_id=req.context.request_id,
             )
         resp.status = 201

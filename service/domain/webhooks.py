@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
+import secrets
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from service.domain.audit import insert_audit
@@ -31,6 +32,11 @@ from service.errors import Conflict, NotFound
 MAX_WEBHOOKS_PER_PIPELINE = 20
 SIGNATURE_HEADER = "X-ETL-Signature"
 PRINCIPAL = "notifier"  # who the audit trail names for a delivery given up
+
+
+def generate_secret() -> str:
+    """A webhook secret when none is given: 32 random bytes, URL-safe base64 (43 chars)."""
+    return secrets.token_urlsafe(32)
 
 
 def _one(cur: Cursor, name: str, params: Mapping[str, Any]) -> dict | None:
@@ -46,12 +52,12 @@ def create_webhook(
     principal: str,
     *,
     webhook_id: str,
-    secret: str,
     request_id: str | None,
+    new_secret: Callable[[], str] = generate_secret,
 ) -> dict:
     """A new webhook of `pipeline_id` from a loaded `WebhookCreateSchema` body (its own
-    `secret`, or the generated `secret` given), with its audit row; the row, secret
-    included (shown once). `NotFound` for an unknown pipeline, `Conflict` past
+    `secret`, or one from `new_secret()`), with its audit row; the row, secret included
+    (shown once). `NotFound` for an unknown pipeline, `Conflict` past
     `MAX_WEBHOOKS_PER_PIPELINE`."""
     get_pipeline(cur, pipeline_id)
     cur.execute(QUERIES["lock_pipeline_webhooks"], {"pipeline_id": pipeline_id})
@@ -70,7 +76,7 @@ def create_webhook(
             "pipeline_id": pipeline_id,
             "url": body["url"],
             "events": events,
-            "secret": body.get("secret") or secret,
+            "secret": body.get("secret") or new_secret(),
             "created_by": principal,
         },
     )
