@@ -38,6 +38,11 @@ class Config:
     fusion: bool = True  # stage fusion: a step's followers run in one pass with it
     tracing: bool = False  # OTLP export of spans (an OTEL_EXPORTER_OTLP_*ENDPOINT is set)
     otel_service_name: str | None = None  # OTEL_SERVICE_NAME; None: each process kind's
+    public_url: str = "http://127.0.0.1:8080"  # the console's base in webhook bodies' links
+    webhook_timeout_s: float = 5.0  # one webhook POST: connect + answer
+    webhook_max_attempts: int = 20  # then the delivery is given up (failed, audited)
+    webhook_backoff_s: float = 1.0  # the delay after the first failed attempt, doubling
+    webhook_backoff_max_s: float = 3600.0  # the cap of that delay
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -66,6 +71,13 @@ class Config:
             fusion=_flag(env, "ETL_FUSION", True),
             tracing=_tracing(env),
             otel_service_name=env.get("OTEL_SERVICE_NAME") or None,
+            public_url=(env.get("ETL_PUBLIC_URL") or f"http://{bind}").rstrip("/"),
+            webhook_timeout_s=_number(env, "ETL_WEBHOOK_TIMEOUT_S", float, "5", minimum=0.1),
+            webhook_max_attempts=_number(env, "ETL_WEBHOOK_MAX_ATTEMPTS", int, "20", minimum=1),
+            webhook_backoff_s=_number(env, "ETL_WEBHOOK_BACKOFF_S", float, "1", minimum=0.01),
+            webhook_backoff_max_s=_number(
+                env, "ETL_WEBHOOK_BACKOFF_MAX_S", float, "3600", minimum=0.01
+            ),
         )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import falcon
 
 from service.api.bodies import page_params, read_json
-from service.domain import listing, pipelines, schedules
+from service.domain import listing, pipelines, schedules, webhooks
 from service.domain.audit import audit_change
 from service.domain.db import Cursor, check_database
 from service.domain.deps import Deps, wake
@@ -329,6 +329,50 @@ class ScheduleResource(Resource):
                 cur,
                 str(pipeline_id),
                 str(schedule_id),
+                req.context.principal.name,
+                request_id=req.context.request_id,
+            )
+        resp.status = 204
+
+
+class WebhooksResource(Resource):
+    """A pipeline's webhooks: admins only (a URL may carry a receiver's credentials)."""
+
+    roles = {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            pipelines.get_pipeline(cur, str(pipeline_id))
+            page = listing.list_webhooks(cur, pipeline_id=str(pipeline_id), **page_params(req))
+        resp.media = listing.page_body(responses.WEBHOOK_SUMMARY, page)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        body = read_json(req, requests.WebhookCreateSchema())
+        with self.deps.db.transaction() as cur:
+            row = webhooks.create_webhook(
+                cur,
+                str(pipeline_id),
+                body,
+                req.context.principal.name,
+                webhook_id=str(self.deps.new_id()),
+                request_id=req.context.request_id,
+            )
+        resp.status = 201
+        resp.location = f"{req.path}/{row['id']}"
+        resp.media = responses.WEBHOOK_CREATED.dump(row)
+
+
+class WebhookResource(Resource):
+    roles = {"DELETE": ADMIN_ONLY}
+
+    def on_delete(
+        self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, webhook_id: Any
+    ) -> None:
+        with self.deps.db.transaction() as cur:
+            webhooks.delete_webhook(
+                cur,
+                str(pipeline_id),
+                str(webhook_id),
                 req.context.principal.name,
                 request_id=req.context.request_id,
             )

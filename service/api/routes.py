@@ -248,6 +248,34 @@ ROUTES: list[Route] = [
         {"delete": Op("delete_schedule", "Delete a schedule", 204)},
     ),
     Route(
+        f"{PIPELINE}/webhooks",
+        r.WebhooksResource,
+        {
+            "get": Op(
+                "list_webhooks",
+                "The pipeline's webhooks, newest first, each with its latest delivery (never"
+                " the secret)",
+                response="Webhook",
+                page=True,
+            ),
+            "post": Op(
+                "create_webhook",
+                "Add a webhook: POSTed a signed JSON body when a run ends with one of its"
+                " events; the answer shows the secret once (generated when not given);"
+                " 409 past 20 webhooks",
+                201,
+                "WebhookCreated",
+                request="WebhookCreate",
+                also={409: "Error"},
+            ),
+        },
+    ),
+    Route(
+        f"{PIPELINE}/webhooks/{{webhook_id:uuid}}",
+        r.WebhookResource,
+        {"delete": Op("delete_webhook", "Delete a webhook (its pending deliveries end)", 204)},
+    ),
+    Route(
         f"{API}/runs",
         r.RunsResource,
         {

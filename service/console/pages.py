@@ -27,6 +27,7 @@ from service.domain.listing import (
     list_revisions,
     list_runs,
     list_schedules,
+    list_webhooks,
 )
 from service.domain.pipelines import get_pipeline, get_revision, list_pipeline_overview
 from service.domain.preview import preview_with
@@ -50,6 +51,7 @@ from service.domain.sessions import (
     open_session,
     revoke_session,
 )
+from service.domain.webhooks import list_recent_deliveries
 from service.errors import ServiceError
 from service.schemas import requests
 from service.schemas.requests import MAX_BODY_BYTES
@@ -175,12 +177,16 @@ class PipelinesPage(ConsolePage):
 
 
 class PipelinePage(ConsolePage):
-    """DAG of the current revision, revisions (and a diff of two), schedules, runs."""
+    """DAG of the current revision, revisions (and a diff of two), schedules, runs; for
+    admins also the webhooks and their latest deliveries."""
 
     roles = {"GET": READ}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         pid = str(pipeline_id)
+        admin = req.context.console_session.principal.role in ADMIN_ONLY
+        hooks: list[dict] = []
+        deliveries: list[dict] = []
         with as_console_errors(), self.deps.db.transaction() as cur:
             pipeline = get_pipeline(cur, pid)
             newest, _ = list_revisions(cur, pipeline_id=pid, limit=MAX_LIMIT)
@@ -189,6 +195,9 @@ class PipelinePage(ConsolePage):
             b = _revision_param(req, "b", pipeline["revision"]) or pipeline["revision"]
             a = _revision_param(req, "a", pipeline["revision"]) or max(b - 1, 1)
             plans = {n: get_revision(cur, pid, n)["plan"] for n in {a, b}}
+            if admin:  # a webhook's URL may carry a receiver's credentials
+                hooks, _ = list_webhooks(cur, pipeline_id=pid, limit=MAX_LIMIT)
+                deliveries = list_recent_deliveries(cur, pid)
         revisions = newest[::-1]  # oldest first, as the page lists them
         diff = _plan_diff(plans[a], plans[b], a, b) if a != b else []
         steps = [s for s in (pipeline["plan"] or {}).get("steps", []) if isinstance(s, dict)]
@@ -201,6 +210,8 @@ class PipelinePage(ConsolePage):
             steps={str(s.get("name")): s for s in steps},
             revisions=revisions,
             schedules=schedules,
+            webhooks=hooks,
+            deliveries=deliveries,
             runs=[r for r in runs if r["status"] != RunStatus.SKIPPED],
             skipped=[r for r in runs if r["status"] == RunStatus.SKIPPED],
             plan_json=json.dumps(pipeline["plan"], indent=2),

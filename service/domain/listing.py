@@ -238,6 +238,18 @@ def list_schedules(
     return rows, last and encode_cursor("schedules", *last)
 
 
+def list_webhooks(
+    cur: Cursor, *, pipeline_id: str, limit: int = DEFAULT_LIMIT, before: str | None = None
+) -> Page:
+    """A pipeline's live webhooks, newest first, each with its latest delivery (never the
+    secret)."""
+    params = {"pipeline_id": pipeline_id, **_time_and_id(before, "webhooks")}
+    rows, last = _page(
+        cur, "list_webhook_summaries", params, limit, lambda r: (r["created_at"], r["id"])
+    )
+    return rows, last and encode_cursor("webhooks", *last)
+
+
 def list_audit(
     cur: Cursor,
     *,

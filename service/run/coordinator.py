@@ -1,6 +1,7 @@
-"""`etl coordinator`: the API (gunicorn), the dag-advancer worker, the scheduler and the sweep
-in one process. It only loads its configuration, wires the parts together and manages
-start and stop; if a part dies the command exits non-zero, so a supervisor restarts it."""
+"""`etl coordinator`: the API (gunicorn), the dag-advancer worker, the scheduler, the webhook
+notifier and the sweep in one process. It only loads its configuration, wires the parts
+together and manages start and stop; if a part dies the command exits non-zero, so a
+supervisor restarts it."""
 
 from __future__ import annotations
 
@@ -31,10 +32,14 @@ log = logging.getLogger("etl.process")
 
 
 def run_coordinator(
-    cfg: Config, api_argv: list[str], *, scheduler_factory: Callable | None = None
+    cfg: Config,
+    api_argv: list[str],
+    *,
+    scheduler_factory: Callable | None = None,
+    notifier_factory: Callable | None = None,
 ) -> int:
-    """The API (gunicorn), the dag-advancer worker, the scheduler and the sweep. If a part
-    dies the command exits non-zero, so a supervisor restarts it."""
+    """The API (gunicorn), the dag-advancer worker, the scheduler, the webhook notifier and
+    the sweep. If a part dies the command exits non-zero, so a supervisor restarts it."""
     configure_logging("coordinator", cfg.log_level)
     tracing = setup_tracing("coordinator", enabled=cfg.tracing, service_name=cfg.otel_service_name)
     stop = stop_on_signals()
@@ -46,6 +51,9 @@ def run_coordinator(
     scheduler = scheduler_factory(cfg, broker) if scheduler_factory else None
     if scheduler is not None:
         scheduler.start()
+    notifier = notifier_factory(cfg) if notifier_factory else None
+    if notifier is not None:
+        notifier.start()
     sweep = SweepSettings(
         every_s=cfg.sweep_s,
         retention_s=cfg.retention_days * 86400,
@@ -74,6 +82,8 @@ def run_coordinator(
     stop.set()
     if scheduler is not None:
         scheduler.shutdown()
+    if notifier is not None:
+        notifier.shutdown()
     if api.poll() is None:
         api.terminate()
         try:

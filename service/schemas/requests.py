@@ -76,6 +76,40 @@ class ScheduleCreateSchema(Schema):
             )
 
 
+WEBHOOK_EVENTS = ("run.failed", "run.succeeded", "run.skipped")
+WEBHOOK_URL_MAX = 2048
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+# http(s), a host name or IPv4 address (loopback included), an optional port 1..65535, then
+# a path and query of printable ASCII: no user:password@ (it would show in every listing),
+# no white space. The OpenAPI document states the same pattern.
+WEBHOOK_URL = rf"^https?://{_LABEL}(?:\.{_LABEL})*\.?(?::{_PORT})?(?:[/?][!-~]*)?\Z"
+
+
+class WebhookCreateSchema(Schema):
+    """`POST /pipelines/{id}/webhooks`: where to POST, for which run events, and optionally
+    the HMAC secret (generated when left out)."""
+
+    url = fields.String(
+        required=True,
+        validate=[
+            validate.Length(max=WEBHOOK_URL_MAX),
+            validate.Regexp(
+                WEBHOOK_URL,
+                error="must be an http:// or https:// URL with a host name or IPv4 address,"
+                " an optional port 1..65535 and printable ASCII after it (no user:password@,"
+                " no spaces)",
+            ),
+        ],
+    )
+    events = fields.List(
+        fields.String(validate=validate.OneOf(WEBHOOK_EVENTS)),
+        required=True,
+        validate=validate.Length(min=1, max=len(WEBHOOK_EVENTS) * 4),
+    )
+    secret = fields.String(validate=validate.Length(min=16, max=256))
+
+
 # --- responses -------------------------------------------------------------------------------
 
 

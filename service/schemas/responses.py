@@ -135,6 +135,46 @@ class ScheduleSchema(Schema):
     created_at = UtcDateTime()
 
 
+class WebhookDeliverySchema(Schema):
+    """A webhook's latest delivery: its event, how far it got and why it failed."""
+
+    event_id = fields.String()
+    event = fields.String()
+    run_id = fields.String()
+    status = fields.String()  # pending, delivered, failed (given up), canceled
+    attempts = fields.Integer()
+    last_status_code = fields.Integer(allow_none=True)
+    last_error = fields.String(allow_none=True)
+    created_at = fields.String()
+    last_attempt_at = fields.String(allow_none=True)
+    next_attempt_at = fields.String(allow_none=True)
+    delivered_at = fields.String(allow_none=True)
+
+
+class WebhookSchema(Schema):
+    """A webhook as listed: never its secret."""
+
+    id = fields.String()
+    pipeline_id = fields.String()
+    url = fields.String()
+    events = fields.List(fields.String())
+    created_by = fields.String()
+    created_at = UtcDateTime()
+    last_delivery = fields.Nested(WebhookDeliverySchema, allow_none=True)
+
+
+class WebhookCreatedSchema(Schema):
+    """The 201 answer of a new webhook: its secret, shown this once."""
+
+    id = fields.String()
+    pipeline_id = fields.String()
+    url = fields.String()
+    events = fields.List(fields.String())
+    secret = fields.String()
+    created_by = fields.String()
+    created_at = UtcDateTime()
+
+
 class AuditSchema(Schema):
     id = fields.Integer()
     principal = fields.String()
@@ -199,3 +239,5 @@ REVISION_SUMMARY = RevisionSummarySchema()
 RUN_SUMMARY = RunSummarySchema()
 SCHEDULE_SUMMARY = ScheduleSchema()
 AUDIT_ENTRY = AuditSchema()
+WEBHOOK_SUMMARY = WebhookSchema()
+WEBHOOK_CREATED = WebhookCreatedSchema()

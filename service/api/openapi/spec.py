@@ -65,6 +65,7 @@ SCHEMAS = {
     "PipelinePatch": requests.PipelinePatchSchema,
     "RunTrigger": requests.RunTriggerSchema,
     "ScheduleCreate": requests.ScheduleCreateSchema,
+    "WebhookCreate": requests.WebhookCreateSchema,
     "EmptyBody": requests.EmptyBodySchema,
     "Pipeline": responses.PipelineSchema,
     "Revision": responses.RevisionSchema,
@@ -73,6 +74,9 @@ SCHEMAS = {
     "Run": responses.RunSchema,
     "RunSkipped": responses.RunSkippedSchema,
     "Schedule": responses.ScheduleSchema,
+    "WebhookDelivery": responses.WebhookDeliverySchema,
+    "Webhook": responses.WebhookSchema,
+    "WebhookCreated": responses.WebhookCreatedSchema,
     "Audit": responses.AuditSchema,
     "Health": responses.HealthSchema,
     "LastRun": responses.LastRunSchema,
@@ -82,7 +86,9 @@ SCHEMAS = {
     "PreviewRequest": requests.PreviewRequestSchema,
 }
 # The items of each list (`Op.page`): `<name>Page` components are built from them.
-PAGE_ITEMS = ("PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Audit")
+PAGE_ITEMS = (
+    "PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Webhook", "Audit"
+)  # fmt: skip
 
 
 _UUID = requests.UUID_TEXT.pattern
@@ -292,6 +298,7 @@ def _refine_components(components: dict[str, Any]) -> None:
     }
     for name in ("ErrorDetail", "ErrorInfo", "Error"):
         components[name]["required"] = list(components[name]["properties"])
+    _refine_webhooks(components)
     _refine_lists(components)
     _refine_preview_request(components)
     components.update(preview_components())
@@ -308,6 +315,15 @@ def _refine_lists(components: dict[str, Any]) -> None:
     counts["additionalProperties"] = {"type": "integer", "minimum": 1}
     for name in PAGE_ITEMS:
         components[f"{name}Page"] = _page(name)
+
+
+def _refine_webhooks(components: dict[str, Any]) -> None:
+    """The URL pattern in JSON schema's dialect, secrets without NUL, always-there fields."""
+    create = components["WebhookCreate"]["properties"]
+    create["url"]["pattern"] = create["url"]["pattern"].replace(r"\Z", "$")
+    create["secret"]["pattern"] = NO_NUL
+    for name in ("WebhookDelivery", "WebhookCreated"):
+        components[name]["required"] = list(components[name]["properties"])
 
 
 def _refine_preview_request(components: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """The coordinator's named SQL queries, loaded once: `queries.sql` (API, admission),
-`listing.sql` (the keyset lists), `metrics.sql` (the /metrics collector) and
-`schedules.sql` (the scheduler)."""
+`listing.sql` (the keyset lists), `metrics.sql` (the /metrics collector),
+`schedules.sql` (the scheduler) and `webhooks.sql` (webhooks and their outbox)."""
 
 from pathlib import Path
 
@@ -11,5 +11,6 @@ QUERIES = load_queries(_HERE / "queries.sql")
 SCHEDULE_QUERIES = load_queries(_HERE / "schedules.sql")
 LISTING_QUERIES = load_queries(_HERE / "listing.sql")
 METRICS_QUERIES = load_queries(_HERE / "metrics.sql")
+WEBHOOK_QUERIES = load_queries(_HERE / "webhooks.sql")
 
-__all__ = ["LISTING_QUERIES", "METRICS_QUERIES", "QUERIES", "SCHEDULE_QUERIES"]
+__all__ = ["LISTING_QUERIES", "METRICS_QUERIES", "QUERIES", "SCHEDULE_QUERIES", "WEBHOOK_QUERIES"]

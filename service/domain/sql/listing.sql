@@ -79,6 +79,27 @@ WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
 ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s;
 
+-- list_webhook_summaries --
+-- A pipeline's live webhooks newest first, never the secret, each with its latest delivery.
+SELECT w.id, w.pipeline_id, w.url, w.events, w.created_by, w.created_at,
+       CASE WHEN d.id IS NULL THEN NULL ELSE jsonb_build_object(
+           'event_id', d.event_id, 'event', d.event, 'run_id', d.run_id, 'status', d.status,
+           'attempts', d.attempts, 'last_status_code', d.last_status_code,
+           'last_error', d.last_error, 'created_at', webhook_utc_text(d.created_at),
+           'last_attempt_at', webhook_utc_text(d.last_attempt_at),
+           'next_attempt_at', CASE WHEN d.status = 'pending'
+                                   THEN webhook_utc_text(d.next_attempt_at) END,
+           'delivered_at', webhook_utc_text(d.delivered_at)) END AS last_delivery
+FROM webhooks w
+LEFT JOIN LATERAL (
+    SELECT * FROM webhook_deliveries x WHERE x.webhook_id = w.id
+    ORDER BY x.id DESC LIMIT 1) d ON true
+WHERE w.pipeline_id = %(pipeline_id)s AND w.deleted_at IS NULL
+  AND (%(before_at)s::timestamptz IS NULL
+       OR (w.created_at, w.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY w.created_at DESC, w.id DESC
+LIMIT %(limit)s;
+
 -- list_audit_entries --
 -- Audit rows newest first, optionally filtered by entity id, entity type, action and principal.
 SELECT id, principal, action, entity_type, entity_id, details, trace_id, created_at

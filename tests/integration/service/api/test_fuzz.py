@@ -51,6 +51,7 @@ LISTS = {
     "/api/v1/pipelines/{pipeline_id}/revisions": ("revisions", "int"),
     "/api/v1/pipelines/{pipeline_id}/runs": ("runs", "time"),
     "/api/v1/pipelines/{pipeline_id}/schedules": ("schedules", "time"),
+    "/api/v1/pipelines/{pipeline_id}/webhooks": ("webhooks", "time"),
     "/api/v1/runs": ("runs", "time"),
     "/api/v1/audit": ("audit", "int"),
 }
@@ -261,6 +262,9 @@ OPERATION_IDS = {
     ("get", "/api/v1/pipelines/{pipeline_id}/schedules"): "list_schedules",
     ("post", "/api/v1/pipelines/{pipeline_id}/schedules"): "create_schedule",
     ("delete", "/api/v1/pipelines/{pipeline_id}/schedules/{schedule_id}"): "delete_schedule",
+    ("get", "/api/v1/pipelines/{pipeline_id}/webhooks"): "list_webhooks",
+    ("post", "/api/v1/pipelines/{pipeline_id}/webhooks"): "create_webhook",
+    ("delete", "/api/v1/pipelines/{pipeline_id}/webhooks/{webhook_id}"): "delete_webhook",
     ("get", "/api/v1/runs"): "list_runs",
     ("get", "/api/v1/runs/{run_id}"): "get_run",
     ("post", "/api/v1/runs/{run_id}/cancel"): "cancel_run",
