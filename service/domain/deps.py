@@ -5,6 +5,7 @@ monkeypatching; and `wake`, the one way a change wakes the dag-advancer after CO
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,13 +25,15 @@ def now_utc() -> datetime:
 @dataclass(frozen=True)
 class Deps:
     """What the resources need. `wake_run(run_id, trace_id)` asks the dag-advancer to look
-    at a run; `now` and `new_id` are injected so tests control time and ids."""
+    at a run; `now` and `new_id` are injected so tests control time and ids, `sleep` so
+    they see the delays of failed authentications without waiting them out."""
 
     db: Database
     wake_run: Callable[[str, str], None]
     now: Callable[[], datetime] = now_utc
     new_id: Callable[[], uuid.UUID] = uuid.uuid4
     config: Config = field(default_factory=Config)  # directories and sandbox of previews
+    sleep: Callable[[float], None] = time.sleep
 
 
 def wake(deps: Deps, run: dict) -> None:

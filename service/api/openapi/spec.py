@@ -79,9 +79,13 @@ SCHEMAS = {
     "RevisionSummary": responses.RevisionSummarySchema,
     "RunSummary": responses.RunSummarySchema,
     "PreviewRequest": requests.PreviewRequestSchema,
+    "TokenCreate": requests.TokenCreateSchema,
+    "TokenRotate": requests.TokenRotateSchema,
+    "Token": responses.TokenSchema,
+    "IssuedToken": responses.IssuedTokenSchema,
 }
 # The items of each list (`Op.page`): `<name>Page` components are built from them.
-PAGE_ITEMS = ("PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Audit")
+PAGE_ITEMS = ("PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Audit", "Token")
 
 
 _UUID = requests.UUID_TEXT.pattern
@@ -257,6 +261,7 @@ def _refine_components(components: dict[str, Any]) -> None:
     for name in ("Pipeline", "Revision"):
         components[name]["properties"]["plan"] = ref("Plan")
     components["PipelineCreate"]["properties"]["name"]["pattern"] = NO_NUL
+    components["TokenCreate"]["properties"]["name"]["pattern"] = NO_NUL
     components["RunTrigger"]["properties"]["trigger_key"]["pattern"] = NO_NUL
     every, daily = (
         components["ScheduleCreate"]["properties"][k] for k in ("every_minutes", "daily_at")
