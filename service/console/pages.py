@@ -16,6 +16,7 @@ import falcon
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag import RunStatus
 from service.console.graph import layout_dag
+from service.console.lifecycle import NOTICES as LIFECYCLE_NOTICES
 from service.console.runview import build_run_page
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
 from service.domain.audit import audit_change, list_audit_actions
@@ -70,6 +71,7 @@ NOTICES = {
     "schedule_added": "Schedule added.",
     "schedule_deleted": "Schedule deleted.",
     "signed_out": "Signed out.",
+    **LIFECYCLE_NOTICES,
 }
 
 
