@@ -27,7 +27,8 @@ ANONYMOUS = "anonymous"  # who the audit names for a failed authentication
 def penalty_s(failures: int) -> float:
     """The delay of the answer to the `failures`-th consecutive failure (1-based):
     0.1, 0.2, 0.4, 0.8, 1.6, then 2.0 s."""
-    return min(FIRST_PENALTY_S * 2 ** max(failures - 1, 0), MAX_PENALTY_S)
+    doublings = min(max(failures - 1, 0), 16)  # past the cap anyway; 2**n stays a float
+    return min(FIRST_PENALTY_S * 2**doublings, MAX_PENALTY_S)
 
 
 @dataclass(frozen=True)

@@ -305,9 +305,9 @@ INSERT INTO auth_failures (client_addr, failures, last_failed_at, unaudited)
 VALUES (%(client_addr)s, 1, now(), 1)
 ON CONFLICT (client_addr) DO UPDATE
 SET failures = CASE WHEN auth_failures.last_failed_at < now() - interval '15 minutes' THEN 1
-                    ELSE auth_failures.failures + 1 END,
+                    ELSE LEAST(auth_failures.failures + 1, 1000000) END,
     last_failed_at = now(),
-    unaudited = auth_failures.unaudited + 1
+    unaudited = LEAST(auth_failures.unaudited + 1, 1000000000)
 RETURNING failures, unaudited,
           (audited_at IS NULL OR audited_at <= now() - interval '1 minute') AS audit_due;
 

@@ -53,12 +53,13 @@ def test_empty_database_gets_every_table_and_second_run_is_a_no_op() -> None:
         assert first == [
             "0001_state.sql", "0002_broker.sql", "0003_released_outcome.sql",
             "0004_run_purge.sql", "0005_console.sql", "0006_fusion.sql", "0007_run_error.sql",
-            "0008_pipeline_pause.sql", "0001_sandbox.sql",
+            "0008_pipeline_pause.sql", "0010_tokens_and_pipeline_delete.sql", "0001_sandbox.sql",
         ]  # fmt: skip
         expected = {
             "public.principals", "public.pipelines", "public.revisions", "public.runs",
             "public.step_runs", "public.attempts", "public.step_batches", "public.schedules",
             "public.audit", "public.schema_migrations", "dramatiq.queue", "public.console_sessions",
+            "public.retired_tokens", "public.auth_failures",
         }  # fmt: skip
         assert expected <= _tables(url)
         assert ddl.migrate(url) == []
