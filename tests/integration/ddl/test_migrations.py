@@ -90,7 +90,8 @@ def test_two_concurrent_runners_apply_each_migration_once() -> None:
         assert applied == sorted(
             ["0001_state.sql", "0002_broker.sql", "0003_released_outcome.sql",
              "0004_run_purge.sql", "0005_console.sql", "0006_fusion.sql", "0007_run_error.sql",
-             "0008_pipeline_pause.sql", "0001_sandbox.sql"]
+             "0008_pipeline_pause.sql", "0010_tokens_and_pipeline_delete.sql",
+             "0001_sandbox.sql"]
         )  # fmt: skip
     finally:
         _drop(url)
