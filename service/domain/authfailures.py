@@ -4,9 +4,10 @@ console sign-in with such a token. Called by `service.api.auth` and the console'
 Each failure is counted per client address in PostgreSQL (`auth_failures`), so every
 gunicorn worker sees the same count, and its answer is delayed by `penalty_s` of the
 consecutive failures: 0.1 s doubling to at most 2 s. A valid token is never delayed, and
-its use clears the address's count (`service.domain.principals.find_principal`), so the
-real admin is never locked out, even from an address that guessed. After 15 minutes
-without a failure the count starts over.
+its use clears the address's count (`service.domain.principals.find_principal`) once the
+last failure is `MAX_PENALTY_S` old, so the real admin is never locked out, even from an
+address that guessed, while a guesser holding some valid token cannot undo the penalty by
+interleaving it with the guesses. After 15 minutes without a failure the count starts over.
 
 The audit gets at most one `auth.failed` row per address and minute, carrying how many
 failures it stands for; the count, the audit row and its bookkeeping commit in one

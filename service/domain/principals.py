@@ -67,8 +67,9 @@ def hash_token(token: str) -> str:
 def find_principal(db: Database, token: str, *, client_addr: str | None = None) -> Principal | None:
     """The principal owning the live `token`, or None. The lookup is by hash; the stored
     hash is then compared in constant time so a match never depends on a short-circuiting
-    `==`. A match clears the failed authentications of `client_addr` (the caller's address)
-    and writes the token's `last_used_at` when the stored one is over a minute old."""
+    `==`. A match clears the failed authentications of `client_addr` (the caller's address;
+    see `service.domain.authfailures`) and writes the token's `last_used_at` when the stored
+    one is over a minute old."""
     wanted = hash_token(token)
     params = {"token_hash": wanted, "client_addr": client_addr}
     with db.transaction() as cur:

@@ -9,15 +9,18 @@ WHERE datname = current_database();
 
 -- find_principal_by_token_hash --
 -- The live principal owning a token (by its sha256 hex: unrevoked, unexpired on the database
--- clock). A find also clears the failed authentications of the caller's address and writes
--- the token's last use when the stored one is a minute old (not on every request).
+-- clock). A find also clears the failed authentications of the caller's address once its
+-- last failure is 2 s old (the longest penalty: interleaving a valid token with guesses
+-- does not undo their penalty), and writes the token's last use when the stored one is a
+-- minute old (not on every request).
 WITH found AS (
     SELECT id, name, role, token_hash FROM principals
     WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
       AND (expires_at IS NULL OR expires_at > now())),
 cleared AS (
     DELETE FROM auth_failures
-    WHERE client_addr = %(client_addr)s AND EXISTS (SELECT FROM found)),
+    WHERE client_addr = %(client_addr)s AND last_failed_at <= now() - interval '2 seconds'
+      AND EXISTS (SELECT FROM found)),
 touched AS (
     UPDATE principals p SET last_used_at = now() FROM found
     WHERE p.id = found.id

@@ -95,6 +95,7 @@ def test_failed_sign_ins_are_slowed_audited_and_reset_by_a_good_one(api: Api) ->
     assert api.sleeps == [0.1, 0.2, 0.4]
     (details,) = api.sql("SELECT details FROM audit WHERE action = 'auth.failed'")[0]
     assert details["via"] == "sign_in"
+    api.sql("UPDATE auth_failures SET last_failed_at = now() - interval '2 seconds'")
     assert c.sign_in(TOKENS[VIEWER]).status_code == 303
     assert api.sql("SELECT count(*) FROM auth_failures") == [(0,)]
     assert ConsoleClient(api.client.app).sign_in("").status_code == 401  # empty: no guess
@@ -135,6 +136,8 @@ def test_pause_unpause_and_delete_from_the_pipeline_page(api: Api) -> None:
     )
     assert admin.get(f"/ui/runs/{run_id}").status_code == 200  # the history stays readable
     actions = [r[0] for r in api.sql("SELECT action FROM audit ORDER BY id")]
-    assert [
-        a for a in actions if a.startswith("pipeline.") and a != "pipeline.create"
-    ] == ["pipeline.pause", "pipeline.unpause", "pipeline.delete"]
+    assert [a for a in actions if a.startswith("pipeline.") and a != "pipeline.create"] == [
+        "pipeline.pause",
+        "pipeline.unpause",
+        "pipeline.delete",
+    ]
