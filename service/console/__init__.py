@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from service.console import lifecycle
+from service.console import lifecycle, tokens
 from service.console import pages as p
 from service.console.web import (
     PREFIX,
@@ -50,3 +50,6 @@ def add_console(app: falcon.App, deps: Deps, settings: ConsoleSettings) -> None:
     app.add_route(f"{run}/cancel", p.CancelAction(console))
     app.add_route(f"{run}/resume", p.ResumeAction(console))
     app.add_route(f"{PREFIX}/audit", p.AuditPage(console))
+    app.add_route(f"{PREFIX}/tokens", tokens.TokensPage(console))
+    app.add_route(f"{PREFIX}/tokens/{{token_id:uuid}}/rotate", tokens.TokenRotateAction(console))
+    app.add_route(f"{PREFIX}/tokens/{{token_id:uuid}}/revoke", tokens.TokenRevokeAction(console))

@@ -5,6 +5,7 @@ bearer tokens. And a pipeline's Pause, Unpause and Delete (with its confirmation
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,42 @@ def test_pause_unpause_and_delete_from_the_pipeline_page(api: Api) -> None:
         "pipeline.unpause",
         "pipeline.delete",
     ]
+
+
+SECRET = re.compile(r'id="issued-secret"[^>]*value="([^"]+)"')
+
+
+def test_the_tokens_page_creates_rotates_and_revokes(api: Api) -> None:
+    admin = browser(api, TOKENS[ADMIN])
+    assert 'href="/ui/tokens"' in admin.get("/ui/").text
+    made = admin.post("/ui/tokens", {"name": "from-ui", "role": VIEWER, "expires": "7 days"},
+                      csrf=admin.csrf)  # fmt: skip
+    assert made.status_code == 201, made.text
+    secret = SECRET.search(made.text).group(1)
+    assert status_of(api, secret) == 200
+    listed = admin.get("/ui/tokens").text
+    assert "from-ui" in listed and secret not in listed  # shown once only
+    (token_id,) = api.sql("SELECT id::text FROM principals WHERE name = 'from-ui'")[0]
+
+    rotated = admin.post(f"/ui/tokens/{token_id}/rotate", csrf=admin.csrf)
+    new_secret = SECRET.search(rotated.text).group(1)
+    assert (status_of(api, secret), status_of(api, new_secret)) == (401, 200)
+    revoked = admin.post(f"/ui/tokens/{token_id}/revoke", csrf=admin.csrf)
+    assert revoked.status_code == 303 and "notice=token_revoked" in revoked.headers["location"]
+    assert status_of(api, new_secret) == 401
+    assert "Token revoked" in admin.get("/ui/tokens?notice=token_revoked").text
+
+    for form, words in [
+        ({"name": "x", "role": "root", "expires": "never"}, "role"),
+        ({"name": "x", "role": VIEWER, "expires": "forever"}, "expires"),
+        ({"name": "", "role": VIEWER, "expires": "never"}, "name"),
+    ]:
+        bad = admin.post("/ui/tokens", form, csrf=admin.csrf)
+        assert bad.status_code == 400 and words in bad.text, form
+    viewer = browser(api, TOKENS[VIEWER])
+    assert viewer.get("/ui/tokens").status_code == 403
+    assert 'href="/ui/tokens"' not in viewer.get("/ui/").text
+
+
+def status_of(api: Api, token: str) -> int:
+    return api.call("GET", "/pipelines", token=token).status
