@@ -12,11 +12,12 @@ A rotated-away secret is remembered (`retired_tokens`) so `etl seed` cannot brin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from service.domain.audit import audit_change
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
-from service.domain.principals import generate_token, hash_token
-from service.errors import Conflict, NotFound
+from service.domain.principals import ADMIN, generate_token, hash_token
+from service.errors import Conflict, NotFound, ValidationFailed
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,14 @@ def create_token(
 ) -> IssuedToken:
     """A new token `name` with `role`, expiring `expires_in_s` seconds from now (database
     clock; None: never). `Conflict` (code `duplicate_name`) when a live token has the
-    name (a revoked token's name is free)."""
+    name (a revoked token's name is free); `ValidationFailed` for `pipeline_admin`, the name
+    `etl seed` gives the admin's token (a token of that name would become the admin's at the
+    next seed)."""
+    if name == ADMIN:
+        raise ValidationFailed(
+            "the name is reserved",
+            details=[{"field": "name", "message": f"{ADMIN} is reserved for `etl seed`"}],
+        )
     secret = generate_token()
     params = {
         "id": token_id,
@@ -129,5 +137,5 @@ def _lock(cur: Cursor, token_id: str) -> dict:
     return row
 
 
-def _iso(value) -> str | None:
+def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None

@@ -6,11 +6,13 @@ most once a minute per address and answered after a penalty that grows and reset
 
 from __future__ import annotations
 
+import psycopg2
 import pytest
 
+from drills import ApiClient
 from service.domain.authfailures import penalty_s
 from service.domain.principals import ADMIN, VIEWER, hash_token
-from tests.integration.testapp import TOKENS, Api
+from tests.integration.testapp import API_WORKERS, TOKENS, Api
 
 FIELDS = {"id", "name", "role", "created_at", "last_used_at", "expires_at", "revoked_at"}
 
@@ -53,6 +55,7 @@ def test_create_shows_the_secret_once_and_the_list_never(api: Api) -> None:
 
 def test_revoke_answers_401_at_once_and_frees_the_name(api: Api) -> None:
     made = create(api)
+    assert made["expires_at"] is None  # no lifetime given: it never expires
     assert status_with(api, made["token"]) == 200
     assert api.call("DELETE", f"/tokens/{made['id']}").status == 204
     assert status_with(api, made["token"]) == 401
@@ -75,6 +78,7 @@ def test_a_live_name_is_taken_and_bad_fields_are_named(api: Api) -> None:
         ({"name": "", "role": VIEWER}, "name"),
         ({"name": "e", "role": VIEWER, "expires_in_s": 0}, "expires_in_s"),
         ({"name": "e", "role": VIEWER, "expires_in_s": "1h"}, "expires_in_s"),
+        ({"name": ADMIN, "role": ADMIN}, "name"),  # reserved for `etl seed`
     ]:
         a = api.call("POST", "/tokens", body)
         assert a.status == 400, body
@@ -186,3 +190,20 @@ def test_the_count_starts_over_after_a_quiet_quarter_hour(api: Api) -> None:
 def test_tokens_are_admin_only(api: Api, path: str) -> None:
     method = "GET" if path == "/tokens" else "DELETE"
     assert api.call(method, path, role=VIEWER).status == 403
+
+
+def test_the_count_is_shared_by_every_gunicorn_worker(server: str, db_url: str) -> None:
+    """Real gunicorn with several workers, a new connection per guess: one count, one audit
+    row, whichever worker answered."""
+    guesser = ApiClient(server.removesuffix("/api/v1"), "guess-0123456789", timeout_s=30)
+    for _ in range(API_WORKERS + 1):
+        assert guesser.call("GET", "/pipelines")[0] == 401
+    conn = psycopg2.connect(db_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SELECT failures, unaudited FROM auth_failures")
+            assert cur.fetchall() == [(API_WORKERS + 1, API_WORKERS)]
+            cur.execute("SELECT count(*) FROM audit WHERE action = 'auth.failed'")
+            assert cur.fetchall() == [(1,)]
+    finally:
+        conn.close()
