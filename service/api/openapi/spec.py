@@ -24,7 +24,7 @@ from service.api.openapi.plan import plan_components
 from service.api.openapi.preview import preview_components
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 from service.domain import listing
-from service.domain.principals import READ
+from service.domain.principals import ADMIN, READ
 from service.schemas import requests, responses
 
 
@@ -261,7 +261,8 @@ def _refine_components(components: dict[str, Any]) -> None:
     for name in ("Pipeline", "Revision"):
         components[name]["properties"]["plan"] = ref("Plan")
     components["PipelineCreate"]["properties"]["name"]["pattern"] = NO_NUL
-    components["TokenCreate"]["properties"]["name"]["pattern"] = NO_NUL
+    token_name = components["TokenCreate"]["properties"]["name"]
+    token_name.update(pattern=NO_NUL, **{"not": {"const": ADMIN}})  # `etl seed`'s name
     components["RunTrigger"]["properties"]["trigger_key"]["pattern"] = NO_NUL
     every, daily = (
         components["ScheduleCreate"]["properties"][k] for k in ("every_minutes", "daily_at")

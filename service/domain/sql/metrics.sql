@@ -11,10 +11,9 @@ SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
 SELECT status, count(*) AS n FROM runs GROUP BY status;
 
 -- count_queued_runs_by_pipeline --
--- Queued runs of every live pipeline (0 for a pipeline with none).
+-- Queued runs of every pipeline (0 for a pipeline with none).
 SELECT p.name AS pipeline, count(r.id) AS n
 FROM pipelines p LEFT JOIN runs r ON r.pipeline_id = p.id AND r.status = 'queued'
-WHERE p.deleted_at IS NULL
 GROUP BY p.name;
 
 -- count_skipped_runs_by_reason --
