@@ -322,7 +322,7 @@ def configure_runs(parser: argparse.ArgumentParser) -> None:
 
 
 def runs_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
-    pipeline_id = client.find_pipeline(args.pipeline)["id"] if args.pipeline else None
+    pipeline_id = client.pipeline_id_of(args.pipeline) if args.pipeline else None
     items = client.list_runs(status=args.status, pipeline_id=pipeline_id, limit=args.limit)
     if args.json:
         _print_json(console, items)

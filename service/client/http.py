@@ -123,6 +123,11 @@ class ApiClient:
             raise ApiError(404, "not_found", f"no pipeline named or with id {name_or_id!r}")
         return self.get_pipeline(page["items"][0]["id"])
 
+    def pipeline_id_of(self, name_or_id: str) -> str:
+        """An id as given (a deleted pipeline's too: its runs stay listed), else the id of
+        the live pipeline of this name; `ApiError` 404 when there is none."""
+        return name_or_id if _is_uuid(name_or_id) else self.find_pipeline(name_or_id)["id"]
+
     def create_pipeline(self, name: str, plan: Any) -> dict:
         return self.request("POST", "/pipelines", {"name": name, "plan": plan})[1]
 

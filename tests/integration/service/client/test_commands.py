@@ -274,6 +274,9 @@ def test_pipelines_delete_is_refused_while_a_run_is_queued(
     deleted = ok(env, "pipelines", "delete", "old")
     assert deleted.startswith("deleted pipeline old (") and "runs stay readable" in deleted
     assert read_json(env, "runs", "show", run_id)["status"] == "canceled"
+    assert ok(env, "runs", "show", run_id).startswith(f"run {run_id} canceled")
+    pipeline_id = deleted.split("(")[1].split(")")[0]
+    assert [r["id"] for r in read_json(env, "runs", "list", "--pipeline", pipeline_id)] == [run_id]
     assert etl(env, "pipelines", "show", "old").returncode == 5
     created = ok(env, "pipelines", "apply", str(write_doc(tmp_path, "old", plan_copy())))
     assert created.startswith("created pipeline old (")
