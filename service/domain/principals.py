@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from service.domain.db import Cursor, execute, fetch_one
+from service.domain.audit import insert_audit
+from service.domain.db import Cursor, execute, fetch_all, fetch_one
 from service.schemas.requests import ROLE_NAMES
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ ADMIN, OPERATOR, VIEWER = ROLES
 ADMIN_ONLY = frozenset({ADMIN})
 OPERATE = frozenset({ADMIN, OPERATOR})
 READ = frozenset(ROLES)
+SEED_PRINCIPAL = "etl seed"  # who the audit names for the admin token `etl seed` sets
 # A chosen admin token (ETL_ADMIN_TOKEN) must be at least this long and free of white space.
 MIN_CHOSEN_TOKEN_CHARS = 16
 
@@ -111,14 +113,29 @@ def seed_admin(cur: Cursor, token: str | None) -> tuple[SeedOutcome, str | None]
     if state["taken"]:
         return SeedOutcome.TOKEN_TAKEN, None
     if existing is None:
-        if create_principal(cur, ADMIN, ADMIN, hashed) is None:
+        created = create_principal(cur, ADMIN, ADMIN, hashed)
+        if created is None:
             return SeedOutcome.TOKEN_TAKEN, None
+        _audit_seed(cur, created, SeedOutcome.CREATED, sessions_ended=0)
         return SeedOutcome.CREATED, shown
     params = {"token_hash": existing["token_hash"], "principal_id": existing["id"]}
     execute(cur, "retire_token_hash", params)
     execute(cur, "update_principal_token", {"name": ADMIN, "role": ADMIN, "token_hash": hashed})
-    execute(cur, "end_principal_sessions", {"principal_id": existing["id"]})
+    ended = fetch_all(cur, "end_principal_sessions", {"principal_id": existing["id"]})
+    _audit_seed(cur, str(existing["id"]), SeedOutcome.REPLACED, sessions_ended=len(ended))
     return SeedOutcome.REPLACED, shown
+
+
+def _audit_seed(cur: Cursor, token_id: str, outcome: SeedOutcome, *, sessions_ended: int):
+    details = {"name": ADMIN, "outcome": str(outcome), "sessions_ended": sessions_ended}
+    insert_audit(
+        cur,
+        principal=SEED_PRINCIPAL,
+        action="token.seed",
+        entity_type="token",
+        entity_id=token_id,
+        details=details,
+    )
 
 
 def create_principal(cur: Cursor, name: str, role: str, token_hash: str) -> str | None:

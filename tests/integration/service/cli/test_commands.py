@@ -86,6 +86,14 @@ def test_seed_never_brings_back_a_replaced_token(db_url: str) -> None:
     assert back.returncode == 0  # a restart with the old variable still starts
     assert "revoked or rotated away" in back.stderr
     assert principals(db_url)[0][2] == hash_token("admin-secret-0002-x")
+    conn = psycopg2.connect(db_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT principal, details->>'outcome' FROM audit"
+                        " WHERE action = 'token.seed' ORDER BY id")  # fmt: skip
+            assert cur.fetchall() == [("etl seed", "created"), ("etl seed", "replaced")]
+    finally:
+        conn.close()
 
 
 def test_token_is_a_client_command_that_needs_an_api_token(db_url: str) -> None:
