@@ -197,6 +197,7 @@ class Stack:
             "ETL_REJECT_DIR": str(self.rejects),
             "ETL_API_BIND": f"127.0.0.1:{self.port}",
             "ETL_ADMIN_TOKEN": token,
+            "ETL_TOKEN": token,  # `etl` client commands (`stack.etl("token", ...)`) as the admin
             **(FAST_TIMINGS if fast else {}),
             **(env or {}),
         }

@@ -106,7 +106,7 @@ class PipelinesResource(Resource):
 
 
 class PipelineResource(Resource):
-    roles = {"GET": READ, "PATCH": ADMIN_ONLY}
+    roles = {"GET": READ, "PATCH": ADMIN_ONLY, "DELETE": ADMIN_ONLY}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         with self.deps.db.transaction() as cur:
@@ -127,6 +127,16 @@ class PipelineResource(Resource):
             )
         resp.etag = f'"{row["revision"]}"'
         resp.media = responses.PIPELINE.dump(row)
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        with self.deps.db.transaction() as cur:
+            pipelines.delete_pipeline(
+                cur,
+                str(pipeline_id),
+                req.context.principal.name,
+                request_id=req.context.request_id,
+            )
+        resp.status = 204
 
 
 class _PauseAction(Resource):

@@ -19,6 +19,7 @@ from service.api import resources as r
 from service.api.metrics import METRICS_CONTENT_TYPE, MetricsResource
 from service.api.openapi.spec import build_spec
 from service.api.preview import PreviewResource
+from service.api.tokens import TokenResource, TokenRotateResource, TokensResource
 from service.domain.deps import Deps
 
 
@@ -155,6 +156,14 @@ ROUTES: list[Route] = [
                 also={412: "Error"},
                 if_match=True,
                 etag=True,
+            ),
+            "delete": Op(
+                "delete_pipeline",
+                "Delete a pipeline (409 pipeline_active while it has queued or running runs):"
+                " it answers 404 from then on, its schedules are deleted, its runs stay"
+                " readable at /runs/{run_id} and its name is free",
+                204,
+                also={409: "Error"},
             ),
         },
     ),
@@ -316,6 +325,52 @@ ROUTES: list[Route] = [
                 request="EmptyBody",
                 body_required=False,
                 also={409: "Error", 429: "RunSkipped"},
+            ),
+        },
+    ),
+    Route(
+        f"{API}/tokens",
+        TokensResource,
+        {
+            "get": Op(
+                "list_tokens",
+                "Tokens, newest first, revoked ones too (never a secret)",
+                response="Token",
+                page=True,
+            ),
+            "post": Op(
+                "create_token",
+                "Create a token: its secret (`token`) is in this answer only",
+                201,
+                "IssuedToken",
+                request="TokenCreate",
+                also={409: "Error"},
+            ),
+        },
+    ),
+    Route(
+        f"{API}/tokens/{{token_id:uuid}}",
+        TokenResource,
+        {
+            "delete": Op(
+                "revoke_token",
+                "Revoke a token: its API calls and console sessions answer 401 at once",
+                204,
+            )
+        },
+    ),
+    Route(
+        f"{API}/tokens/{{token_id:uuid}}/rotate",
+        TokenRotateResource,
+        {
+            "post": Op(
+                "rotate_token",
+                "A new secret for a token (same id, name and role; shown once): the old"
+                " secret and its console sessions answer 401 at once (409: revoked)",
+                response="IssuedToken",
+                request="TokenRotate",
+                body_required=False,
+                also={409: "Error"},
             ),
         },
     ),

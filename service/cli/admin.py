@@ -1,5 +1,6 @@
-"""`etl migrate`, `etl seed` and `etl token create`: the schema and the principals, run
-against the configured database (the work is in `ddl` and `service.domain.principals`)."""
+"""`etl migrate` and `etl seed`: the schema and the admin's token, run against the
+configured database (the work is in `ddl` and `service.domain.principals`). Every other
+token is managed through the REST API (`etl token`, service/client)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,7 @@ import sys
 import ddl
 from service.config import Config, ConfigError
 from service.domain.db import Database
-from service.domain.principals import (
-    ADMIN,
-    ROLES,
-    SeedOutcome,
-    chosen_token_problem,
-    create_principal,
-    generate_token,
-    hash_token,
-    seed_admin,
-)
+from service.domain.principals import ADMIN, SeedOutcome, chosen_token_problem, seed_admin
 
 
 def run_migrate(args: argparse.Namespace) -> int:
@@ -51,6 +43,14 @@ def run_seed(args: argparse.Namespace) -> int:
     if outcome == SeedOutcome.TOKEN_TAKEN:
         print("error: that token already belongs to another principal", file=sys.stderr)
         return 1
+    if outcome == SeedOutcome.TOKEN_RETIRED:
+        # exit 0: a restart with the old ETL_ADMIN_TOKEN still starts (compose seeds first)
+        print(
+            f"warning: ETL_ADMIN_TOKEN was revoked or rotated away and is never accepted"
+            f" again; {ADMIN} is left as it is (set a new ETL_ADMIN_TOKEN to replace it)",
+            file=sys.stderr,
+        )
+        return 0
     if outcome == SeedOutcome.UNCHANGED:
         if cfg.admin_token is None:
             print(f"{ADMIN} exists; token unchanged (set ETL_ADMIN_TOKEN to replace it)")
@@ -60,28 +60,4 @@ def run_seed(args: argparse.Namespace) -> int:
         print(f"{ADMIN} token (shown once): {shown}")
     else:
         print(f"{ADMIN} seeded from ETL_ADMIN_TOKEN")
-    return 0
-
-
-def configure_token(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="token_command", required=True)
-    create = sub.add_parser("create", help="create a principal and print its new token")
-    create.add_argument("--role", required=True, choices=ROLES)
-    create.add_argument("--name", required=True)
-
-
-def run_token(args: argparse.Namespace) -> int:
-    """`etl token create`: a new principal with a generated token, printed once."""
-    cfg = Config.from_env()
-    token = generate_token()
-    db = Database(cfg.database_url, max_connections=1, application_name="etl-cli")
-    try:
-        with db.transaction() as cur:
-            created = create_principal(cur, args.name, args.role, hash_token(token))
-    finally:
-        db.close()
-    if created is None:
-        print(f"error: a principal named {args.name!r} exists", file=sys.stderr)
-        return 1
-    print(token)
     return 0

@@ -30,7 +30,12 @@ _ADMIN, _SERVE, _CLIENT = "service.cli.admin", "service.cli.serve", "service.cli
 COMMANDS: dict[str, Command] = {
     "migrate": Command("apply ddl/ migrations (idempotent)", _ADMIN, "run_migrate"),
     "seed": Command("create the pipeline_admin token", _ADMIN, "run_seed"),
-    "token": Command("manage principals and tokens", _ADMIN, "run_token", "configure_token"),
+    "token": Command(
+        "create, list, revoke or rotate tokens (API client, admin)",
+        _CLIENT,
+        "run_token",
+        "configure_token",
+    ),
     "validate": Command(
         "validate a plan offline", "service.cli.plans", "run_validate", "configure_validate"
     ),
@@ -49,7 +54,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "drill": Command("failure drills and the report", _SERVE, "run_drill", "configure_drill"),
     "pipelines": Command(
-        "list, show or apply pipelines (API client)",
+        "list, show, apply, pause, unpause or delete pipelines (API client)",
         _CLIENT,
         "run_pipelines",
         "configure_pipelines",

@@ -1,4 +1,4 @@
-"""The API client side of `etl` (`pipelines`, `run`, `runs`, `schedules`): an HTTP client
+"""The API client side of `etl` (`pipelines`, `run`, `runs`, `schedules`, `token`): an HTTP client
 (`http`), the commands (`commands`) and live progress (`watch`). It knows only HTTP: it
 imports nothing of the server (enforced by import-linter)."""
 

@@ -1,7 +1,8 @@
 """The `etl` commands that drive a running coordinator through its REST API, like any other
-client: `pipelines list|show|apply`, `run`, `runs list|show|watch|cancel|resume`,
-`schedules list|add|delete`. They read `ETL_API_URL` and `ETL_TOKEN` (service/config.py);
-`--json` on every read prints the API's JSON instead of text.
+client: `pipelines list|show|apply|pause|unpause|delete`, `run`,
+`runs list|show|watch|cancel|resume`, `schedules list|add|delete`,
+`token create|list|revoke|rotate`. They read `ETL_API_URL` and `ETL_TOKEN`
+(service/config.py); `--json` on every read prints the API's JSON instead of text.
 
 Exit statuses (also in README.md): 0 success (a waited-for run succeeded); 1 the run failed;
 2 usage or configuration error (e.g. no ETL_TOKEN); 3 the run was canceled; 4 the trigger or
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -116,7 +118,11 @@ def configure_pipelines(parser: argparse.ArgumentParser) -> None:
     )
     apply.add_argument("file", metavar="FILE", type=Path, help='a {"name", "plan"} JSON file')
     _add_json(apply)
-    for action, text in (("pause", "admit no run until unpaused"), ("unpause", "admit runs again")):
+    for action, text in (
+        ("pause", "admit no run until unpaused"),
+        ("unpause", "admit runs again"),
+        ("delete", "delete (refused while runs are queued or running; its runs stay readable)"),
+    ):
         paused = sub.add_parser(action, help=text)
         paused.add_argument("pipeline", metavar="PIPELINE", help="name or id")
 
@@ -197,6 +203,16 @@ def _set_paused(args: argparse.Namespace, client: ApiClient, *, paused: bool) ->
     pipeline = client.find_pipeline(args.pipeline)
     after = client.set_paused(pipeline["id"], paused)
     print(f"{after['name']} is {'paused' if after['paused'] else 'not paused'}")
+    return 0
+
+
+def pipelines_delete(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    pipeline = client.find_pipeline(args.pipeline)
+    client.delete_pipeline(pipeline["id"])
+    print(
+        f"deleted pipeline {pipeline['name']} ({pipeline['id']}); its runs stay readable"
+        f" (etl runs list --pipeline {pipeline['id']})"
+    )
     return 0
 
 
@@ -306,7 +322,7 @@ def configure_runs(parser: argparse.ArgumentParser) -> None:
 
 
 def runs_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
-    pipeline_id = client.find_pipeline(args.pipeline)["id"] if args.pipeline else None
+    pipeline_id = client.pipeline_id_of(args.pipeline) if args.pipeline else None
     items = client.list_runs(status=args.status, pipeline_id=pipeline_id, limit=args.limit)
     if args.json:
         _print_json(console, items)
@@ -434,6 +450,106 @@ def schedules_delete(args: argparse.Namespace, client: ApiClient, console: Conso
     return 0
 
 
+# --- tokens ----------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"(\d{1,10})([smhd]?)")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration_s(text: str) -> int:
+    """`--expires-in`: seconds from `3600`, `3600s`, `90m`, `12h` or `30d`."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or int(match[1]) == 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration such as 3600s, 90m, 12h or 30d"
+        )
+    return int(match[1]) * _UNIT_S[match[2]]
+
+
+def configure_token(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="token_command", required=True, metavar="ACTION")
+    create = sub.add_parser("create", help="a new token; prints its secret once")
+    create.add_argument("--name", required=True, help="unique among live tokens")
+    create.add_argument(
+        "--role", required=True, help="pipeline_admin, pipeline_operator or pipeline_viewer"
+    )
+    create.add_argument(
+        "--expires-in", type=parse_duration_s, metavar="DURATION", help="e.g. 3600s, 12h, 30d"
+    )
+    _add_json(create)
+    ls = sub.add_parser("list", help="tokens, newest first, revoked ones too (never a secret)")
+    _add_json(ls)
+    revoke = sub.add_parser("revoke", help="revoke: its API calls and console sessions end at once")
+    revoke.add_argument("token", metavar="TOKEN", help="token id, or the name of a live one")
+    rotate = sub.add_parser(
+        "rotate", help="a new secret for the same token (printed once); the old one ends at once"
+    )
+    rotate.add_argument("token", metavar="TOKEN", help="token id, or the name of a live one")
+    rotate.add_argument(
+        "--expires-in",
+        type=parse_duration_s,
+        metavar="DURATION",
+        help="a new lifetime from now (default: the expiry stays)",
+    )
+    _add_json(rotate)
+
+
+def _print_issued(args: argparse.Namespace, console: Console, issued: dict, what: str) -> None:
+    """The secret alone on stdout (for a script to capture), what it is on stderr."""
+    if args.json:
+        _print_json(console, issued)
+        return
+    expires = issued.get("expires_at") or "never"
+    Console(stderr=True, highlight=False).print(
+        f"{what} token {issued['name']} ({issued['id']}), role {issued['role']},"
+        f" expires {expires}; the secret below is shown this once:",
+        markup=False,
+    )
+    print(issued["token"])
+
+
+def token_create(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    issued = client.create_token(args.name, args.role, args.expires_in)
+    _print_issued(args, console, issued, "created")
+    return 0
+
+
+def token_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    items = client.list_tokens()
+    if args.json:
+        _print_json(console, items)
+        return 0
+    rows = [
+        [
+            t["id"],
+            t["name"],
+            t["role"],
+            t["created_at"],
+            t.get("last_used_at") or "-",
+            t.get("expires_at") or "never",
+            t.get("revoked_at") or "-",
+        ]
+        for t in items
+    ]
+    headers = ["ID", "NAME", "ROLE", "CREATED", "LAST USED", "EXPIRES", "REVOKED"]
+    _print_table(console, headers, rows)
+    return 0
+
+
+def token_revoke(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    token = client.find_token(args.token)
+    client.revoke_token(token["id"])
+    print(f"revoked token {token['name']} ({token['id']})")
+    return 0
+
+
+def token_rotate(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    token = client.find_token(args.token)
+    issued = client.rotate_token(token["id"], args.expires_in)
+    _print_issued(args, console, issued, "rotated")
+    return 0
+
+
 # The handlers of each command group; `service.cli.main.COMMANDS` names them.
 run_pipelines = _dispatch(
     {
@@ -442,6 +558,7 @@ run_pipelines = _dispatch(
         "apply": pipelines_apply,
         "pause": pipelines_pause,
         "unpause": pipelines_unpause,
+        "delete": pipelines_delete,
     },
     "pipelines_command",
 )
@@ -458,4 +575,8 @@ run_runs = _dispatch(
 run_schedules = _dispatch(
     {"list": schedules_list, "add": schedules_add, "delete": schedules_delete},
     "schedules_command",
+)
+run_token = _dispatch(
+    {"create": token_create, "list": token_list, "revoke": token_revoke, "rotate": token_rotate},
+    "token_command",
 )

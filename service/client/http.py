@@ -106,6 +106,10 @@ class ApiClient:
         action = "pause" if paused else "unpause"
         return self.request("POST", f"/pipelines/{pipeline_id}/{action}")[1]
 
+    def delete_pipeline(self, pipeline_id: str) -> None:
+        """Delete a pipeline (409 while it has queued or running runs)."""
+        self.request("DELETE", f"/pipelines/{pipeline_id}")
+
     def find_pipeline(self, name_or_id: str) -> dict:
         """The pipeline with this id, or else this name; `ApiError` 404 when neither."""
         if _is_uuid(name_or_id):
@@ -118,6 +122,11 @@ class ApiClient:
         if not page["items"]:
             raise ApiError(404, "not_found", f"no pipeline named or with id {name_or_id!r}")
         return self.get_pipeline(page["items"][0]["id"])
+
+    def pipeline_id_of(self, name_or_id: str) -> str:
+        """An id as given (a deleted pipeline's too: its runs stay listed), else the id of
+        the live pipeline of this name; `ApiError` 404 when there is none."""
+        return name_or_id if _is_uuid(name_or_id) else self.find_pipeline(name_or_id)["id"]
 
     def create_pipeline(self, name: str, plan: Any) -> dict:
         return self.request("POST", "/pipelines", {"name": name, "plan": plan})[1]
@@ -168,6 +177,35 @@ class ApiClient:
 
     def delete_schedule(self, pipeline_id: str, schedule_id: str) -> None:
         self.request("DELETE", f"/pipelines/{pipeline_id}/schedules/{schedule_id}")
+
+    # --- tokens ---
+    def list_tokens(self, *, limit: int = 500) -> list[dict]:
+        return list(self.pages("/tokens", limit=limit))
+
+    def create_token(self, name: str, role: str, expires_in_s: int | None = None) -> dict:
+        """A new token; the answer's `token` is its secret, shown this once."""
+        body: dict[str, Any] = {"name": name, "role": role}
+        if expires_in_s is not None:
+            body["expires_in_s"] = expires_in_s
+        return self.request("POST", "/tokens", body)[1]
+
+    def revoke_token(self, token_id: str) -> None:
+        self.request("DELETE", f"/tokens/{token_id}")
+
+    def rotate_token(self, token_id: str, expires_in_s: int | None = None) -> dict:
+        """A new secret for the token (the answer's `token`, shown once)."""
+        body = {} if expires_in_s is None else {"expires_in_s": expires_in_s}
+        return self.request("POST", f"/tokens/{token_id}/rotate", body)[1]
+
+    def find_token(self, name_or_id: str) -> dict:
+        """The token with this id, or else the live token of this name; `ApiError` 404 when
+        neither."""
+        items = self.list_tokens(limit=100_000)
+        by_id = [t for t in items if t["id"] == name_or_id]
+        by_name = [t for t in items if t["name"] == name_or_id and t["revoked_at"] is None]
+        if by_id or by_name:
+            return (by_id or by_name)[0]
+        raise ApiError(404, "not_found", f"no live token named or with id {name_or_id!r}")
 
 
 def _decode(raw: bytes) -> Any:

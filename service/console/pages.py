@@ -16,9 +16,11 @@ import falcon
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag import RunStatus
 from service.console.graph import layout_dag
+from service.console.lifecycle import NOTICES as LIFECYCLE_NOTICES
 from service.console.runview import build_run_page
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
 from service.domain.audit import audit_change, list_audit_actions
+from service.domain.authfailures import record_failure
 from service.domain.deps import wake
 from service.domain.listing import (
     MAX_LIMIT,
@@ -72,6 +74,7 @@ NOTICES = {
     "schedule_added": "Schedule added.",
     "schedule_deleted": "Schedule deleted.",
     "signed_out": "Signed out.",
+    **LIFECYCLE_NOTICES,
 }
 
 
@@ -132,11 +135,20 @@ class LoginPage(ConsolePage):
                 ttl_s=self.console.settings.session_ttl_s,
                 new_id=self.deps.new_id,
                 request_id=req.context.request_id,
+                client_addr=req.remote_addr or "unknown",
             )
             if token
             else None
         )
         if opened is None:
+            if token:  # a failed sign-in, counted, audited and slowed like a bad bearer token
+                failure = record_failure(
+                    self.deps.db,
+                    req.remote_addr or "unknown",
+                    "sign_in",
+                    request_id=req.context.request_id,
+                )
+                self.deps.sleep(failure.delay_s)
             self._form(req, resp, error="Unknown token.", status=401)
             return
         cookie, _ = opened

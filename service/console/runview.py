@@ -30,7 +30,7 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
     """Everything the run page draws, read in the caller's transaction; `NotFound` for an
     unknown run."""
     view = get_run_view(cur, run_id)
-    pipeline = get_pipeline(cur, str(view["pipeline_id"]))
+    pipeline = get_pipeline(cur, str(view["pipeline_id"]), include_deleted=True)
     plan = get_revision(cur, str(view["pipeline_id"]), view["revision"])["plan"] or {}
     now = database_now(cur)
     plan_steps = [s for s in plan.get("steps", []) if isinstance(s, Mapping)]

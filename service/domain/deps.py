@@ -5,6 +5,7 @@ monkeypatching; and `wake`, the one way a change wakes the dag-advancer after CO
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ def faces_tracer() -> Tracer:
 class Deps:
     """What the resources need. `wake_run(run_id, trace_id)` asks the dag-advancer to look
     at a run; `now` and `new_id` are injected so tests control time and ids, `tracer` so
-    they read the trigger spans from an SDK of their own."""
+    they read the trigger spans from an SDK of their own, `sleep` so they see the delays of
+    failed authentications without waiting them out."""
 
     db: Database
     wake_run: Callable[[str, str], None]
@@ -41,6 +43,7 @@ class Deps:
     new_id: Callable[[], uuid.UUID] = uuid.uuid4
     config: Config = field(default_factory=Config)  # directories and sandbox of previews
     tracer: Tracer = field(default_factory=faces_tracer)
+    sleep: Callable[[float], None] = time.sleep
 
 
 def wake(deps: Deps, run: dict) -> None:

@@ -272,3 +272,12 @@ def page_body(schema: Schema, page: Page) -> dict[str, Any]:
     """`{"items": [...], "next": cursor | null}` with the items dumped by `schema`."""
     rows, next_cursor = page
     return {"items": schema.dump(rows, many=True), "next": next_cursor}
+
+
+def list_tokens(cur: Cursor, *, limit: int = DEFAULT_LIMIT, before: str | None = None) -> Page:
+    """Token records newest first, revoked and expired ones too (never a secret or hash)."""
+    params = _time_and_id(before, "tokens")
+    rows, last = _page(
+        cur, "list_token_summaries", params, limit, lambda r: (r["created_at"], r["id"])
+    )
+    return rows, last and encode_cursor("tokens", *last)

@@ -4,7 +4,13 @@ its plan is a new numbered revision, and runs keep the revision they were trigge
 Every function takes the caller's cursor and runs inside the caller's transaction, writing
 its audit row there. A plan change locks the pipeline row first (the advancer's lock too), so
 two changes never get the same number. Plans are checked by
-`service.schemas.requests.check_plan` before they are stored."""
+`service.schemas.requests.check_plan` before they are stored.
+
+A delete is soft (`deleted_at`): the row, its revisions and its runs stay, so the runs stay
+readable; every pipeline read ignores it, and its name is free for a new pipeline. Lock
+order of a delete: the pipeline row, its schedule rows (a fire in flight finishes first),
+then the admission lock (`service.domain.runs`), so no run is admitted between the check for
+active runs and the delete."""
 
 from __future__ import annotations
 
@@ -14,13 +20,16 @@ import psycopg2.extras
 
 from service.domain.audit import audit_change
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
+from service.domain.runs import lock_admission
 from service.errors import Conflict, NotFound, PreconditionFailed
 from service.schemas.requests import check_plan
 
 
-def get_pipeline(cur: Cursor, pipeline_id: str) -> dict:
-    """The pipeline with its current plan; `NotFound` if unknown."""
-    row = fetch_one(cur, "get_pipeline", {"pipeline_id": pipeline_id})
+def get_pipeline(cur: Cursor, pipeline_id: str, *, include_deleted: bool = False) -> dict:
+    """The pipeline with its current plan; `NotFound` if unknown or deleted (unless
+    `include_deleted`: a deleted pipeline's run pages still name it)."""
+    params = {"pipeline_id": pipeline_id, "include_deleted": include_deleted}
+    row = fetch_one(cur, "get_pipeline", params)
     if row is None:
         raise NotFound(f"pipeline {pipeline_id} not found")
     return row
@@ -111,6 +120,35 @@ def set_paused(
     action = "pipeline.pause" if paused else "pipeline.unpause"
     audit_change(cur, principal, action, f"pipeline:{pipeline_id}", request_id)
     return get_pipeline(cur, pipeline_id)
+
+
+def delete_pipeline(cur: Cursor, pipeline_id: str, principal: str, *, request_id: str) -> None:
+    """Delete a pipeline, audited: it answers 404 from then on, its schedules are deleted
+    (they never fire again), its runs stay readable and its name is free. `NotFound` if
+    unknown or deleted; `Conflict` (code `pipeline_active`) while it has queued or running
+    runs (cancel them, or wait, first)."""
+    pipeline = fetch_one(cur, "lock_pipeline", {"pipeline_id": pipeline_id})
+    if pipeline is None:
+        raise NotFound(f"pipeline {pipeline_id} not found")
+    schedules = fetch_all(cur, "delete_pipeline_schedules", {"pipeline_id": pipeline_id})
+    lock_admission(cur)
+    active = fetch_one(cur, "count_pipeline_active_runs", {"pipeline_id": pipeline_id}) or {}
+    if active.get("active", 0) > 0:
+        raise Conflict(
+            f"pipeline {pipeline['name']!r} has {active['active']} queued or running runs;"
+            " cancel them or let them finish, then delete it",
+            code="pipeline_active",
+        )
+    execute(cur, "mark_pipeline_deleted", {"pipeline_id": pipeline_id})
+    audit_change(
+        cur,
+        principal,
+        "pipeline.delete",
+        f"pipeline:{pipeline_id}",
+        request_id,
+        name=pipeline["name"],
+        schedules_deleted=len(schedules),
+    )
 
 
 def revision_matches(if_match: str, revision: int) -> bool:

@@ -135,7 +135,8 @@ def admit_run(
     Raises `NotFound` for an unknown pipeline, `Conflict` with code `pipeline_paused` for a
     paused one and `plan_invalid` when the current revision no longer passes validation."""
     lock_admission(cur)
-    pipeline = fetch_one(cur, "get_pipeline", {"pipeline_id": pipeline_id})
+    params = {"pipeline_id": pipeline_id, "include_deleted": False}
+    pipeline = fetch_one(cur, "get_pipeline", params)
     if pipeline is None:
         raise NotFound(f"pipeline {pipeline_id} not found")
     key = {"pipeline_id": pipeline_id, "trigger_key": trigger_key}
@@ -206,8 +207,9 @@ def resume_run(
     """Put a failed run back at the end of its pipeline's queue, under the same limits as a
     trigger. Steps that did not succeed start over (counters, checkpoint, digests, output
     batches cleared); succeeded steps keep their committed output; attempts stay as history.
-    Raises `NotFound`, or `Conflict` unless the run is `failed`, not purged and its revision
-    still a valid plan (code `plan_invalid`). A limit gives `refused`."""
+    Raises `NotFound`, or `Conflict` unless the run is `failed`, not purged, of a pipeline
+    that is not deleted (code `pipeline_deleted`) and its revision still a valid plan (code
+    `plan_invalid`). A limit gives `refused`."""
     lock_admission(cur)
     row = fetch_one(cur, "lock_run", {"run_id": run_id})
     if row is None:
@@ -218,6 +220,11 @@ def resume_run(
         raise Conflict(
             f"run {run_id} cannot be resumed: its intermediate outputs were purged at"
             f" {row['purged_at'].isoformat()} (retention); trigger a new run"
+        )
+    live = {"pipeline_id": row["pipeline_id"], "include_deleted": False}
+    if fetch_one(cur, "get_pipeline", live) is None:
+        raise Conflict(
+            f"run {run_id} cannot be resumed: its pipeline was deleted", code="pipeline_deleted"
         )
     key = {"pipeline_ids": [row["pipeline_id"]], "numbers": [row["revision"]]}
     stored = fetch_one(cur, "get_revision_plans", key)["plan"]

@@ -2,7 +2,10 @@
 
 Signing in with an API token opens a session: the browser gets a random value in an
 `HttpOnly`, `SameSite=Strict` cookie, the database keeps only its sha256 hex (with an expiry on
-the database clock), bound to the principal; signing out revokes the row. The CSRF token of
+the database clock), bound to the principal and to the API token that signed in: every
+request checks that this token is still the principal's, unrevoked and unexpired, so a
+revocation, a rotation or an expiry of the token ends its sessions at once (a re-seeded
+admin token too). Signing out revokes the row. The CSRF token of
 a session is an HMAC of the cookie value: every state-changing form carries it, the server
 recomputes it, so nothing more is stored and a page of one session is useless to another."""
 
@@ -55,10 +58,12 @@ def open_session(
     ttl_s: int = SESSION_TTL_S,
     new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     request_id: str | None = None,
+    client_addr: str | None = None,
 ) -> tuple[str, Principal] | None:
     """Sign in with an API token: a new session's cookie value and its principal, or None
-    for an unknown token. Writes a `console.sign_in` audit row."""
-    principal = find_principal(db, api_token)
+    for an unknown (revoked, expired) token. Writes a `console.sign_in` audit row; a match
+    clears the failed authentications of `client_addr`."""
+    principal = find_principal(db, api_token, client_addr=client_addr)
     if principal is None:
         return None
     cookie = new_secret()
@@ -68,6 +73,7 @@ def open_session(
             "id": str(new_id()),
             "token_hash": hash_token(cookie),
             "principal_id": principal.id,
+            "api_token_hash": hash_token(api_token),
             "ttl_s": ttl_s,
         }
         execute(cur, "insert_console_session", params)

@@ -19,6 +19,10 @@ from dag.plan import validate_plan
 from service.errors import InvalidPlan, MalformedJson, UnsupportedMediaType, ValidationFailed
 
 MAX_BODY_BYTES = 1024 * 1024  # of a request body (a console form with a plan too)
+# The roles a token may have (admin, operator, viewer): `service.domain.principals` names them
+# from here, and says what each may do.
+ROLE_NAMES = ("pipeline_admin", "pipeline_operator", "pipeline_viewer")
+TOKEN_MAX_LIFETIME_S = 10 * 366 * 86400  # `expires_in_s`: at most about ten years
 TRIGGER_KEY_MAX = 200
 # A plan nests about 6 levels deep; far deeper JSON is an attack on the recursive decoder
 # and validators (RecursionError), refused before it is decoded.
@@ -108,6 +112,28 @@ class WebhookCreateSchema(Schema):
         validate=validate.Length(min=1, max=len(WEBHOOK_EVENTS) * 4),
     )
     secret = fields.String(validate=validate.Length(min=16, max=256))
+
+
+def _expires_in_s() -> fields.Integer:
+    return fields.Integer(
+        strict=True,
+        validate=validate.Range(min=1, max=TOKEN_MAX_LIFETIME_S),
+        metadata={"description": "lifetime in seconds from now (absent: the token never expires)"},
+    )
+
+
+class TokenCreateSchema(Schema):
+    """`POST /tokens`: a name (unique among live tokens), a role, an optional lifetime."""
+
+    name = fields.String(required=True, validate=validate.Length(min=1, max=200))
+    role = fields.String(required=True, validate=validate.OneOf(ROLE_NAMES))
+    expires_in_s = _expires_in_s()
+
+
+class TokenRotateSchema(Schema):
+    """`POST /tokens/{id}/rotate`: optionally a new lifetime (else the expiry stays)."""
+
+    expires_in_s = _expires_in_s()
 
 
 # --- responses -------------------------------------------------------------------------------

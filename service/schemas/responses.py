@@ -230,6 +230,26 @@ class RunSummarySchema(RunSchema):
     rejected = fields.Integer()
 
 
+class TokenSchema(Schema):
+    """A token's record: never its secret (shown once, by `IssuedToken`) or its hash."""
+
+    id = fields.String()
+    name = fields.String()
+    role = fields.String()
+    created_at = UtcDateTime()
+    last_used_at = UtcDateTime(
+        allow_none=True, metadata={"description": "written at most once a minute"}
+    )
+    expires_at = UtcDateTime(allow_none=True)
+    revoked_at = UtcDateTime(allow_none=True)
+
+
+class IssuedTokenSchema(TokenSchema):
+    """A token just created or rotated, with its secret: shown this once."""
+
+    token = fields.String()
+
+
 PIPELINE = PipelineSchema()
 REVISION = RevisionSchema()
 RUN = RunSchema()
@@ -241,3 +261,5 @@ SCHEDULE_SUMMARY = ScheduleSchema()
 AUDIT_ENTRY = AuditSchema()
 WEBHOOK_SUMMARY = WebhookSchema()
 WEBHOOK_CREATED = WebhookCreatedSchema()
+TOKEN = TokenSchema()
+ISSUED_TOKEN = IssuedTokenSchema()

@@ -83,9 +83,9 @@ def conn(db_url: str) -> Iterator[psycopg2.extensions.connection]:
 @pytest.fixture
 def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
     """Builds in-process apps (`create_app`, falcon's TestClient): on this test's database
-    with three principals (`seed`), a fixed clock, a recording `wake_run`, and the console
-    settings, config, id generator and tracer given; or on `db` (a database that is down,
-    say)."""
+    with three principals (`seed`), a fixed clock, a recording `wake_run`, a recording
+    `sleep` (the delays of failed authentications, never waited), and the console settings,
+    config, id generator and tracer given; or on `db` (a database that is down, say)."""
     opened: list[Database] = []
     seeded: list[bool] = []
 
@@ -105,15 +105,17 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
             db = Database(db_url)
             opened.append(db)
         wakes: list[tuple[str, str]] = []
+        sleeps: list[float] = []
         deps = Deps(
             db=db,
             wake_run=lambda run_id, trace_id: wakes.append((run_id, trace_id)),
             now=lambda: NOW,
             new_id=new_id,
+            sleep=sleeps.append,
             **({"config": config} if config is not None else {}),
             **({"tracer": tracer} if tracer is not None else {}),
         )
-        return Api(falcon.testing.TestClient(create_app(deps, console)), db_url, wakes)
+        return Api(falcon.testing.TestClient(create_app(deps, console)), db_url, wakes, sleeps)
 
     yield make
     for db in opened:

@@ -69,6 +69,7 @@ class Api:
     client: falcon.testing.TestClient
     db_url: str
     wakes: list[tuple[str, str]] = field(default_factory=list)
+    sleeps: list[float] = field(default_factory=list)  # delays of failed authentications
 
     def call(
         self,

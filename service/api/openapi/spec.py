@@ -24,7 +24,7 @@ from service.api.openapi.plan import plan_components
 from service.api.openapi.preview import preview_components
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 from service.domain import listing
-from service.domain.principals import READ
+from service.domain.principals import ADMIN, READ
 from service.schemas import requests, responses
 
 
@@ -84,10 +84,14 @@ SCHEMAS = {
     "RevisionSummary": responses.RevisionSummarySchema,
     "RunSummary": responses.RunSummarySchema,
     "PreviewRequest": requests.PreviewRequestSchema,
+    "TokenCreate": requests.TokenCreateSchema,
+    "TokenRotate": requests.TokenRotateSchema,
+    "Token": responses.TokenSchema,
+    "IssuedToken": responses.IssuedTokenSchema,
 }
 # The items of each list (`Op.page`): `<name>Page` components are built from them.
 PAGE_ITEMS = (
-    "PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Webhook", "Audit"
+    "PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Webhook", "Audit", "Token"
 )  # fmt: skip
 
 
@@ -284,6 +288,8 @@ def _refine_components(components: dict[str, Any]) -> None:
     for name in ("Pipeline", "Revision"):
         components[name]["properties"]["plan"] = ref("Plan")
     components["PipelineCreate"]["properties"]["name"]["pattern"] = NO_NUL
+    token_name = components["TokenCreate"]["properties"]["name"]
+    token_name.update(pattern=NO_NUL, **{"not": {"const": ADMIN}})  # `etl seed`'s name
     components["RunTrigger"]["properties"]["trigger_key"]["pattern"] = NO_NUL
     every, daily = (
         components["ScheduleCreate"]["properties"][k] for k in ("every_minutes", "daily_at")

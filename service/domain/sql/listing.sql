@@ -5,7 +5,7 @@
 -- so every row is shown exactly once across pages.
 
 -- list_pipeline_summaries --
--- Pipelines newest first (optionally one by exact name): current revision, step count, last run, schedules.
+-- Live pipelines newest first (optionally one by exact name): current revision, step count, last run, schedules.
 SELECT p.id, p.name, p.revision, p.created_at, p.updated_at,
        jsonb_array_length(v.plan -> 'steps') AS steps,
        lr.id AS last_run_id, lr.status AS last_run_status, lr.created_at AS last_run_created_at,
@@ -20,7 +20,8 @@ LEFT JOIN LATERAL (
 LEFT JOIN LATERAL (
     SELECT count(*) AS schedules, min(s.next_fire_at) AS next_fire_at FROM schedules s
     WHERE s.pipeline_id = p.id AND s.deleted_at IS NULL) sc ON true
-WHERE (%(name)s::text IS NULL OR p.name = %(name)s::text)
+WHERE p.deleted_at IS NULL
+  AND (%(name)s::text IS NULL OR p.name = %(name)s::text)
   AND (%(before_at)s::timestamptz IS NULL
        OR (p.created_at, p.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
 ORDER BY p.created_at DESC, p.id DESC
@@ -110,4 +111,13 @@ WHERE (%(entity_id)s::text IS NULL OR entity_id = %(entity_id)s::text)
   AND (%(principal)s::text IS NULL OR principal = %(principal)s::text)
   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
 ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- list_token_summaries --
+-- Tokens newest first, revoked ones too (never a hash).
+SELECT id, name, role, created_at, last_used_at, expires_at, revoked_at
+FROM principals
+WHERE (%(before_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s;

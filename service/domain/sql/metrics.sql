@@ -26,11 +26,12 @@ ORDER BY family, labels - 'le';
 SELECT metric_duration_bounds() AS bounds;
 
 -- count_live_runs_by_pipeline --
--- Queued and running runs of every pipeline (0 for a pipeline with none).
+-- Queued and running runs of every pipeline not deleted (0 for a pipeline with none).
 SELECT p.name AS pipeline,
        count(r.id) FILTER (WHERE r.status = 'queued') AS queued,
        count(r.id) FILTER (WHERE r.status = 'running') AS running
 FROM pipelines p LEFT JOIN runs r ON r.pipeline_id = p.id AND r.status IN ('queued', 'running')
+WHERE p.deleted_at IS NULL
 GROUP BY p.name;
 
 -- count_active_leases_by_executor --

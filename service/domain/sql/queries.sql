@@ -8,12 +8,28 @@ SELECT pg_encoding_to_char(encoding) AS encoding FROM pg_database
 WHERE datname = current_database();
 
 -- find_principal_by_token_hash --
--- The principal owning a token (looked up by its sha256 hex; the token is never stored).
-SELECT id, name, role, token_hash FROM principals WHERE token_hash = %(token_hash)s;
+-- The live principal owning a token (by its sha256 hex: unrevoked, unexpired on the database
+-- clock). A find also clears the failed authentications of the caller's address once its
+-- last failure is 2 s old (the longest penalty: interleaving a valid token with guesses
+-- does not undo their penalty), and writes the token's last use when the stored one is a
+-- minute old (not on every request).
+WITH found AS (
+    SELECT id, name, role, token_hash FROM principals
+    WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
+      AND (expires_at IS NULL OR expires_at > now())),
+cleared AS (
+    DELETE FROM auth_failures
+    WHERE client_addr = %(client_addr)s AND last_failed_at <= now() - interval '2 seconds'
+      AND EXISTS (SELECT FROM found)),
+touched AS (
+    UPDATE principals p SET last_used_at = now() FROM found
+    WHERE p.id = found.id
+      AND (p.last_used_at IS NULL OR p.last_used_at < now() - interval '1 minute'))
+SELECT id, name, role, token_hash FROM found;
 
 -- find_principal_by_name --
--- A principal by its unique name (seed idempotency).
-SELECT id, name, role, token_hash FROM principals WHERE name = %(name)s;
+-- The live principal of a name (seed idempotency).
+SELECT id, name, role, token_hash FROM principals WHERE name = %(name)s AND revoked_at IS NULL;
 
 -- insert_principal --
 -- A new principal; returns nothing when the name or token hash is taken.
@@ -23,9 +39,9 @@ ON CONFLICT DO NOTHING
 RETURNING id, name, role;
 
 -- update_principal_token --
--- Give an existing principal a new token hash and role (seed with a changed ETL_ADMIN_TOKEN).
+-- Give a live principal a new token hash and role (seed with a changed ETL_ADMIN_TOKEN).
 UPDATE principals SET token_hash = %(token_hash)s, role = %(role)s
-WHERE name = %(name)s
+WHERE name = %(name)s AND revoked_at IS NULL
 RETURNING id, name, role;
 
 -- insert_audit --
@@ -35,14 +51,19 @@ VALUES (%(principal)s, %(action)s, %(entity_type)s, %(entity_id)s, %(details)s, 
 
 -- insert_console_session --
 -- A web console session: only the sha256 hex of the cookie value is stored, with an expiry.
-INSERT INTO console_sessions (id, token_hash, principal_id, expires_at)
-VALUES (%(id)s, %(token_hash)s, %(principal_id)s, now() + make_interval(secs => %(ttl_s)s));
+-- It belongs to the API token that signed in (`api_token_hash`).
+INSERT INTO console_sessions (id, token_hash, principal_id, api_token_hash, expires_at)
+VALUES (%(id)s, %(token_hash)s, %(principal_id)s, %(api_token_hash)s,
+        now() + make_interval(secs => %(ttl_s)s));
 
 -- find_console_session --
--- The live (unrevoked, unexpired on the database clock) session of a cookie and its principal.
+-- The live (unrevoked, unexpired on the database clock) session of a cookie and its principal,
+-- while the API token that signed in is still the principal's, unrevoked and unexpired.
 SELECT s.id, s.token_hash, s.expires_at, p.id AS principal_id, p.name, p.role
 FROM console_sessions s JOIN principals p ON p.id = s.principal_id
-WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now();
+WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now()
+  AND p.token_hash = s.api_token_hash AND p.revoked_at IS NULL
+  AND (p.expires_at IS NULL OR p.expires_at > now());
 
 -- revoke_console_session --
 -- Sign-out: the session stops working at once.
@@ -72,6 +93,7 @@ LEFT JOIN LATERAL (
 LEFT JOIN LATERAL (
     SELECT count(*) AS schedules, min(s.next_fire_at) AS next_fire_at FROM schedules s
     WHERE s.pipeline_id = p.id AND s.deleted_at IS NULL) sc ON true
+WHERE p.deleted_at IS NULL
 ORDER BY p.name;
 
 -- list_audit_actions --
@@ -81,7 +103,7 @@ SELECT DISTINCT action FROM audit ORDER BY action;
 -- insert_pipeline --
 -- A new pipeline at revision 1; returns nothing when the name is taken.
 INSERT INTO pipelines (id, name, revision) VALUES (%(id)s, %(name)s, 1)
-ON CONFLICT (name) DO NOTHING
+ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
 RETURNING id;
 
 -- insert_revision --
@@ -90,19 +112,21 @@ INSERT INTO revisions (pipeline_id, number, plan, created_by)
 VALUES (%(pipeline_id)s, %(number)s, %(plan)s, %(created_by)s);
 
 -- get_pipeline --
--- A pipeline with its current revision's plan.
-SELECT p.id, p.name, p.revision, v.plan, p.paused, p.created_at, p.updated_at
+-- A live pipeline with its current revision's plan (a deleted one too with `include_deleted`).
+SELECT p.id, p.name, p.revision, v.plan, p.paused, p.created_at, p.updated_at, p.deleted_at
 FROM pipelines p JOIN revisions v ON v.pipeline_id = p.id AND v.number = p.revision
-WHERE p.id = %(pipeline_id)s;
+WHERE p.id = %(pipeline_id)s AND (p.deleted_at IS NULL OR %(include_deleted)s);
 
 -- set_pipeline_paused --
 -- Pause or unpause a pipeline; returns nothing for an unknown one.
-UPDATE pipelines SET paused = %(paused)s, updated_at = now() WHERE id = %(pipeline_id)s
+UPDATE pipelines SET paused = %(paused)s, updated_at = now()
+WHERE id = %(pipeline_id)s AND deleted_at IS NULL
 RETURNING id;
 
 -- lock_pipeline --
 -- Lock a pipeline row so concurrent PATCHes number their revisions one after the other.
-SELECT id, name, revision FROM pipelines WHERE id = %(pipeline_id)s FOR NO KEY UPDATE;
+SELECT id, name, revision FROM pipelines WHERE id = %(pipeline_id)s AND deleted_at IS NULL
+FOR NO KEY UPDATE;
 
 -- update_pipeline_revision --
 -- Point a pipeline at its new current revision.
@@ -224,3 +248,95 @@ UPDATE schedules SET deleted_at = now()
 WHERE id = %(schedule_id)s AND pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
 RETURNING id, every_minutes, daily_at;
 
+
+-- Tokens (service/domain/tokens.py): a principal is one token; its id is the token's id.
+
+-- insert_token --
+-- A new token with an optional lifetime; returns nothing when a live token has the name.
+INSERT INTO principals (id, name, role, token_hash, expires_at)
+VALUES (%(id)s, %(name)s, %(role)s, %(token_hash)s,
+        now() + make_interval(secs => %(expires_in_s)s))
+ON CONFLICT DO NOTHING
+RETURNING id, name, role, created_at, last_used_at, expires_at, revoked_at;
+
+-- get_token --
+-- One token's record (never its hash).
+SELECT id, name, role, created_at, last_used_at, expires_at, revoked_at
+FROM principals WHERE id = %(id)s;
+
+-- lock_token --
+-- Lock a token's row for a revocation or rotation (a sign-in's find waits, then sees it).
+SELECT id, name, role, token_hash, revoked_at FROM principals WHERE id = %(id)s FOR UPDATE;
+
+-- revoke_token --
+-- Revoke a token at once: its API calls and console sessions answer 401 from now on.
+UPDATE principals SET revoked_at = now() WHERE id = %(id)s AND revoked_at IS NULL;
+
+-- set_token_hash --
+-- Give a token a new secret (rotation), with a fresh lifetime when one is given.
+UPDATE principals
+SET token_hash = %(token_hash)s,
+    expires_at = CASE WHEN %(expires_in_s)s::integer IS NULL THEN expires_at
+                      ELSE now() + make_interval(secs => %(expires_in_s)s) END
+WHERE id = %(id)s;
+
+-- retire_token_hash --
+-- Remember a secret a token no longer has (rotated or re-seeded away): never accepted again.
+INSERT INTO retired_tokens (token_hash, principal_id) VALUES (%(token_hash)s, %(principal_id)s)
+ON CONFLICT DO NOTHING;
+
+-- token_hash_state --
+-- Whether a secret was revoked or rotated away (`etl seed` refuses to bring it back), and
+-- whether a principal holds it.
+SELECT EXISTS (SELECT FROM retired_tokens WHERE token_hash = %(token_hash)s)
+    OR EXISTS (SELECT FROM principals
+               WHERE token_hash = %(token_hash)s AND revoked_at IS NOT NULL) AS retired,
+       EXISTS (SELECT FROM principals WHERE token_hash = %(token_hash)s) AS taken;
+
+-- end_principal_sessions --
+-- End every open console session of a principal (its token was revoked or rotated).
+UPDATE console_sessions SET revoked_at = now()
+WHERE principal_id = %(principal_id)s AND revoked_at IS NULL
+RETURNING id;
+
+-- Failed authentications (service/domain/authfailures.py), per client address.
+
+-- record_auth_failure --
+-- Count a failed bearer token or sign-in of an address: consecutive failures (restarting
+-- after 15 quiet minutes), failures not yet audited, and whether an audit row is due (at
+-- most one a minute per address). The row lock serialises an address's failures.
+INSERT INTO auth_failures (client_addr, failures, last_failed_at, unaudited)
+VALUES (%(client_addr)s, 1, now(), 1)
+ON CONFLICT (client_addr) DO UPDATE
+SET failures = CASE WHEN auth_failures.last_failed_at < now() - interval '15 minutes' THEN 1
+                    ELSE LEAST(auth_failures.failures + 1, 1000000) END,
+    last_failed_at = now(),
+    unaudited = LEAST(auth_failures.unaudited + 1, 1000000000)
+RETURNING failures, unaudited,
+          (audited_at IS NULL OR audited_at <= now() - interval '1 minute') AS audit_due;
+
+-- mark_auth_failures_audited --
+-- The failures of an address are in the audit now.
+UPDATE auth_failures SET audited_at = now(), unaudited = 0 WHERE client_addr = %(client_addr)s;
+
+-- delete_stale_auth_failures --
+-- Forget addresses quiet for a day (run with each audited failure).
+DELETE FROM auth_failures WHERE last_failed_at < now() - interval '1 day';
+
+-- Pipeline deletion (service/domain/pipelines.py).
+
+-- count_pipeline_active_runs --
+-- A pipeline's queued and running runs (a delete is refused while there are any).
+SELECT count(*) AS active FROM runs
+WHERE pipeline_id = %(pipeline_id)s AND status IN ('queued', 'running');
+
+-- delete_pipeline_schedules --
+-- Soft-delete a pipeline's live schedules (they never fire again); their ids.
+UPDATE schedules SET deleted_at = now()
+WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
+RETURNING id;
+
+-- mark_pipeline_deleted --
+-- Soft-delete a pipeline: its row, revisions and runs stay; its name is free again.
+UPDATE pipelines SET deleted_at = now(), updated_at = now()
+WHERE id = %(pipeline_id)s AND deleted_at IS NULL;

@@ -53,8 +53,9 @@ def test_empty_database_gets_every_table_and_second_run_is_a_no_op() -> None:
         assert first == [
             "0001_state.sql", "0002_broker.sql", "0003_released_outcome.sql",
             "0004_run_purge.sql", "0005_console.sql", "0006_fusion.sql", "0007_run_error.sql",
-            "0008_pipeline_pause.sql", "0009_metrics.sql", "0011_webhooks.sql",
-            "0012_run_trace.sql", "0001_sandbox.sql",
+            "0008_pipeline_pause.sql", "0009_metrics.sql", "0010_tokens_and_pipeline_delete.sql",
+            "0011_webhooks.sql", "0012_run_trace.sql", "0013_metrics_pipeline_delete.sql",
+            "0001_sandbox.sql",
         ]  # fmt: skip
         expected = {
             "public.principals", "public.pipelines", "public.revisions", "public.runs",
@@ -62,6 +63,7 @@ def test_empty_database_gets_every_table_and_second_run_is_a_no_op() -> None:
             "public.audit", "public.schema_migrations", "dramatiq.queue", "public.console_sessions",
             "public.metric_totals", "public.metric_deltas", "public.executors",
             "public.webhooks", "public.webhook_deliveries",
+            "public.retired_tokens", "public.auth_failures",
         }  # fmt: skip
         assert expected <= _tables(url)
         assert ddl.migrate(url) == []
@@ -92,8 +94,9 @@ def test_two_concurrent_runners_apply_each_migration_once() -> None:
         assert applied == sorted(
             ["0001_state.sql", "0002_broker.sql", "0003_released_outcome.sql",
              "0004_run_purge.sql", "0005_console.sql", "0006_fusion.sql", "0007_run_error.sql",
-             "0008_pipeline_pause.sql", "0009_metrics.sql", "0011_webhooks.sql",
-             "0012_run_trace.sql", "0001_sandbox.sql"]
+             "0008_pipeline_pause.sql", "0009_metrics.sql",
+             "0010_tokens_and_pipeline_delete.sql", "0011_webhooks.sql", "0012_run_trace.sql",
+             "0013_metrics_pipeline_delete.sql", "0001_sandbox.sql"]
         )  # fmt: skip
     finally:
         _drop(url)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import psycopg2
+import psycopg2.extras
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -22,6 +23,7 @@ from opentelemetry.trace import format_span_id, format_trace_id
 
 from actors import build_broker
 from service.config import Config
+from service.domain.pipelines import delete_pipeline
 from service.domain.schedules import ScheduleSpec, trigger_key
 from service.scheduler import Scheduler, build_scheduler, schedule_trigger
 
@@ -414,6 +416,24 @@ def test_a_fire_of_a_paused_pipeline_is_recorded_without_a_run(db_url, db, wakes
     pipeline_id = make_pipeline(db)
     sql(db, "UPDATE pipelines SET paused = true WHERE id = %s", pipeline_id)
     _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id)
+
+
+def test_a_deleted_pipeline_s_schedules_leave_the_scheduler_and_never_fire(
+    db_url, db, wakes
+) -> None:
+    pipeline_id = make_pipeline(db)
+    schedule_id = make_schedule(db, pipeline_id, anchor_at=ANCHOR, every_minutes=5)
+    scheduler = make_scheduler(db_url, wakes, now=Clock(ANCHOR + timedelta(minutes=1)))
+    scheduler.reconcile()
+    assert scheduler.scheduled_ids() == {schedule_id}
+    with db.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+        delete_pipeline(cur, pipeline_id, "test", request_id="delete")
+    scheduler.reconcile()
+    assert scheduler.scheduled_ids() == set()
+    # a fire already on its way when the delete committed finds the schedule deleted
+    assert scheduler.fire(schedule_id, ANCHOR + FIVE_MIN) is None
+    assert runs_of(db, pipeline_id) == [] and wakes.calls == []
+    assert schedule_row(db, schedule_id)["last_fired_at"] is None
 
 
 def _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id: str) -> None:

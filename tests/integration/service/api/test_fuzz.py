@@ -54,6 +54,7 @@ LISTS = {
     "/api/v1/pipelines/{pipeline_id}/webhooks": ("webhooks", "time"),
     "/api/v1/runs": ("runs", "time"),
     "/api/v1/audit": ("audit", "int"),
+    "/api/v1/tokens": ("tokens", "time"),
 }
 
 
@@ -253,6 +254,7 @@ OPERATION_IDS = {
     ("post", "/api/v1/pipelines/preview"): "preview_plan",
     ("get", "/api/v1/pipelines/{pipeline_id}"): "get_pipeline",
     ("patch", "/api/v1/pipelines/{pipeline_id}"): "update_pipeline",
+    ("delete", "/api/v1/pipelines/{pipeline_id}"): "delete_pipeline",
     ("post", "/api/v1/pipelines/{pipeline_id}/pause"): "pause_pipeline",
     ("post", "/api/v1/pipelines/{pipeline_id}/unpause"): "unpause_pipeline",
     ("get", "/api/v1/pipelines/{pipeline_id}/revisions"): "list_revisions",
@@ -270,6 +272,10 @@ OPERATION_IDS = {
     ("post", "/api/v1/runs/{run_id}/cancel"): "cancel_run",
     ("post", "/api/v1/runs/{run_id}/resume"): "resume_run",
     ("get", "/api/v1/audit"): "list_audit",
+    ("get", "/api/v1/tokens"): "list_tokens",
+    ("post", "/api/v1/tokens"): "create_token",
+    ("delete", "/api/v1/tokens/{token_id}"): "revoke_token",
+    ("post", "/api/v1/tokens/{token_id}/rotate"): "rotate_token",
 }
 
 

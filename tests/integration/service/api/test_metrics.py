@@ -229,6 +229,27 @@ def test_every_metric_on_known_states_needs_no_token(api: Api) -> None:
     }
 
 
+def test_a_deleted_pipeline_leaves_the_metrics_and_its_name_starts_from_zero(api: Api) -> None:
+    pid = api.create_pipeline("gamma")
+    ((run_id,),) = api.sql(
+        "INSERT INTO runs (id, pipeline_id, revision, status, trigger_key, trace_id, created_by)"
+        " VALUES (gen_random_uuid(), %s, 1, 'queued', 'k', 't', 'test') RETURNING id",
+        (pid,),
+    )
+    api.sql("UPDATE runs SET status = 'running', started_at = now() WHERE id = %s", (run_id,))
+    api.sql("UPDATE runs SET status = 'succeeded', finished_at = now() WHERE id = %s", (run_id,))
+    m = parse(api.client.simulate_get("/metrics").text)
+    assert value(m, "etl_runs_total", pipeline="gamma", status="succeeded") == 1
+    assert api.call("DELETE", f"/pipelines/{pid}").status == 204
+    m = parse(api.client.simulate_get("/metrics").text)
+    assert not [k for k in m if ("pipeline", "gamma") in k[1]]
+    api.create_pipeline("gamma")
+    m = parse(api.client.simulate_get("/metrics").text)
+    assert value(m, "etl_runs_total", pipeline="gamma", status="succeeded") == 0
+    assert ("etl_runs_total", frozenset({("pipeline", "gamma"), ("status", "succeeded")})) in m
+    assert value(m, "etl_run_duration_seconds_count", pipeline="gamma") == 0
+
+
 def test_without_a_database_the_scrape_says_so(app_factory) -> None:
     dead = app_factory(db=Database("postgresql://postgres@127.0.0.1:1/nowhere"))
     answer = dead.client.simulate_get("/metrics")

@@ -42,6 +42,11 @@ def _schedule(api: Api) -> tuple[str, str]:
     return pid, a.body["id"]
 
 
+def _token(api: Api) -> str:
+    a = api.call("POST", "/tokens", {"name": uuid.uuid4().hex, "role": VIEWER})
+    return a.body["id"]
+
+
 ENDPOINTS: list[tuple[str, str, Prepare, set[str], int]] = [
     ("GET", "list pipelines", lambda a: ("/pipelines", None), ANYONE, 200),
     (
@@ -89,6 +94,17 @@ ENDPOINTS: list[tuple[str, str, Prepare, set[str], int]] = [
         204,
     ),
     ("GET", "audit", lambda a: ("/audit", None), ADMIN_ONLY, 200),
+    ("DELETE", "delete pipeline", lambda a: (f"/pipelines/{_pipeline(a)}", None), ADMIN_ONLY, 204),
+    ("GET", "list tokens", lambda a: ("/tokens", None), ADMIN_ONLY, 200),
+    (
+        "POST",
+        "create token",
+        lambda a: ("/tokens", {"name": uuid.uuid4().hex, "role": VIEWER}),
+        ADMIN_ONLY,
+        201,
+    ),
+    ("DELETE", "revoke token", lambda a: (f"/tokens/{_token(a)}", None), ADMIN_ONLY, 204),
+    ("POST", "rotate token", lambda a: (f"/tokens/{_token(a)}/rotate", {}), ADMIN_ONLY, 200),
 ]
 
 

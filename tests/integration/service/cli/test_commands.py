@@ -1,4 +1,4 @@
-"""`etl migrate`, `etl seed` and `etl token create` against a real database, run as separate
+"""`etl migrate` and `etl seed` against a real database, run as separate
 processes with their own environment (the only way the CLI gets configuration)."""
 
 from __future__ import annotations
@@ -79,12 +79,24 @@ def test_seed_without_a_token_generates_one_and_prints_it_once(db_url: str) -> N
     assert principals(db_url)[0][2] == hash_token(token)
 
 
-def test_token_create_prints_a_new_token_for_the_role(db_url: str) -> None:
+def test_seed_never_brings_back_a_replaced_token(db_url: str) -> None:
+    assert etl(db_url, "seed", admin_token="admin-secret-0001-x").returncode == 0
+    assert etl(db_url, "seed", admin_token="admin-secret-0002-x").returncode == 0
+    back = etl(db_url, "seed", admin_token="admin-secret-0001-x")
+    assert back.returncode == 0  # a restart with the old variable still starts
+    assert "revoked or rotated away" in back.stderr
+    assert principals(db_url)[0][2] == hash_token("admin-secret-0002-x")
+    conn = psycopg2.connect(db_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT principal, details->>'outcome' FROM audit"
+                        " WHERE action = 'token.seed' ORDER BY id")  # fmt: skip
+            assert cur.fetchall() == [("etl seed", "created"), ("etl seed", "replaced")]
+    finally:
+        conn.close()
+
+
+def test_token_is_a_client_command_that_needs_an_api_token(db_url: str) -> None:
     r = etl(db_url, "token", "create", "--role", "pipeline_viewer", "--name", "dash")
-    assert r.returncode == 0, r.stderr
-    token = r.stdout.strip()
-    assert principals(db_url) == [("dash", "pipeline_viewer", hash_token(token))]
-    again = etl(db_url, "token", "create", "--role", "pipeline_operator", "--name", "dash")
-    assert again.returncode == 1 and "dash" in again.stderr
-    bad_role = etl(db_url, "token", "create", "--role", "root", "--name", "x")
-    assert bad_role.returncode == 2
+    assert r.returncode == 2 and "ETL_TOKEN is not set" in r.stderr
+    assert principals(db_url) == []

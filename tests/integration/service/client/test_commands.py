@@ -227,3 +227,56 @@ def test_errors_are_clear(env: dict[str, str], tmp_path: Path) -> None:
     assert "cannot reach the API at http://127.0.0.1:" in unreachable.stderr
     missing = etl(env, "pipelines", "apply", str(tmp_path / "missing.json"))
     assert (missing.returncode, "missing.json" in missing.stderr) == (2, True)
+
+
+def test_token_create_list_rotate_revoke(env: dict[str, str]) -> None:
+    made = etl(env, "token", "create", "--name", "ci", "--role", "pipeline_operator",
+               "--expires-in", "30d")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    secret = made.stdout.strip()  # the secret alone on stdout; what it is on stderr
+    assert len(secret) > 30 and "shown this once" in made.stderr and "ci" in made.stderr
+    as_ci = {**env, "ETL_TOKEN": secret}
+    assert etl(as_ci, "runs", "list").returncode == 0
+    (listed,) = [t for t in read_json(env, "token", "list") if t["name"] == "ci"]
+    assert listed["role"] == "pipeline_operator" and listed["expires_at"] is not None
+    assert secret not in ok(env, "token", "list")
+    table = ok(env, "token", "list").splitlines()
+    assert table[0].split()[:3] == ["ID", "NAME", "ROLE"]
+
+    rotated = etl(env, "token", "rotate", "ci")
+    assert rotated.returncode == 0, rotated.stderr
+    new_secret = rotated.stdout.strip()
+    assert new_secret != secret
+    old = etl(as_ci, "runs", "list")
+    assert (old.returncode, "API error 401" in old.stderr) == (5, True)
+    as_new = {**env, "ETL_TOKEN": new_secret}
+    assert etl(as_new, "runs", "list").returncode == 0
+
+    assert ok(env, "token", "revoke", listed["id"]).startswith(f"revoked token ci ({listed['id']})")
+    assert etl(as_new, "runs", "list").returncode == 5
+    assert etl(env, "token", "revoke", "ci").returncode == 5  # no live token of that name
+    bad = etl(env, "token", "create", "--name", "x", "--role", "pipeline_viewer",
+              "--expires-in", "soon")  # fmt: skip
+    assert (bad.returncode, "not a duration" in bad.stderr) == (2, True)
+    role = etl(env, "token", "create", "--name", "x", "--role", "root")
+    assert (role.returncode, "role:" in role.stderr) == (5, True)
+
+
+def test_pipelines_delete_is_refused_while_a_run_is_queued(
+    env: dict[str, str], db_url: str, tmp_path: Path
+) -> None:
+    ok(env, "pipelines", "apply", str(write_doc(tmp_path, "old", plan_copy())))
+    run_id = read_json(env, "run", "old")["id"]
+    refused = etl(env, "pipelines", "delete", "old")
+    assert refused.returncode == 5
+    assert "API error 409 pipeline_active" in refused.stderr
+    ok(env, "runs", "cancel", run_id)
+    deleted = ok(env, "pipelines", "delete", "old")
+    assert deleted.startswith("deleted pipeline old (") and "runs stay readable" in deleted
+    assert read_json(env, "runs", "show", run_id)["status"] == "canceled"
+    assert ok(env, "runs", "show", run_id).startswith(f"run {run_id} canceled")
+    pipeline_id = deleted.split("(")[1].split(")")[0]
+    assert [r["id"] for r in read_json(env, "runs", "list", "--pipeline", pipeline_id)] == [run_id]
+    assert etl(env, "pipelines", "show", "old").returncode == 5
+    created = ok(env, "pipelines", "apply", str(write_doc(tmp_path, "old", plan_copy())))
+    assert created.startswith("created pipeline old (")
