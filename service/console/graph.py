@@ -149,7 +149,9 @@ def _layout(plan: tuple[tuple[str, str, tuple[str, ...]], ...]) -> DagLayout:
         for e, ctrl in sug.ctrls.items():
             src, dst = e.v
             r0, r1 = sug.grx[src].rank, sug.grx[dst].rank
-            lanes[(src.data, dst.data)] = [top + ctrl[r].view.xy[0] - low for r in range(r0 + 1, r1)]
+            lanes[(src.data, dst.data)] = [
+                top + ctrl[r].view.xy[0] - low for r in range(r0 + 1, r1)
+            ]
         top += high - low + COMPONENT_GAP
     labels = distinct_labels([name for name, _, _ in plan], NAME_CHARS)
     nodes = [

@@ -190,7 +190,7 @@ class PipelinePage(ConsolePage):
             plans = {n: get_revision(cur, pid, n)["plan"] for n in {a, b}}
         revisions = newest[::-1]  # oldest first, as the page lists them
         diff = _plan_diff(plans[a], plans[b], a, b) if a != b else []
-        steps = [s for s in (pipeline["plan"] or {}).get("steps", []) if isinstance(s, dict)]
+        steps = _plan_steps(pipeline["plan"])
         self.console.render(
             req,
             resp,
@@ -224,7 +224,8 @@ class PreviewAction(ConsolePage):
         with as_console_errors(), self.deps.db.transaction() as cur:
             pipeline = get_pipeline(cur, pid)
         text = form.get("plan", "").strip()
-        page = {"pipeline": pipeline, "records": DEFAULT_RECORDS, "errors": [], "preview": None}
+        page: dict[str, Any] = {"pipeline": pipeline, "records": DEFAULT_RECORDS, "errors": []}
+        page.update(preview=None, dag=None, by_name={})
         edited = bool(text)
         try:  # the API's own loaders: one validator for a JSON body and for this form
             plan = requests.decode_json(text, "plan text") if text else pipeline["plan"]
@@ -235,6 +236,8 @@ class PreviewAction(ConsolePage):
             page["records"] = loaded["records"]
             preview = preview_with(self.deps.config, loaded["plan"], loaded["records"])
             page["preview"] = preview.as_dict()
+            page["dag"] = layout_dag(_plan_steps(loaded["plan"]))
+            page["by_name"] = {s["name"]: {**s, "progress": None} for s in page["preview"]["steps"]}
         except ServiceError as exc:  # 400: the form shows what to change
             resp.status = falcon.HTTP_400
             page["errors"] = exc.details or [{"field": "plan", "message": exc.message}]
@@ -253,6 +256,12 @@ class PreviewAction(ConsolePage):
                 ok=_preview_ok(page),
             )
         self.console.render(req, resp, "preview.html", **page)
+
+
+def _plan_steps(plan: Any) -> list[dict[str, Any]]:
+    """The step objects of a plan (whatever else it holds is not drawn)."""
+    steps = plan.get("steps", []) if isinstance(plan, dict) else []
+    return [s for s in steps if isinstance(s, dict)]
 
 
 def _preview_ok(page: dict[str, Any]) -> bool:

@@ -72,7 +72,9 @@ def _assert_readable(steps: list[dict]) -> None:
     points = {(e.src, e.dst): _points(e.d) for e in dag.edges}
     for edge, pts in points.items():
         for px, py in pts:
-            inside = [b for b in boxes if b[0] + 0.5 < px < b[2] - 0.5 and b[1] + 0.5 < py < b[3] - 0.5]
+            inside = [
+                b for b in boxes if b[0] + 0.5 < px < b[2] - 0.5 and b[1] + 0.5 < py < b[3] - 0.5
+            ]
             assert not inside, (edge, (px, py), inside)
     cells: dict[tuple[int, int], set[tuple[str, str]]] = {}  # 3 px cells -> edges there
     for edge, pts in points.items():
