@@ -27,10 +27,15 @@ DAG_GEOMETRY = """svg => {
     }
     return {src: p.dataset.from, dst: p.dataset.to, length, points,
             painted: style.stroke !== 'none' && style.visibility !== 'hidden'
-                     && Number(style.opacity) > 0 && Number(style.strokeWidth.replace('px', '')) > 0};
+                     && Number(style.opacity) > 0 && parseFloat(style.strokeWidth) > 0};
   });
   return {boxes, edges};
 }"""
+
+
+AXE_RUN = """() => axe.run(document).then(r => r.violations.map(v => ({
+  id: v.id, impact: v.impact, help: v.help,
+  nodes: v.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary.replace(/\\n/g, ' '))})))"""
 
 
 def assert_dag_readable(page: Page, plan: dict, where: str) -> None:

@@ -53,9 +53,9 @@ def _points(d: str, step: float = 2.0) -> list[tuple[float, float]]:
             (ax, ay), (bx, by), (cx, cy) = zip(nums[::2], nums[1::2], strict=True)
             for i in range(1, 101):
                 t = i / 100
-                u = 1 - t
-                out.append((u**3 * x + 3 * u * u * t * ax + 3 * u * t * t * bx + t**3 * cx,
-                            u**3 * y + 3 * u * u * t * ay + 3 * u * t * t * by + t**3 * cy))  # fmt: skip
+                w = (1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t * t, t**3
+                out.append((w[0] * x + w[1] * ax + w[2] * bx + w[3] * cx,
+                            w[0] * y + w[1] * ay + w[2] * by + w[3] * cy))  # fmt: skip
             x, y = cx, cy
     return out
 
