@@ -82,7 +82,5 @@ def axe_violations(page: Page) -> list[str]:
     one readable line per failing node."""
     if not page.evaluate("() => typeof window.axe === 'object'"):
         page.evaluate(axe_source())  # evaluated, not a <script> tag: the CSP forbids those
-    found = page.evaluate(
-        "() => axe.run(document).then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary.replace(/\\n/g, ' '))})))"
-    )
+    found = page.evaluate(AXE_RUN)
     return [f"{v['id']} ({v['impact']}): {v['help']} at {n}" for v in found for n in v["nodes"]]
