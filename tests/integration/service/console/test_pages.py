@@ -377,12 +377,9 @@ def test_the_preview_panel_previews_the_current_or_an_edited_plan_for_admins_onl
     )
     assert current.status_code == 200, current.text
     assert "revision 1; first 2 records" in current.text
-    assert re.findall(r'data-step="([^"]+)"', current.text) == [
-        "read",
-        "clean",
-        "to_file",
-        "to_table",
-    ]
+    steps = ["read", "clean", "to_file", "to_table"]
+    assert re.findall(r'<section class="preview-step" data-step="([^"]+)"', current.text) == steps
+    assert re.findall(r'<g class="node st-\w+" data-step="([^"]+)"', current.text) == steps
     assert '<td class="mono">Ann</td>' in current.text  # trimmed by `clean`
     # an edited plan: a filter that keeps nothing, with markup in its literal
     keep_none = {"op": "filter_eq", "column": "name", "value": EVIL}
