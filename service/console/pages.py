@@ -19,14 +19,17 @@ from service.console.graph import layout_dag
 from service.console.runview import build_run_page
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
 from service.domain.audit import audit_change, list_audit_actions
+from service.domain.db import database_now
 from service.domain.deps import wake
 from service.domain.listing import (
     MAX_LIMIT,
     RUN_STATUSES,
     list_audit,
+    list_pipelines,
     list_revisions,
     list_runs,
     list_schedules,
+    parse_uuid,
 )
 from service.domain.pipelines import get_pipeline, get_revision, list_pipeline_overview
 from service.domain.preview import preview_with
@@ -168,9 +171,18 @@ class PipelinesPage(ConsolePage):
     roles = {"GET": READ}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        after, before = _param(req, "after"), _param(req, "before")
         with self.deps.db.transaction() as cur:
-            rows = list_pipeline_overview(cur)
-        self.console.render(req, resp, "pipelines.html", pipelines=rows, notice=_notice(req))
+            page = list_pipeline_overview(cur, limit=PAGE_SIZE, after=after, before=before)
+        self.console.render(
+            req,
+            resp,
+            "pipelines.html",
+            pipelines=page.rows,
+            next_after=page.after,
+            prev_before=page.before,
+            notice=_notice(req),
+        )
 
 
 class PipelinePage(ConsolePage):
@@ -188,6 +200,7 @@ class PipelinePage(ConsolePage):
             b = _revision_param(req, "b", pipeline["revision"]) or pipeline["revision"]
             a = _revision_param(req, "a", pipeline["revision"]) or max(b - 1, 1)
             plans = {n: get_revision(cur, pid, n)["plan"] for n in {a, b}}
+            now = database_now(cur)
         revisions = newest[::-1]  # oldest first, as the page lists them
         diff = _plan_diff(plans[a], plans[b], a, b) if a != b else []
         steps = _plan_steps(pipeline["plan"])
@@ -207,6 +220,7 @@ class PipelinePage(ConsolePage):
             a=a,
             b=b,
             diff=diff,
+            now=now,
             notice=_notice(req),
         )
 
@@ -388,31 +402,43 @@ class ResumeAction(_RunAction):
 
 
 class RunsPage(ConsolePage):
-    """Every run, newest first, filtered by status and pipeline, keyset-paginated."""
+    """Every run, newest first, filtered by status and pipeline (by name, or by id from a
+    pipeline's page), keyset-paginated, with how long each took or has been running."""
 
     roles = {"GET": READ}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         status, pipeline_id = _param(req, "status"), _param(req, "pipeline_id")
+        name = _param(req, "pipeline")
         with as_console_errors(), self.deps.db.transaction() as cur:
-            rows, cursor = list_runs(
-                cur,
-                status=status,
-                pipeline_id=pipeline_id,
-                limit=PAGE_SIZE,
-                before=_param(req, "before"),
-            )
-            pipelines = list_pipeline_overview(cur)
+            if name is not None:
+                named, _ = list_pipelines(cur, name=name, limit=1)
+                pipeline_id = str(named[0]["id"]) if named else None
+            elif parse_uuid(pipeline_id, "pipeline_id") is not None:
+                name = get_pipeline(cur, str(pipeline_id))["name"]
+            if name is not None and pipeline_id is None:
+                rows, cursor = [], None  # no pipeline of that name: no runs
+            else:
+                rows, cursor = list_runs(
+                    cur,
+                    status=status,
+                    pipeline_id=pipeline_id,
+                    limit=PAGE_SIZE,
+                    before=_param(req, "before"),
+                )
+            now = database_now(cur)
         self.console.render(
             req,
             resp,
             "runs.html",
             runs=rows,
             next_cursor=cursor,
+            paged=_param(req, "before") is not None,
             status=status,
             pipeline_id=pipeline_id,
+            pipeline_name=name,
             statuses=RUN_STATUSES,
-            pipelines=pipelines,
+            now=now,
         )
 
 

@@ -57,6 +57,7 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
         ],
         "exports": [_export(settings, run_id, s) for s in steps if s["type"] == "export"],
         "active": view["status"] in ACTIVE,
+        "now": now,
     }
 
 
