@@ -9,7 +9,6 @@ two changes never get the same number. Plans are checked by
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Any
 
 import psycopg2.extras
