@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from grandalf.graphs import Edge as GEdge
-from grandalf.graphs import Graph, Vertex
+from grandalf.graphs import Vertex, graph_core
 from grandalf.layouts import SugiyamaLayout
 
 from dag import AttemptOutcome, StepStatus
@@ -126,17 +126,13 @@ def _layout(plan: tuple[tuple[str, str, tuple[str, ...]], ...]) -> DagLayout:
     vertices = {name: Vertex(name) for name, _, _ in plan}
     for v in vertices.values():
         v.view = _Box(NODE_H, NODE_W)
-    g_edges = []
-    for name, _, deps in plan:
-        for dep in deps:
-            e = GEdge(vertices[dep], vertices[name])
-            g_edges.append(e)
-    graph = Graph(list(vertices.values()), g_edges)
     rank: dict[str, int] = {}
     centre: dict[str, float] = {}  # vertical centre of each step's box
     lanes: dict[tuple[str, str], list[float]] = {}  # long edge -> its lane (y) in each column
     top = float(MARGIN)
-    for part in graph.C:
+    for names, deps in _components(plan):
+        edges = [GEdge(vertices[d], vertices[n]) for n, d in deps]
+        part = graph_core([vertices[n] for n in names], edges)
         sug = SugiyamaLayout(part)
         sug.xspace, sug.dw = ROW_GAP, LANE
         sug.init_all(roots=[v for v in part.sV if not v.e_in()])
@@ -163,6 +159,33 @@ def _layout(plan: tuple[tuple[str, str, tuple[str, ...]], ...]) -> DagLayout:
     width = 2 * MARGIN + (max(rank.values()) + 1) * NODE_W + max(rank.values()) * COL_GAP
     height = round(top - COMPONENT_GAP + MARGIN)
     return DagLayout(nodes, edges, width, height)
+
+
+def _components(
+    plan: tuple[tuple[str, str, tuple[str, ...]], ...],
+) -> list[tuple[list[str], list[tuple[str, str]]]]:
+    """The plan's connected parts in plan order: their step names and (step, dependency)
+    pairs. Built here, in order, rather than by grandalf's `Graph`, which gathers edges in a
+    set: the drawing would then differ from one process to the next (two gunicorn workers
+    would draw one plan two ways)."""
+    index = {name: i for i, (name, _, _) in enumerate(plan)}
+    root = {name: name for name in index}  # union-find: each part's first step in the plan
+
+    def find(name: str) -> str:
+        while root[name] != name:
+            name = root[name]
+        return name
+
+    for name, _, deps in plan:
+        for dep in deps:
+            first, later = sorted((find(name), find(dep)), key=index.__getitem__)
+            root[later] = first
+    groups: dict[str, tuple[list[str], list[tuple[str, str]]]] = {}
+    for name, _, deps in plan:
+        names, pairs = groups.setdefault(find(name), ([], []))
+        names.append(name)
+        pairs += [(name, d) for d in deps]
+    return list(groups.values())
 
 
 def _column_x(rank: int) -> int:

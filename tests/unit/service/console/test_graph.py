@@ -3,8 +3,12 @@ the attempts timeline."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 from service.console.graph import NODE_H, NODE_W, layout_dag, layout_gantt, step_depths
@@ -171,3 +175,25 @@ def test_progress_of_a_file_ingest_and_of_the_steps_fused_with_it(tmp_path) -> N
     steps["read"] = {**read, "status": "succeeded", "records_out": 8}
     steps["clean"] = {**clean, "status": "succeeded", "records_out": 8}
     assert step_progress(out, steps, tmp_path) == 0.25  # unfused: records in over out
+
+
+def test_a_plan_is_drawn_the_same_way_by_every_process() -> None:
+    code = (
+        "import json, sys\n"
+        "from service.console.graph import layout_dag\n"
+        "steps = json.loads(sys.argv[1])\n"
+        "print(repr(layout_dag(steps)))\n"
+    )
+    rng = random.Random(7)
+    steps = [_step("s0")]
+    for i in range(1, 16):
+        steps.append(_step(f"s{i}", *(f"s{d}" for d in rng.sample(range(i), k=min(i, 2)))))
+    drawn = {
+        subprocess.run(
+            [sys.executable, "-c", code, json.dumps(steps)],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True, text=True, check=True,
+        ).stdout
+        for seed in (1, 2, 3)
+    }  # fmt: skip
+    assert len(drawn) == 1  # two gunicorn workers never draw one plan two ways
