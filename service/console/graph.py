@@ -21,7 +21,7 @@ NODE_W, NODE_H = 190, 64
 COL_GAP, ROW_GAP, MARGIN = 80, 18, 16
 LANE = 10  # the room a long edge takes where it crosses a column (grandalf's dummy vertex)
 COMPONENT_GAP = 36  # between the drawings of unconnected parts of a plan
-NAME_CHARS = 24  # a longer name is shortened (distinctly); the full one is in the node's <title>
+NAME_CHARS = 20  # a longer name is shortened (distinctly); the full one is in the node's <title>
 LAYOUT_CACHE = 256  # plans laid out kept in memory: the run page asks again every second
 
 GANTT_LABEL_W, GANTT_BAR_W, GANTT_ROW_H, GANTT_AXIS_H = 200, 760, 26, 24

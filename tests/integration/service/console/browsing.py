@@ -17,8 +17,10 @@ AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c" 
 DAG_GEOMETRY = """svg => {
   const boxes = [...svg.querySelectorAll('g.node')].map(g => {
     const m = g.transform.baseVal.consolidate().matrix, r = g.querySelector('rect.box');
+    const name = g.querySelector('text.name');
     return {step: g.dataset.step, x: m.e, y: m.f,
-            w: r.width.baseVal.value, h: r.height.baseVal.value};
+            w: r.width.baseVal.value, h: r.height.baseVal.value,
+            text_right: name.x.baseVal[0].value + name.getComputedTextLength()};
   });
   const edges = [...svg.querySelectorAll('path.edge')].map(p => {
     const length = p.getTotalLength(), points = [], style = getComputedStyle(p);
@@ -41,7 +43,8 @@ AXE_RUN = """() => axe.run(document).then(r => r.violations.map(v => ({
 def assert_dag_readable(page: Page, plan: dict, where: str) -> None:
     """The page's DAG draws every dependency of `plan` as a painted path of non-zero length
     that passes through no box (edges stop at their boxes' sides: not even their own ends'
-    insides), with enough of it that no other edge covers; boxes do not overlap."""
+    insides), with enough of it that no other edge covers; boxes do not overlap, and each
+    box's name fits inside it."""
     svg = page.locator("svg.dag")
     geo = svg.evaluate(DAG_GEOMETRY)
     wanted = sorted((d, s["name"]) for s in plan["steps"] for d in s.get("depends_on", []))
@@ -53,6 +56,7 @@ def assert_dag_readable(page: Page, plan: dict, where: str) -> None:
             apart = (a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"]
                      or a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"])  # fmt: skip
             assert apart, f"{where}: boxes {a['step']} and {b['step']} overlap"
+        assert a["text_right"] <= a["w"] - 4, f"{where}: the name of {a['step']} overflows its box"
     cells: dict[tuple[int, int], set[tuple[str, str]]] = {}
     for e in geo["edges"]:
         name = (e["src"], e["dst"])

@@ -125,7 +125,7 @@ def test_thirty_steps_keep_full_size_boxes_that_never_overlap() -> None:
     assert len(set(boxes)) == 30  # no two steps share a box
     for n in dag.nodes:
         assert n.x + NODE_W <= dag.width and n.y + NODE_H <= dag.height
-        assert len(n.label) <= 24
+        assert len(n.label) <= 20
     assert "\u2026" in dag.node(steps[0]["name"]).label
 
 
