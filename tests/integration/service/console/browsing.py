@@ -45,8 +45,8 @@ def assert_dag_readable(page: Page, plan: dict, where: str) -> None:
     that passes through no box (edges stop at their boxes' sides: not even their own ends'
     insides), with enough of it that no other edge covers; boxes do not overlap, and each
     box's name fits inside it."""
-    svg = page.locator("svg.dag")
-    geo = svg.evaluate(DAG_GEOMETRY)
+    page.wait_for_load_state("load")  # the stylesheet paints the edges
+    geo = page.locator("svg.dag").evaluate(DAG_GEOMETRY)
     wanted = sorted((d, s["name"]) for s in plan["steps"] for d in s.get("depends_on", []))
     assert sorted((e["src"], e["dst"]) for e in geo["edges"]) == wanted, where
     assert sorted(b["step"] for b in geo["boxes"]) == sorted(s["name"] for s in plan["steps"])
@@ -84,6 +84,7 @@ def axe_source() -> str:
 def axe_violations(page: Page) -> list[str]:
     """axe-core's violations on the page as it is now (WCAG 2.x A/AA and best practices),
     one readable line per failing node."""
+    page.wait_for_load_state("load")  # styles applied: contrast is judged on the real page
     if not page.evaluate("() => typeof window.axe === 'object'"):
         page.evaluate(axe_source())  # evaluated, not a <script> tag: the CSP forbids those
     found = page.evaluate(AXE_RUN)
