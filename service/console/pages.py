@@ -19,7 +19,7 @@ from service.console.graph import layout_dag
 from service.console.runview import build_run_page
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
 from service.domain.audit import audit_change, list_audit_actions
-from service.domain.db import database_now
+from service.domain.db import Cursor, database_now
 from service.domain.deps import wake
 from service.domain.listing import (
     MAX_LIMIT,
@@ -53,7 +53,7 @@ from service.domain.sessions import (
     open_session,
     revoke_session,
 )
-from service.errors import ServiceError
+from service.errors import NotFound, ServiceError
 from service.schemas import requests
 from service.schemas.requests import MAX_BODY_BYTES
 
@@ -415,7 +415,7 @@ class RunsPage(ConsolePage):
                 named, _ = list_pipelines(cur, name=name, limit=1)
                 pipeline_id = str(named[0]["id"]) if named else None
             elif parse_uuid(pipeline_id, "pipeline_id") is not None:
-                name = get_pipeline(cur, str(pipeline_id))["name"]
+                name = _pipeline_name(cur, str(pipeline_id))
             if name is not None and pipeline_id is None:
                 rows, cursor = [], None  # no pipeline of that name: no runs
             else:
@@ -440,6 +440,15 @@ class RunsPage(ConsolePage):
             statuses=RUN_STATUSES,
             now=now,
         )
+
+
+def _pipeline_name(cur: Cursor, pipeline_id: str) -> str | None:
+    """The name of a pipeline, None when there is none of that id (its runs may still be
+    listed: a deleted pipeline's runs stay readable)."""
+    try:
+        return get_pipeline(cur, pipeline_id)["name"]
+    except NotFound:
+        return None
 
 
 class AuditPage(ConsolePage):

@@ -403,6 +403,8 @@ def test_runs_show_how_long_they_took_or_have_been_running(env: Env) -> None:
     assert '<td class="duration">4.2 s</td>' in c.get(f"/ui/pipelines/{pid}").text
     assert '<dd id="run-duration">4.2 s</dd>' in c.get(f"/ui/runs/{run_id}").text
     assert "No pipeline is called" in c.get("/ui/runs?pipeline=nope").text
+    gone = c.get(f"/ui/runs?pipeline_id={uuid.uuid4()}")  # no such pipeline: no runs, no error
+    assert gone.status_code == 200 and "No runs match" in gone.text
 
 
 def test_audit_page_filters_for_admins(env: Env) -> None:
