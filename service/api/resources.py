@@ -19,6 +19,7 @@ from service.domain.audit import audit_change
 from service.domain.db import Cursor, check_database
 from service.domain.deps import Deps, wake
 from service.domain.principals import ADMIN_ONLY, OPERATE, READ
+from service.domain.rejects import step_rejects
 from service.domain.runs import (
     SKIP_MESSAGES,
     Admission,
@@ -269,6 +270,19 @@ class RunResource(Resource):
         with self.deps.db.transaction() as cur:
             view = get_run_view(cur, str(run_id))
         answer_run(resp, 200, view)
+
+
+class StepRejectsResource(Resource):
+    """`GET /runs/{id}/steps/{step}/rejects?limit=`: the first rejected rows of a step
+    (line, column, reason; `etl runs show --rejects`), at most `limit` (default 50)."""
+
+    roles = {"GET": READ}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, run_id: Any, step: str) -> None:
+        limit = listing.parse_limit(req.get_param("limit"))
+        with self.deps.db.transaction() as cur:
+            found = step_rejects(cur, self.deps.config.reject_dir, str(run_id), step, limit=limit)
+        resp.media = responses.STEP_REJECTS.dump(found)
 
 
 class _RunAction(Resource):

@@ -299,6 +299,18 @@ ROUTES: list[Route] = [
     ),
     Route(RUN, r.RunResource, {"get": Op("get_run", "A run with every step", response="Run")}),
     Route(
+        f"{RUN}/steps/{{step}}/rejects",
+        r.StepRejectsResource,
+        {
+            "get": Op(
+                "list_step_rejects",
+                "The first rejected rows of a step of a run (line, column, reason)",
+                response="StepRejects",
+                query=("limit",),
+            )
+        },
+    ),
+    Route(
         f"{RUN}/cancel",
         r.RunCancelResource,
         {

@@ -40,6 +40,11 @@ class UsageError(Exception):
 Handler = Callable[[argparse.Namespace, ApiClient, Console], int]
 
 
+REJECTS_SHOWN = 20  # `etl runs show --rejects` without N
+REJECTS_MAX = 500  # the API's page bound
+RAW_CHARS = 60
+
+
 def _client(cfg: Config) -> ApiClient:
     if not cfg.token:
         raise UsageError(
@@ -317,6 +322,16 @@ def configure_runs(parser: argparse.ArgumentParser) -> None:
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("run", metavar="RUN", help="run id")
+        if name == "show":
+            p.add_argument(
+                "--rejects",
+                nargs="?",
+                type=int,
+                const=REJECTS_SHOWN,
+                metavar="N",
+                help=f"also the first N rejected rows of each step (default {REJECTS_SHOWN}):"
+                " line, column, reason, raw value",
+            )
         if name != "watch":
             _add_json(p)
 
@@ -352,11 +367,45 @@ def _counts(step_counts: dict[str, int], total: int) -> str:
 
 def runs_show(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     run = client.get_run(args.run)
+    if args.rejects is not None and not 1 <= args.rejects <= REJECTS_MAX:
+        console.print(f"--rejects: N must be 1..{REJECTS_MAX}", style="red", highlight=False)
+        return 2
+    rejects = (
+        [
+            client.step_rejects(run["id"], s["name"], limit=args.rejects)
+            for s in run.get("steps", [])
+            if s.get("rejected") or s.get("row_errors")
+        ]
+        if args.rejects
+        else []
+    )
     if args.json:
-        _print_json(console, run)
+        _print_json(console, {**run, "rejects": rejects} if args.rejects else run)
         return 0
     watch.print_run(console, run, watch.plan_inputs(client, run))
+    if args.rejects:
+        _print_rejects(console, rejects)
     return 0
+
+
+def _print_rejects(console: Console, found: list[dict]) -> None:
+    """Each step's first rejected rows under a `step NAME: N rejected` line."""
+    if not found:
+        print("no step rejected a row")
+    for f in found:
+        where = f"from {f['path']}" if f["published"] else "kept on the step until it commits"
+        print(f"\nstep {f['step']}: {f['rejected']:,} rejected, first {len(f['items'])} ({where})")
+        rows = [
+            [r["line"], r["column"] or "-", r["reason"], _raw_text(r["raw"])] for r in f["items"]
+        ]
+        _print_table(console, ["LINE", "COLUMN", "REASON", "RAW"], rows)
+
+
+def _raw_text(raw: Any, limit: int = RAW_CHARS) -> str:
+    """A rejected row's raw value on one line, cut to `limit` characters."""
+    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def runs_watch(args: argparse.Namespace, client: ApiClient, console: Console) -> int:

@@ -156,6 +156,11 @@ class ApiClient:
         params = {"status": status, "pipeline_id": pipeline_id}
         return list(self.pages("/runs", params, limit=limit))
 
+    def step_rejects(self, run_id: str, step: str, *, limit: int) -> dict:
+        """The first `limit` rejected rows of a step of a run (`StepRejects`)."""
+        path = f"/runs/{run_id}/steps/{urllib.parse.quote(step, safe='')}/rejects"
+        return self.request("GET", path, params={"limit": limit})[1]
+
     def cancel_run(self, run_id: str) -> dict:
         return self.request("POST", f"/runs/{run_id}/cancel")[1]
 

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dag import RUN_FINAL, RunStatus, StepStatus
+from dag.labels import distinct_labels
 from service.client.http import ApiClient
 
 # `--wait` / `watch` exit statuses by how the run ended (documented in README.md).
@@ -147,18 +148,46 @@ def run_header(run: Mapping[str, Any]) -> str:
     return text
 
 
-def table(run: Mapping[str, Any], lines: list[StepLine]) -> Table:
-    """The rich table of a run's steps (terminal display)."""
+COLUMNS = ("step", "type", "state", "records", "rate", "attempts", "executor")
+NAME_ROOM = 20  # a narrow terminal drops columns (first executor, then rate, then type) to keep
+# this much room for step names
+DROPPED_FIRST = ("executor", "rate", "type")
+
+
+def table(run: Mapping[str, Any], lines: list[StepLine], width: int | None = None) -> Table:
+    """The rich table of a run's steps (terminal display). Within `width` terminal columns:
+    the executor, rate and type columns go (in that order) while step names would get less
+    than NAME_ROOM characters, and names too long even then are shortened distinctly
+    (`dag.labels`): two names sharing a long prefix never print as the same text, as
+    rich's own cut at the end would make them."""
+    rows = [
+        {"step": ln.name, "type": ln.type, "state": ln.status, "records": ln.records(),
+         "rate": ln.rate_text(), "attempts": str(ln.attempts), "executor": ln.executor}
+        for ln in lines
+    ]  # fmt: skip
+    shown = list(COLUMNS)
+    labels = {ln.name: ln.name for ln in lines}
+    if width is not None and rows:
+
+        def room() -> int:
+            others = sum(max(len(c), *(len(r[c]) for r in rows)) for c in shown[1:])
+            return width - others - (3 * len(shown) + 1)  # padding and rules
+
+        longest = max(len(ln.name) for ln in lines)
+        for column in DROPPED_FIRST:
+            if room() >= min(NAME_ROOM, longest):
+                break
+            shown.remove(column)
+        labels = distinct_labels([ln.name for ln in lines], max(room(), len("step")))
     t = Table(title=run_header(run), title_justify="left", expand=False)
-    for column in ("step", "type", "state", "records", "rate", "attempts", "executor"):
-        t.add_column(
-            column, justify="right" if column in ("records", "rate", "attempts") else "left"
-        )
-    for ln in lines:
-        state = Text(ln.status, style=_STYLE.get(ln.status, ""))
-        t.add_row(
-            ln.name, ln.type, state, ln.records(), ln.rate_text(), str(ln.attempts), ln.executor
-        )
+    for column in shown:
+        right = column in ("records", "rate", "attempts")
+        t.add_column(column, justify="right" if right else "left", no_wrap=True)
+    for ln, row in zip(lines, rows, strict=True):
+        cells: list[str | Text] = [row[c] for c in shown]
+        cells[0] = labels[ln.name]
+        cells[shown.index("state")] = Text(ln.status, style=_STYLE.get(ln.status, ""))
+        t.add_row(*cells)
     return t
 
 
@@ -177,7 +206,7 @@ def print_run(console: Console, run: Mapping[str, Any], depends_on: Mapping[str,
     """A run's steps once: a table on a terminal, plain lines otherwise."""
     lines = step_lines(run, depends_on, RateMeter())
     if console.is_terminal:
-        console.print(table(run, lines))
+        console.print(table(run, lines, console.width))
     else:
         console.print(run_header(run), soft_wrap=True, highlight=False)
         width = max((len(ln.name) for ln in lines), default=0)
@@ -224,7 +253,7 @@ def watch(
     if console.is_terminal:
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             while True:
-                live.update(table(run, step_lines(run, inputs, meter)))
+                live.update(table(run, step_lines(run, inputs, meter), console.width))
                 if run["status"] in RUN_FINAL:
                     break
                 sleep(poll_s)

@@ -1,18 +1,28 @@
-"""Pure layouts for the console's SVG: the plan's DAG left to right by depth, and the attempts
-timeline (Gantt). Plain values in, coordinates out; no I/O, no HTML (templates draw them)."""
+"""Pure layouts for the console's SVG: the plan's DAG (a layered, Sugiyama layout by
+grandalf, left to right) and the attempts timeline (Gantt). Plain values in, coordinates out;
+no I/O, no HTML (templates draw them)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
+from grandalf.graphs import Edge as GEdge
+from grandalf.graphs import Vertex, graph_core
+from grandalf.layouts import SugiyamaLayout
+
 from dag import AttemptOutcome, StepStatus
+from dag.labels import distinct_labels
 
 NODE_W, NODE_H = 190, 64
-COL_GAP, ROW_GAP, MARGIN = 70, 18, 16
-NAME_CHARS = 24  # a longer name is cut with an ellipsis; the full one is in the node's <title>
+COL_GAP, ROW_GAP, MARGIN = 80, 18, 16
+LANE = 10  # the room a long edge takes where it crosses a column (grandalf's dummy vertex)
+COMPONENT_GAP = 36  # between the drawings of unconnected parts of a plan
+NAME_CHARS = 20  # a longer name is shortened (distinctly); the full one is in the node's <title>
+LAYOUT_CACHE = 256  # plans laid out kept in memory: the run page asks again every second
 
 GANTT_LABEL_W, GANTT_BAR_W, GANTT_ROW_H, GANTT_AXIS_H = 200, 760, 26, 24
 
@@ -56,9 +66,14 @@ class DagLayout:
         return next(n for n in self.nodes if n.name == name)
 
 
-def short_label(name: str, limit: int = NAME_CHARS) -> str:
-    """`name` cut to `limit` characters with an ellipsis."""
-    return name if len(name) <= limit else name[: limit - 1] + "\u2026"
+class _Box:
+    """What grandalf reads of a vertex: its extent across the layer (`w`), along it (`h`),
+    and where it put the centre (`xy`). The layout runs top-down; the console turns it to
+    left-to-right, so a step's height is grandalf's width."""
+
+    def __init__(self, w: float, h: float):
+        self.w, self.h = w, h
+        self.xy = (0.0, 0.0)
 
 
 def step_depths(steps: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -81,48 +96,159 @@ def step_depths(steps: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return depth
 
 
+def _plan_key(steps: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """What the drawing depends on, hashable: names, types and known dependencies in order."""
+    names = {str(s.get("name")) for s in steps}
+    return tuple(
+        (
+            str(s.get("name")),
+            str(s.get("type")),
+            tuple(dict.fromkeys(str(d) for d in s.get("depends_on") or [] if str(d) in names)),
+        )
+        for s in steps
+    )
+
+
 def layout_dag(steps: Sequence[Mapping[str, Any]]) -> DagLayout:
-    """Columns by depth, left to right; inside a column, steps sorted by the mean row of
-    their dependencies (fewer crossings), then plan order. Boxes keep their size whatever the
-    step count: a big plan scrolls instead of shrinking into unreadable text."""
-    depth = step_depths(steps)
-    order = {str(s.get("name")): i for i, s in enumerate(steps)}
-    row: dict[str, int] = {}
-    columns: dict[int, list[Mapping[str, Any]]] = {}
-    for s in steps:
-        columns.setdefault(depth[str(s.get("name"))], []).append(s)
-    for d in sorted(columns):
+    """The plan drawn left to right in columns by depth, laid out by grandalf's Sugiyama
+    layout (layering, crossing reduction, Brandes-Koepf placement). A dependency spanning
+    several columns is routed through the lane grandalf keeps free for it in each column it
+    crosses (a dummy vertex), so no edge runs through a box; between columns, edges are
+    curves that stay inside the gap. Boxes keep their size whatever the step count: a big
+    plan scrolls instead of shrinking into unreadable text."""
+    return _layout(_plan_key(steps))
 
-        def key(s: Mapping[str, Any]) -> tuple[float, int]:
-            parents = [row[p] for p in s.get("depends_on") or [] if p in row]
-            name = str(s.get("name"))
-            return (sum(parents) / len(parents) if parents else order[name], order[name])
 
-        for i, s in enumerate(sorted(columns[d], key=key)):
-            row[str(s.get("name"))] = i
-    nodes = []
-    for s in steps:
-        name = str(s.get("name"))
-        x = MARGIN + depth[name] * (NODE_W + COL_GAP)
-        y = MARGIN + row[name] * (NODE_H + ROW_GAP)
-        nodes.append(Node(name, str(s.get("type")), depth[name], x, y, short_label(name)))
-    by_name = {n.name: n for n in nodes}
-    edges = []
-    for s in steps:
-        dst = by_name[str(s.get("name"))]
-        for dep in s.get("depends_on") or []:
-            src = by_name.get(str(dep))
-            if src is None:
-                continue
-            x1, y1 = src.x + NODE_W, src.y + NODE_H // 2
-            x2, y2 = dst.x, dst.y + NODE_H // 2
-            mid = (x1 + x2) // 2
-            edges.append(Edge(src.name, dst.name, f"M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}"))
-    max_depth = max(depth.values(), default=0)
-    max_rows = max((len(c) for c in columns.values()), default=1)
-    width = 2 * MARGIN + (max_depth + 1) * NODE_W + max_depth * COL_GAP
-    height = 2 * MARGIN + max_rows * NODE_H + (max_rows - 1) * ROW_GAP
+@lru_cache(maxsize=LAYOUT_CACHE)
+def _layout(plan: tuple[tuple[str, str, tuple[str, ...]], ...]) -> DagLayout:
+    if not plan:
+        return DagLayout([], [], 2 * MARGIN + NODE_W, 2 * MARGIN + NODE_H)
+    vertices = {name: Vertex(name) for name, _, _ in plan}
+    for v in vertices.values():
+        v.view = _Box(NODE_H, NODE_W)
+    rank: dict[str, int] = {}
+    centre: dict[str, float] = {}  # vertical centre of each step's box
+    lanes: dict[tuple[str, str], list[float]] = {}  # long edge -> its lane (y) in each column
+    top = float(MARGIN)
+    for names, deps in _components(plan):
+        edges = [GEdge(vertices[d], vertices[n]) for n, d in deps]
+        part = graph_core([vertices[n] for n in names], edges)
+        sug = SugiyamaLayout(part)
+        sug.xspace, sug.dw = ROW_GAP, LANE
+        sug.init_all(roots=[v for v in part.sV if not v.e_in()])
+        sug.draw()
+        low = min(v.view.xy[0] - v.view.w / 2 for layer in sug.layers for v in layer)
+        high = max(v.view.xy[0] + v.view.w / 2 for layer in sug.layers for v in layer)
+        for v in part.sV:
+            rank[v.data] = sug.grx[v].rank
+            centre[v.data] = top + v.view.xy[0] - low
+        for e, ctrl in sug.ctrls.items():
+            src, dst = e.v
+            r0, r1 = sug.grx[src].rank, sug.grx[dst].rank
+            lanes[(src.data, dst.data)] = [
+                top + ctrl[r].view.xy[0] - low for r in range(r0 + 1, r1)
+            ]
+        top += high - low + COMPONENT_GAP
+    labels = distinct_labels([name for name, _, _ in plan], NAME_CHARS)
+    nodes = [
+        Node(name, type_, rank[name], _column_x(rank[name]), round(centre[name] - NODE_H / 2),
+             labels[name])
+        for name, type_, _ in plan
+    ]  # fmt: skip
+    edges = _route(plan, rank, centre, lanes)
+    width = 2 * MARGIN + (max(rank.values()) + 1) * NODE_W + max(rank.values()) * COL_GAP
+    height = round(top - COMPONENT_GAP + MARGIN)
     return DagLayout(nodes, edges, width, height)
+
+
+def _components(
+    plan: tuple[tuple[str, str, tuple[str, ...]], ...],
+) -> list[tuple[list[str], list[tuple[str, str]]]]:
+    """The plan's connected parts in plan order: their step names and (step, dependency)
+    pairs. Built here, in order, rather than by grandalf's `Graph`, which gathers edges in a
+    set: the drawing would then differ from one process to the next (two gunicorn workers
+    would draw one plan two ways)."""
+    index = {name: i for i, (name, _, _) in enumerate(plan)}
+    root = {name: name for name in index}  # union-find: each part's first step in the plan
+
+    def find(name: str) -> str:
+        while root[name] != name:
+            name = root[name]
+        return name
+
+    for name, _, deps in plan:
+        for dep in deps:
+            first, later = sorted((find(name), find(dep)), key=index.__getitem__)
+            root[later] = first
+    groups: dict[str, tuple[list[str], list[tuple[str, str]]]] = {}
+    for name, _, deps in plan:
+        names, pairs = groups.setdefault(find(name), ([], []))
+        names.append(name)
+        pairs += [(name, d) for d in deps]
+    return list(groups.values())
+
+
+def _column_x(rank: int) -> int:
+    return MARGIN + rank * (NODE_W + COL_GAP)
+
+
+def _route(
+    plan: tuple[tuple[str, str, tuple[str, ...]], ...],
+    rank: Mapping[str, int],
+    centre: Mapping[str, float],
+    lanes: Mapping[tuple[str, str], list[float]],
+) -> list[Edge]:
+    """Each dependency as an SVG path: out of its source's right side, through its lanes
+    (a straight run across each column it spans), into its target's left side. Edges leaving
+    (entering) one box get their own ports, spread along the side in the order of where they
+    go (come from), so a fan-out never draws two arrows on top of each other."""
+    pairs = [(dep, name) for name, _, deps in plan for dep in deps]
+    first_y = {p: (lanes.get(p) or [centre[p[1]]])[0] for p in pairs}
+    last_y = {p: (lanes.get(p) or [centre[p[0]]])[-1] for p in pairs}
+    out_port = _ports(pairs, 0, first_y, centre)
+    in_port = _ports(pairs, 1, last_y, centre)
+    edges = []
+    for src, dst in pairs:
+        x = _column_x(rank[src]) + NODE_W
+        y = out_port[(src, dst)]
+        d = [f"M{x},{y:.1f}"]
+        for lane in lanes.get((src, dst), []):
+            d.append(_curve(x, y, x + COL_GAP, lane))
+            x, y = x + COL_GAP + NODE_W, lane
+            d.append(f"H{x}")
+        d.append(_curve(x, y, _column_x(rank[dst]), in_port[(src, dst)]))
+        edges.append(Edge(src, dst, " ".join(d)))
+    return edges
+
+
+def _ports(
+    pairs: Sequence[tuple[str, str]],
+    end: int,
+    toward: Mapping[tuple[str, str], float],
+    centre: Mapping[str, float],
+) -> dict[tuple[str, str], float]:
+    """The y where each edge meets the box at its `end` (0: source, 1: target): one port per
+    edge, spread over the middle of the side, in the order of the y the edge heads to."""
+    by_box: dict[str, list[tuple[str, str]]] = {}
+    for p in pairs:
+        by_box.setdefault(p[end], []).append(p)
+    ports = {}
+    for box, mine in by_box.items():
+        mine.sort(key=lambda p: toward[p])
+        span = NODE_H - 24
+        for i, p in enumerate(mine):
+            offset = span * (i + 1) / (len(mine) + 1) - span / 2 if len(mine) > 1 else 0.0
+            ports[p] = centre[box] + offset
+    return ports
+
+
+def _curve(x1: float, y1: float, x2: float, y2: float) -> str:
+    """A cubic from (x1, y1) to (x2, y2) with horizontal tangents: its control points lie
+    between x1 and x2, so the curve never leaves the gap between two columns."""
+    if abs(y1 - y2) < 0.05:
+        return f"H{x2}"
+    mid = (x1 + x2) / 2
+    return f"C{mid},{y1:.1f} {mid},{y2:.1f} {x2},{y2:.1f}"
 
 
 @dataclass(frozen=True)

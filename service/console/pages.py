@@ -21,15 +21,18 @@ from service.console.runview import build_run_page
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
 from service.domain.audit import audit_change, list_audit_actions
 from service.domain.authfailures import record_failure
+from service.domain.db import Cursor, database_now
 from service.domain.deps import wake
 from service.domain.listing import (
     MAX_LIMIT,
     RUN_STATUSES,
     list_audit,
+    list_pipelines,
     list_revisions,
     list_runs,
     list_schedules,
     list_webhooks,
+    parse_uuid,
 )
 from service.domain.pipelines import get_pipeline, get_revision, list_pipeline_overview
 from service.domain.preview import preview_with
@@ -54,7 +57,7 @@ from service.domain.sessions import (
     revoke_session,
 )
 from service.domain.webhooks import list_recent_deliveries
-from service.errors import ServiceError
+from service.errors import NotFound, ServiceError
 from service.schemas import requests
 from service.schemas.requests import MAX_BODY_BYTES
 from service.tracing import trigger_span
@@ -183,9 +186,18 @@ class PipelinesPage(ConsolePage):
     roles = {"GET": READ}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        after, before = _param(req, "after"), _param(req, "before")
         with self.deps.db.transaction() as cur:
-            rows = list_pipeline_overview(cur)
-        self.console.render(req, resp, "pipelines.html", pipelines=rows, notice=_notice(req))
+            page = list_pipeline_overview(cur, limit=PAGE_SIZE, after=after, before=before)
+        self.console.render(
+            req,
+            resp,
+            "pipelines.html",
+            pipelines=page.rows,
+            next_after=page.after,
+            prev_before=page.before,
+            notice=_notice(req),
+        )
 
 
 class PipelinePage(ConsolePage):
@@ -207,12 +219,13 @@ class PipelinePage(ConsolePage):
             b = _revision_param(req, "b", pipeline["revision"]) or pipeline["revision"]
             a = _revision_param(req, "a", pipeline["revision"]) or max(b - 1, 1)
             plans = {n: get_revision(cur, pid, n)["plan"] for n in {a, b}}
+            now = database_now(cur)
             if admin:  # a webhook's URL may carry a receiver's credentials
                 hooks, _ = list_webhooks(cur, pipeline_id=pid, limit=MAX_LIMIT)
                 deliveries = list_recent_deliveries(cur, pid)
         revisions = newest[::-1]  # oldest first, as the page lists them
         diff = _plan_diff(plans[a], plans[b], a, b) if a != b else []
-        steps = [s for s in (pipeline["plan"] or {}).get("steps", []) if isinstance(s, dict)]
+        steps = _plan_steps(pipeline["plan"])
         self.console.render(
             req,
             resp,
@@ -231,6 +244,7 @@ class PipelinePage(ConsolePage):
             a=a,
             b=b,
             diff=diff,
+            now=now,
             notice=_notice(req),
         )
 
@@ -248,7 +262,8 @@ class PreviewAction(ConsolePage):
         with as_console_errors(), self.deps.db.transaction() as cur:
             pipeline = get_pipeline(cur, pid)
         text = form.get("plan", "").strip()
-        page = {"pipeline": pipeline, "records": DEFAULT_RECORDS, "errors": [], "preview": None}
+        page: dict[str, Any] = {"pipeline": pipeline, "records": DEFAULT_RECORDS, "errors": []}
+        page.update(preview=None, dag=None, by_name={})
         edited = bool(text)
         try:  # the API's own loaders: one validator for a JSON body and for this form
             plan = requests.decode_json(text, "plan text") if text else pipeline["plan"]
@@ -259,6 +274,8 @@ class PreviewAction(ConsolePage):
             page["records"] = loaded["records"]
             preview = preview_with(self.deps.config, loaded["plan"], loaded["records"])
             page["preview"] = preview.as_dict()
+            page["dag"] = layout_dag(_plan_steps(loaded["plan"]))
+            page["by_name"] = {s["name"]: {**s, "progress": None} for s in page["preview"]["steps"]}
         except ServiceError as exc:  # 400: the form shows what to change
             resp.status = falcon.HTTP_400
             page["errors"] = exc.details or [{"field": "plan", "message": exc.message}]
@@ -277,6 +294,12 @@ class PreviewAction(ConsolePage):
                 ok=_preview_ok(page),
             )
         self.console.render(req, resp, "preview.html", **page)
+
+
+def _plan_steps(plan: Any) -> list[dict[str, Any]]:
+    """The step objects of a plan (whatever else it holds is not drawn)."""
+    steps = plan.get("steps", []) if isinstance(plan, dict) else []
+    return [s for s in steps if isinstance(s, dict)]
 
 
 def _preview_ok(page: dict[str, Any]) -> bool:
@@ -409,32 +432,53 @@ class ResumeAction(_RunAction):
 
 
 class RunsPage(ConsolePage):
-    """Every run, newest first, filtered by status and pipeline, keyset-paginated."""
+    """Every run, newest first, filtered by status and pipeline (by name, or by id from a
+    pipeline's page), keyset-paginated, with how long each took or has been running."""
 
     roles = {"GET": READ}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         status, pipeline_id = _param(req, "status"), _param(req, "pipeline_id")
+        name = _param(req, "pipeline")
         with as_console_errors(), self.deps.db.transaction() as cur:
-            rows, cursor = list_runs(
-                cur,
-                status=status,
-                pipeline_id=pipeline_id,
-                limit=PAGE_SIZE,
-                before=_param(req, "before"),
-            )
-            pipelines = list_pipeline_overview(cur)
+            if name is not None:
+                named, _ = list_pipelines(cur, name=name, limit=1)
+                pipeline_id = str(named[0]["id"]) if named else None
+            elif parse_uuid(pipeline_id, "pipeline_id") is not None:
+                name = _pipeline_name(cur, str(pipeline_id))
+            if name is not None and pipeline_id is None:
+                rows, cursor = [], None  # no pipeline of that name: no runs
+            else:
+                rows, cursor = list_runs(
+                    cur,
+                    status=status,
+                    pipeline_id=pipeline_id,
+                    limit=PAGE_SIZE,
+                    before=_param(req, "before"),
+                )
+            now = database_now(cur)
         self.console.render(
             req,
             resp,
             "runs.html",
             runs=rows,
             next_cursor=cursor,
+            paged=_param(req, "before") is not None,
             status=status,
             pipeline_id=pipeline_id,
+            pipeline_name=name,
             statuses=RUN_STATUSES,
-            pipelines=pipelines,
+            now=now,
         )
+
+
+def _pipeline_name(cur: Cursor, pipeline_id: str) -> str | None:
+    """The name of a pipeline, None when there is none of that id (its runs may still be
+    listed: a deleted pipeline's runs stay readable)."""
+    try:
+        return get_pipeline(cur, pipeline_id)["name"]
+    except NotFound:
+        return None
 
 
 class AuditPage(ConsolePage):

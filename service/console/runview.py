@@ -18,6 +18,7 @@ from service.console.graph import layout_dag, layout_gantt
 from service.console.web import ConsoleSettings
 from service.domain.db import Cursor, database_now
 from service.domain.pipelines import get_pipeline, get_revision
+from service.domain.rejects import rejects_of
 from service.domain.runs import get_run_view
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
         ],
         "exports": [_export(settings, run_id, s) for s in steps if s["type"] == "export"],
         "active": view["status"] in ACTIVE,
+        "now": now,
     }
 
 
@@ -91,15 +93,9 @@ def step_progress(
     return min(step["records_in"] / total, 1.0) if total else None
 
 
-def _rejects(settings: ConsoleSettings, run_id: str, step: Mapping[str, Any]) -> dict[str, Any]:
-    preview = connectors.read_rejects(
-        settings.reject_dir, run_id, step["name"], limit=REJECTS_SHOWN
-    )
-    if preview.exists:
-        return {"path": str(preview.path), "published": True, "rows": preview.rows}
-    # Not published yet (the step has not committed) or stop mode: the step row keeps the
-    # first errors.
-    return {"path": str(preview.path), "published": False, "rows": step["row_errors"]}
+def _rejects(settings: ConsoleSettings, run_id: str, step: dict[str, Any]) -> dict[str, Any]:
+    found = rejects_of(settings.reject_dir, run_id, step, limit=REJECTS_SHOWN)
+    return {"path": found["path"], "published": found["published"], "rows": found["items"]}
 
 
 def _export(settings: ConsoleSettings, run_id: str, step: Mapping[str, Any]) -> dict[str, Any]:

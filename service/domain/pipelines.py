@@ -14,6 +14,7 @@ active runs and the delete."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg2.extras
@@ -43,10 +44,37 @@ def get_revision(cur: Cursor, pipeline_id: str, number: int) -> dict:
     return row
 
 
-def list_pipeline_overview(cur: Cursor) -> list[dict]:
-    """Every pipeline by name with its last run that was not skipped and its live schedules'
-    count and next fire (the console's pipeline list)."""
-    return fetch_all(cur, "list_pipeline_overview")
+@dataclass(frozen=True)
+class OverviewPage:
+    """One page of the console's pipeline list, by name: the rows, and the names to page on
+    from (`?after=` the last for the next page, `?before=` the first for the previous one),
+    None where there is no such page."""
+
+    rows: list[dict]
+    after: str | None
+    before: str | None
+
+
+def list_pipeline_overview(
+    cur: Cursor, *, limit: int, after: str | None = None, before: str | None = None
+) -> OverviewPage:
+    """A keyset page of pipelines by name (those after `after`, or the page just before
+    `before`), each with its last run that was not skipped and its live schedules' count and
+    next fire: the console's pipeline list, bounded whatever the number of pipelines."""
+    params = {"after": None if before is not None else after, "before": before}
+    rows = fetch_all(cur, "list_pipeline_overview", {**params, "limit": limit + 1})
+    more = len(rows) > limit
+    if before is not None:
+        rows = rows[1:] if more else rows
+        earlier, later = more, True
+    else:
+        rows = rows[:limit]
+        earlier, later = after is not None, more
+    return OverviewPage(
+        rows,
+        after=rows[-1]["name"] if later and rows else None,
+        before=rows[0]["name"] if earlier and rows else None,
+    )
 
 
 def saved_plan(cur: Cursor, pipeline_id: str, number: int | None) -> tuple[Any, int]:

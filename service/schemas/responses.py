@@ -95,6 +95,30 @@ class StepSchema(Schema):
     finished_at = UtcDateTime(allow_none=True)
 
 
+class RejectRowSchema(Schema):
+    """One rejected row: where it was (`line` of the input file, `record` number), the
+    `column` at fault (null for a whole-row problem), why, and the raw value or row."""
+
+    line = fields.Integer(allow_none=True)
+    record = fields.Integer(allow_none=True)
+    column = fields.String(allow_none=True)
+    reason = fields.String(allow_none=True)
+    raw = fields.Raw(allow_none=True)
+
+
+class StepRejectsSchema(Schema):
+    """The first rejected rows of one step of a run (`items`, at most `limit`), out of
+    `rejected`; `published`: read from the step's reject file (at `path`, on the
+    coordinator), else the first row errors kept on the step until it commits."""
+
+    run_id = fields.UUID()
+    step = fields.String()
+    rejected = fields.Integer()
+    published = fields.Boolean()
+    path = fields.String()
+    items = fields.List(fields.Nested(RejectRowSchema))
+
+
 class RunSchema(Schema):
     """A run with every step (the 429 answer of a skipped trigger has the same fields)."""
 
@@ -253,6 +277,7 @@ class IssuedTokenSchema(TokenSchema):
 PIPELINE = PipelineSchema()
 REVISION = RevisionSchema()
 RUN = RunSchema()
+STEP_REJECTS = StepRejectsSchema()
 SCHEDULE = ScheduleSchema()
 PIPELINE_SUMMARY = PipelineSummarySchema()
 REVISION_SUMMARY = RevisionSummarySchema()

@@ -72,6 +72,8 @@ SCHEMAS = {
     "Attempt": responses.AttemptSchema,
     "Step": responses.StepSchema,
     "Run": responses.RunSchema,
+    "RejectRow": responses.RejectRowSchema,
+    "StepRejects": responses.StepRejectsSchema,
     "RunSkipped": responses.RunSkippedSchema,
     "Schedule": responses.ScheduleSchema,
     "WebhookDelivery": responses.WebhookDeliverySchema,

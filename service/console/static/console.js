@@ -1,6 +1,9 @@
 // The run page updates itself while the run is active: at most once per data-refresh-ms it
-// fetches the same page and swaps <main id="live">. It stops when the fresh page no longer
-// asks for refreshes (the run finished). No inline script anywhere: the CSP forbids it.
+// fetches the same page and patches <main id="live"> in place: only the text and attributes
+// that changed are written, nodes are added or removed only where the page's structure
+// changed. The element that has focus, the scroll position and the <details> the user opened
+// or closed therefore stay as they were. It stops when the fresh page no longer asks for
+// refreshes (the run finished). No inline script anywhere: the CSP forbids it.
 (function () {
   "use strict";
   var ms = Number(document.body.dataset.refreshMs || 0);
@@ -8,6 +11,61 @@
     return;
   }
   ms = Math.max(ms, 1000);
+  var refreshed = 0;
+
+  // Two nodes are "the same" (patched, not replaced) when kind, tag, id and step agree.
+  function same(a, b) {
+    if (a.nodeType !== b.nodeType || a.nodeName !== b.nodeName) {
+      return false;
+    }
+    if (a.nodeType !== Node.ELEMENT_NODE) {
+      return true;
+    }
+    return (a.id || "") === (b.id || "") &&
+      (a.getAttribute("data-step") || "") === (b.getAttribute("data-step") || "");
+  }
+
+  function patchAttributes(cur, fresh) {
+    var keepOpen = cur.nodeName === "DETAILS";  // the user's choice, not the server's
+    Array.prototype.slice.call(cur.attributes).forEach(function (a) {
+      if (!fresh.hasAttribute(a.name) && !(keepOpen && a.name === "open")) {
+        cur.removeAttribute(a.name);
+      }
+    });
+    Array.prototype.forEach.call(fresh.attributes, function (a) {
+      if (keepOpen && a.name === "open") {
+        return;
+      }
+      if (cur.getAttribute(a.name) !== a.value) {
+        cur.setAttribute(a.name, a.value);
+      }
+    });
+  }
+
+  function patch(cur, fresh) {
+    if (cur.nodeType !== Node.ELEMENT_NODE) {
+      if (cur.nodeValue !== fresh.nodeValue) {
+        cur.nodeValue = fresh.nodeValue;
+      }
+      return;
+    }
+    patchAttributes(cur, fresh);
+    var mine = Array.prototype.slice.call(cur.childNodes);
+    var theirs = Array.prototype.slice.call(fresh.childNodes);
+    theirs.forEach(function (node, i) {
+      if (i >= mine.length) {
+        cur.appendChild(document.importNode(node, true));
+      } else if (same(mine[i], node)) {
+        patch(mine[i], node);
+      } else {
+        cur.replaceChild(document.importNode(node, true), mine[i]);
+      }
+    });
+    for (var j = theirs.length; j < mine.length; j++) {
+      cur.removeChild(mine[j]);
+    }
+  }
+
   function tick() {
     fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
       .then(function (resp) {
@@ -21,18 +79,11 @@
         var fresh = doc.getElementById("live");
         var current = document.getElementById("live");
         if (fresh && current) {
-          // keep the <details> the user opened or closed as they were
-          var open = {};
-          current.querySelectorAll("details[data-step]").forEach(function (d) {
-            open[d.dataset.step] = d.open;
-          });
-          fresh.querySelectorAll("details[data-step]").forEach(function (d) {
-            if (d.dataset.step in open) {
-              d.open = open[d.dataset.step];
-            }
-          });
-          current.replaceWith(document.importNode(fresh, true));
+          patch(current, fresh);
+          document.title = doc.title;
         }
+        refreshed += 1;
+        document.body.dataset.refreshed = String(refreshed);  // how many patches so far
         if (doc.body.dataset.refreshMs) {
           window.setTimeout(tick, ms);
         } else {

@@ -81,11 +81,19 @@ WHERE expires_at < now() - interval '1 day' OR revoked_at < now() - interval '1 
 SELECT now() AS now;
 
 -- list_pipeline_overview --
--- Every pipeline by name with its last non-skipped run and its live schedules' next fire.
+-- One page of pipelines by name (after `after`, or the page before `before`; `limit` rows),
+-- each with its last non-skipped run and its live schedules' next fire; sorted by name.
+WITH page AS (
+    SELECT id, name, revision, updated_at FROM pipelines
+    WHERE (%(after)s::text IS NULL OR name > %(after)s::text)
+      AND (%(before)s::text IS NULL OR name < %(before)s::text)
+    ORDER BY CASE WHEN %(before)s::text IS NULL THEN name END,
+             CASE WHEN %(before)s::text IS NOT NULL THEN name END DESC
+    LIMIT %(limit)s)
 SELECT p.id, p.name, p.revision, p.updated_at,
        lr.id AS last_run_id, lr.status AS last_run_status, lr.created_at AS last_run_at,
        sc.schedules, sc.next_fire_at
-FROM pipelines p
+FROM page p
 LEFT JOIN LATERAL (
     SELECT r.id, r.status, r.created_at FROM runs r
     WHERE r.pipeline_id = p.id AND r.status <> 'skipped'

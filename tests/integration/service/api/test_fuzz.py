@@ -269,6 +269,7 @@ OPERATION_IDS = {
     ("delete", "/api/v1/pipelines/{pipeline_id}/webhooks/{webhook_id}"): "delete_webhook",
     ("get", "/api/v1/runs"): "list_runs",
     ("get", "/api/v1/runs/{run_id}"): "get_run",
+    ("get", "/api/v1/runs/{run_id}/steps/{step}/rejects"): "list_step_rejects",
     ("post", "/api/v1/runs/{run_id}/cancel"): "cancel_run",
     ("post", "/api/v1/runs/{run_id}/resume"): "resume_run",
     ("get", "/api/v1/audit"): "list_audit",

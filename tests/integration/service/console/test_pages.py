@@ -346,6 +346,67 @@ def test_list_runs_pages_newest_first_with_filters(env: Env) -> None:
     assert first.count("<tr data-status=") == 6 and 'rel="next"' not in first
 
 
+def test_the_pipeline_list_is_paged_by_name_whatever_the_number_of_pipelines(env: Env) -> None:
+    env.create("p0000-made-by-the-api")
+    env.sql(  # 300 more, straight into the tables: the list reads them, not how they came
+        "WITH made AS (INSERT INTO pipelines (id, name, revision)"
+        " SELECT gen_random_uuid(), 'p' || lpad(i::text, 4, '0'), 1"
+        " FROM generate_series(1, 300) i RETURNING id)"
+        " INSERT INTO revisions (pipeline_id, number, plan, created_by)"
+        " SELECT id, 1, %(plan)s, 'test' FROM made",
+        {"plan": psycopg2.extras.Json(PLAN)},
+    )
+    c = env.browser(VIEWER)
+    names = [r["name"] for r in env.sql("SELECT name FROM pipelines ORDER BY name")]
+    seen, pages, path = [], [], "/ui/"
+    while path:
+        page = c.get(path)
+        assert page.status_code == 200 and len(page.text) < 100_000  # bounded, whatever the count
+        rows = re.findall(r'<tr data-pipeline="([^"]+)">', page.text)
+        assert 0 < len(rows) <= 50
+        seen += rows
+        pages.append((path, page.text))
+        found = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+        path = found and found.group(1).replace("&amp;", "&")
+    assert seen == names and len(pages) == 7  # 301 names, 50 a page, each once, in order
+    assert 'rel="prev"' not in pages[0][1]
+    back = re.search(r'<a rel="prev" href="([^"]+)"', pages[3][1]).group(1).replace("&amp;", "&")
+    assert back == "/ui/?before=p0150"
+    previous = c.get(back).text
+    assert re.findall(r'<tr data-pipeline="([^"]+)">', previous) == names[100:150]
+    assert 'rel="prev"' in previous and 'rel="next"' in previous
+    first = c.get(re.search(r'<a rel="prev" href="([^"]+)"', pages[1][1]).group(1)).text
+    assert re.findall(r'<tr data-pipeline="([^"]+)">', first) == names[:50]
+    assert 'rel="prev"' not in first
+
+
+def test_runs_show_how_long_they_took_or_have_been_running(env: Env) -> None:
+    pid = env.create("timed")
+    c = env.browser(OPERATOR)
+    c.get(f"/ui/pipelines/{pid}")
+    run_id = c.post(f"/ui/pipelines/{pid}/trigger", csrf=c.csrf).headers["location"].split("/")[-1]
+    run_id = run_id.split("?")[0]
+    env.sql(
+        "UPDATE runs SET status = 'running', started_at = now() - interval '754 seconds'"
+        " WHERE id = %(id)s",
+        {"id": run_id},
+    )
+    assert re.search(
+        r'<td class="duration">running for 12 min 3[45] s</td>', c.get("/ui/runs").text
+    )
+    env.sql(
+        "UPDATE runs SET status = 'succeeded', finished_at = started_at + interval '4.25 seconds'"
+        " WHERE id = %(id)s",
+        {"id": run_id},
+    )
+    assert '<td class="duration">4.2 s</td>' in c.get("/ui/runs?pipeline=timed").text
+    assert '<td class="duration">4.2 s</td>' in c.get(f"/ui/pipelines/{pid}").text
+    assert '<dd id="run-duration">4.2 s</dd>' in c.get(f"/ui/runs/{run_id}").text
+    assert "No pipeline is called" in c.get("/ui/runs?pipeline=nope").text
+    gone = c.get(f"/ui/runs?pipeline_id={uuid.uuid4()}")  # no such pipeline: no runs, no error
+    assert gone.status_code == 200 and "No runs match" in gone.text
+
+
 def test_audit_page_filters_for_admins(env: Env) -> None:
     pid = env.create("audited")
     c = env.browser(ADMIN)
@@ -377,12 +438,9 @@ def test_the_preview_panel_previews_the_current_or_an_edited_plan_for_admins_onl
     )
     assert current.status_code == 200, current.text
     assert "revision 1; first 2 records" in current.text
-    assert re.findall(r'data-step="([^"]+)"', current.text) == [
-        "read",
-        "clean",
-        "to_file",
-        "to_table",
-    ]
+    steps = ["read", "clean", "to_file", "to_table"]
+    assert re.findall(r'<section class="preview-step" data-step="([^"]+)"', current.text) == steps
+    assert re.findall(r'<g class="node st-\w+" data-step="([^"]+)"', current.text) == steps
     assert '<td class="mono">Ann</td>' in current.text  # trimmed by `clean`
     # an edited plan: a filter that keeps nothing, with markup in its literal
     keep_none = {"op": "filter_eq", "column": "name", "value": EVIL}

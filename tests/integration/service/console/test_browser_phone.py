@@ -1,0 +1,138 @@
+"""The console on a phone and by keyboard, in Chromium: no page is wider than a 390 px
+screen, axe-core finds no violation on any page for a viewer, an operator and an admin, and
+the live refresh of a running run keeps focus, scroll position and open details."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from playwright.sync_api import Browser, Page, expect
+
+from drills import ADMIN_TOKEN, Stack
+
+from .browsing import axe_violations
+from .test_browser import WAIT_MS, browser  # noqa: F401 (the fixture)
+
+PHONE = {"width": 390, "height": 844}
+ROWS = 20_000  # 40 batches of a second each: the run stays running while the test looks
+STACK_ENV = {"ETL_FAULT": "slow_batches:step=save:ms=1000"}
+STACK_FILES = {
+    "rows.csv": lambda: "id,name\n" + "".join(f"{i}, name {i} \n" for i in range(ROWS)),
+    "few.csv": "id,name\n1,ada\nnot a number,bob\n3,cy\n",
+}
+
+
+# The outermost elements reaching past the screen's right edge (what makes a page too wide).
+WIDE = """w => [...document.querySelectorAll('body *')]
+  .filter(e => e.getBoundingClientRect().right > w + 0.5
+               && e.parentElement.getBoundingClientRect().right <= w + 0.5
+               && getComputedStyle(e.parentElement).overflowX === 'visible')
+  .slice(0, 5).map(e => e.tagName.toLowerCase() + '.' + e.getAttribute('class')
+                        + ' ' + Math.round(e.getBoundingClientRect().right) + ' px')"""
+
+
+def _plan(path: str) -> dict:
+    return {"on_row_error": "reject", "steps": [
+        {"name": "read", "type": "ingest",
+         "config": {"source": "file", "path": path, "columns": {"id": "int"}}},
+        {"name": "clean", "type": "transform", "depends_on": ["read"],
+         "config": {"op": "trim", "columns": ["name"]}},
+        {"name": "save", "type": "export", "depends_on": ["clean"],
+         "config": {"target": "file", "path": f"{path}.jsonl"}}]}  # fmt: skip
+
+
+def _phone(browser: Browser, stack: Stack, token: str | None) -> Page:  # noqa: F811
+    context = browser.new_context(base_url=f"http://127.0.0.1:{stack.port}", viewport=PHONE)
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    if token:
+        page.goto("/ui/login")
+        page.fill("input[name=token]", token)
+        page.click("#sign-in")
+        expect(page.locator("header .principal")).to_be_visible()
+    return page
+
+
+def _run_of(page: Page) -> str:
+    return re.search(r"/ui/runs/([0-9a-f-]{36})", page.url).group(1)
+
+
+def _trigger(page: Page, pipeline_id: str) -> str:
+    page.goto(f"/ui/pipelines/{pipeline_id}")
+    page.click("button.trigger")
+    expect(page).to_have_url(re.compile(r"/ui/runs/[0-9a-f-]{36}\?notice=created$"))
+    return _run_of(page)
+
+
+def _problems(page: Page, path: str) -> list[str]:
+    """What is wrong with `path` on a phone: overflow, an unreachable Sign out, axe."""
+    page.goto(path)
+    expect(page.locator("main")).to_be_visible()
+    found = []
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    if width > PHONE["width"]:
+        found.append(f"{width} px wide, past the edge: {page.evaluate(WIDE, PHONE['width'])}")
+    sign_out = page.locator("form.signout button")
+    if sign_out.count():
+        box = sign_out.bounding_box()
+        if box is None or box["x"] + box["width"] > PHONE["width"]:
+            found.append(f"Sign out is off screen ({box})")
+    found += axe_violations(page)
+    return [f"{path}: {p}" for p in found]
+
+
+def test_every_page_fits_a_phone_and_passes_axe_for_every_role(
+    browser: Browser,  # noqa: F811
+    stack: Stack,
+) -> None:
+    stack.start()
+    slow = stack.create("slow", _plan("rows.csv"))
+    quick = stack.create("quick_with_a_rather_long_pipeline_name_for_a_phone", _plan("few.csv"))
+    operator = stack.etl("token", "create", "--role", "pipeline_operator", "--name", "op").strip()
+    viewer = stack.etl("token", "create", "--role", "pipeline_viewer", "--name", "viewer").strip()
+    admin = _phone(browser, stack, ADMIN_TOKEN)
+    done = _trigger(admin, quick)
+    expect(admin.locator("h1 .badge")).to_have_text("succeeded")
+    running = _trigger(admin, slow)
+    admin.goto(f"/ui/pipelines/{quick}")
+    admin.click(".preview-form button[type=submit]")
+    expect(admin).to_have_url(re.compile(r"/preview$"))
+    problems = [f"/preview: {p}" for p in axe_violations(admin)]
+    if admin.evaluate("() => document.documentElement.scrollWidth") > PHONE["width"]:
+        problems.append("/preview: wider than the phone")
+    pages = ["/ui/", "/ui/runs", f"/ui/pipelines/{slow}", f"/ui/pipelines/{quick}",
+             f"/ui/runs/{done}", f"/ui/runs/{running}", f"/ui/runs/{uuid.uuid4()}",
+             f"/ui/pipelines/{quick}?a=1&b=1"]  # fmt: skip
+    for token, extra in ((viewer, ["/ui/audit"]), (operator, []), (ADMIN_TOKEN, ["/ui/audit"])):
+        page = _phone(browser, stack, token)
+        for path in pages + extra:  # a viewer's /ui/audit is the 403 page
+            problems += _problems(page, path)
+    problems += _problems(_phone(browser, stack, None), "/ui/login")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_live_refresh_keeps_focus_scroll_and_open_details(
+    browser: Browser,  # noqa: F811
+    stack: Stack,
+) -> None:
+    stack.start()
+    slow = stack.create("slow", _plan("rows.csv"))
+    page = _phone(browser, stack, ADMIN_TOKEN)
+    _trigger(page, slow)
+    save = page.locator('svg.dag g.node[data-step="save"]')
+    expect(save).to_have_attribute("data-status", "running")
+    read = page.locator('details[data-step="read"]')
+    was_open = read.evaluate("d => d.open")
+    read.locator("summary").click()  # the user's choice, whatever the server would say
+    assert read.evaluate("d => d.open") is not was_open
+    page.evaluate("() => window.scrollTo(0, 300)")
+    page.locator("#cancel").focus()
+    seen = int(page.evaluate("() => Number(document.body.dataset.refreshed || 0)"))
+    page.wait_for_function(f"() => Number(document.body.dataset.refreshed || 0) >= {seen + 3}")
+    assert page.evaluate("() => document.activeElement.id") == "cancel"
+    assert page.evaluate("() => window.scrollY") == 300
+    assert read.evaluate("d => d.open") is not was_open
+    page.keyboard.press("Enter")  # the focused Cancel button, by keyboard
+    expect(page.locator("p.notice")).to_have_text(re.compile("Cancel requested"))
+    expect(page.locator("h1 .badge")).to_have_text("canceled")
