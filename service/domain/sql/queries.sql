@@ -85,7 +85,8 @@ SELECT now() AS now;
 -- each with its last non-skipped run and its live schedules' next fire; sorted by name.
 WITH page AS (
     SELECT id, name, revision, updated_at FROM pipelines
-    WHERE (%(after)s::text IS NULL OR name > %(after)s::text)
+    WHERE deleted_at IS NULL
+      AND (%(after)s::text IS NULL OR name > %(after)s::text)
       AND (%(before)s::text IS NULL OR name < %(before)s::text)
     ORDER BY CASE WHEN %(before)s::text IS NULL THEN name END,
              CASE WHEN %(before)s::text IS NOT NULL THEN name END DESC
@@ -101,7 +102,6 @@ LEFT JOIN LATERAL (
 LEFT JOIN LATERAL (
     SELECT count(*) AS schedules, min(s.next_fire_at) AS next_fire_at FROM schedules s
     WHERE s.pipeline_id = p.id AND s.deleted_at IS NULL) sc ON true
-WHERE p.deleted_at IS NULL
 ORDER BY p.name;
 
 -- list_audit_actions --
