@@ -91,9 +91,14 @@ def test_every_page_fits_a_phone_and_passes_axe_for_every_role(
     quick = stack.create("quick_with_a_rather_long_pipeline_name_for_a_phone", _plan("few.csv"))
     operator = stack.etl("token", "create", "--role", "pipeline_operator", "--name", "op").strip()
     viewer = stack.etl("token", "create", "--role", "pipeline_viewer", "--name", "viewer").strip()
+    # a webhook whose receiver is down: the pipeline page lists it and a failing delivery
+    hook = stack.req("POST", f"/pipelines/{quick}/webhooks",
+                     {"url": "http://127.0.0.1:9/hook", "events": ["run.succeeded"]})  # fmt: skip
+    assert hook[0] == 201, hook
     admin = _phone(browser, stack, ADMIN_TOKEN)
     done = _trigger(admin, quick)
     expect(admin.locator("h1 .badge")).to_have_text("succeeded")
+    assert stack.req("POST", f"/pipelines/{quick}/pause")[0] == 200  # its page says so
     running = _trigger(admin, slow)
     admin.goto(f"/ui/pipelines/{quick}")
     admin.click(".preview-form button[type=submit]")
@@ -104,7 +109,8 @@ def test_every_page_fits_a_phone_and_passes_axe_for_every_role(
     pages = ["/ui/", "/ui/runs", f"/ui/pipelines/{slow}", f"/ui/pipelines/{quick}",
              f"/ui/runs/{done}", f"/ui/runs/{running}", f"/ui/runs/{uuid.uuid4()}",
              f"/ui/pipelines/{quick}?a=1&b=1"]  # fmt: skip
-    for token, extra in ((viewer, ["/ui/audit"]), (operator, []), (ADMIN_TOKEN, ["/ui/audit"])):
+    admin_only = ["/ui/audit", "/ui/tokens", f"/ui/pipelines/{quick}/delete"]
+    for token, extra in ((viewer, ["/ui/audit"]), (operator, []), (ADMIN_TOKEN, admin_only)):
         page = _phone(browser, stack, token)
         for path in pages + extra:  # a viewer's /ui/audit is the 403 page
             problems += _problems(page, path)
