@@ -13,6 +13,7 @@ def fold_metric_deltas(conn) -> int:
     gone for a day); returns how many totals changed."""
     try:
         with conn.cursor() as cur:
+            cur.execute(QUERIES["lock_metric_totals"])
             cur.execute(QUERIES["fold_metric_deltas"])
             folded = cur.rowcount
             cur.execute(QUERIES["forget_gone_executors"])

@@ -438,6 +438,11 @@ FOR NO KEY UPDATE OF r SKIP LOCKED;
 -- A finished run's unpublished stages are gone.
 UPDATE runs SET stages_cleared = true WHERE id = %(run_id)s;
 
+-- lock_metric_totals --
+-- One writer of the totals at a time: the fold, or the delete of a pipeline's series
+-- (migration 0013), until the transaction ends.
+SELECT pg_advisory_xact_lock(hashtext('etl.metric_totals'));
+
 -- fold_metric_deltas --
 -- Move every visible metric delta into the totals, in one transaction (a scrape reading both
 -- in one snapshot sees each delta exactly once). Timestamps keep the greatest value.
