@@ -20,6 +20,7 @@ import http.client
 import logging
 import random
 import select
+import socket
 import threading
 import time
 import urllib.parse
@@ -67,24 +68,92 @@ def post_webhook(url: str, body: bytes, headers: Mapping[str, str], timeout_s: f
     """POST `body` to `url` with `headers` (sent with their names as given); the 2xx
     status, else `DeliveryFailed` saying why. Straight to the URL's host (no proxy from the
     environment), certificates verified for https, a 3xx not followed (it is not a
-    delivery), `timeout_s` for the connection and for each read."""
-    parts = urllib.parse.urlsplit(url)
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    try:
-        conn = kind(parts.hostname or "", parts.port, timeout=timeout_s)
+    delivery). `timeout_s` limits the whole attempt by the wall clock: the name lookup, the
+    connection, TLS, sending and the answer. Past it the attempt fails ("timed out after N
+    s") even while a receiver trickles its answer byte by byte, so the delivery's claim is
+    released long before the session's idle limit and no other claim sends it meanwhile."""
+    attempt = _Attempt(url, body, headers, timeout_s)
+    sender = threading.Thread(target=attempt.run, name="notifier-post", daemon=True)
+    sender.start()
+    sender.join(timeout_s)
+    if sender.is_alive():
+        attempt.expire()
+    return attempt.outcome()
+
+
+class _Attempt:
+    """One POST, run by a thread of its own so that its caller waits no longer than the
+    deadline whatever blocks (a name lookup cannot be interrupted). `expire()` shuts the
+    connection's socket down, which ends a read or a write under way at once, and forbids a
+    connection still being made to send anything."""
+
+    def __init__(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float):
+        self.url, self.body, self.headers, self.timeout_s = url, body, dict(headers), timeout_s
+        self._lock = threading.Lock()
+        self._expired = False
+        self._handle: socket.socket | None = None  # a duplicate of the connection's socket
+        self._status: int | None = None
+        self._reason = ""
+        self._error: str | None = None
+
+    def run(self) -> None:
+        parts = urllib.parse.urlsplit(self.url)
+        https = parts.scheme == "https"
+        kind = http.client.HTTPSConnection if https else http.client.HTTPConnection
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         try:
-            conn.request("POST", target, body=body, headers=dict(headers))
-            answer = conn.getresponse()
-            answer.read(MAX_ANSWER_BYTES)
-            status, reason = answer.status, answer.reason
+            # the port always given: http.client would read "[::1]"'s last group as one
+            port = parts.port or (443 if https else 80)
+            conn = kind(parts.hostname or "", port, timeout=self.timeout_s)
+            conn._create_connection = self._connect  # its hook for opening the socket
+            try:
+                conn.request("POST", target, body=self.body, headers=self.headers)
+                answer = conn.getresponse()
+                answer.read(MAX_ANSWER_BYTES)
+                self._status, self._reason = answer.status, answer.reason
+            finally:
+                conn.close()
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, TLS, ...
+            self._error = f"{type(exc).__name__}: {exc}"
         finally:
-            conn.close()
-    except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, timeout, TLS
-        raise DeliveryFailed(f"{type(exc).__name__}: {exc}") from None
-    if not 200 <= status < 300:
-        raise DeliveryFailed(f"HTTP {status} {reason}".strip(), status)
-    return status
+            with self._lock:
+                if self._handle is not None:
+                    self._handle.close()
+                    self._handle = None
+
+    def _connect(self, address: tuple, timeout: float, source_address: Any = None) -> socket.socket:
+        """`socket.create_connection`, registering a duplicate of the socket (TLS takes the
+        original over) for `expire()`; a connection made after the deadline is dropped."""
+        sock = socket.create_connection(address, timeout, source_address)
+        with self._lock:
+            if self._expired:
+                sock.close()
+                raise TimeoutError("connected after the deadline")
+            self._handle = sock.dup()
+        return sock
+
+    def expire(self) -> None:
+        with self._lock:
+            self._expired = True
+            if self._handle is not None:
+                try:
+                    self._handle.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed by the receiver
+
+    def outcome(self) -> int:
+        """The 2xx status, else `DeliveryFailed`; after `expire()`, a timeout unless the
+        answer had arrived complete."""
+        with self._lock:
+            expired = self._expired
+        status = self._status
+        if status is None:
+            if expired:
+                raise DeliveryFailed(f"timed out after {self.timeout_s:g} s")
+            raise DeliveryFailed(self._error or "no answer")
+        if not 200 <= status < 300:
+            raise DeliveryFailed(f"HTTP {status} {self._reason}".strip(), status)
+        return status
 
 
 @dataclass(frozen=True)
@@ -107,7 +176,9 @@ class Notifier:
     `connect()` opens a new psycopg2 connection (each thread owns one); `post(url, body,
     headers, timeout_s)` sends an attempt (`post_webhook`; tests may pass another);
     `public_url` is the console's base for the bodies' `console_url`. With `retention_s`,
-    deliveries that ended longer ago than that are purged every `purge_every_s`."""
+    deliveries that ended longer ago than that are purged every `purge_every_s`.
+    `listening` is set while NOTIFY wakes it (LISTEN done), cleared while the listener is
+    reconnecting."""
 
     def __init__(
         self,
@@ -138,6 +209,7 @@ class Notifier:
         self._stop = threading.Event()
         self._wake = threading.Condition()
         self._wakeups = 0  # counts wake-ups, so one arriving mid-claim is not lost
+        self.listening = threading.Event()  # set while the listener's LISTEN is in force
         self._workers: list[threading.Thread] = []
 
     # --- lifecycle ---
@@ -175,6 +247,7 @@ class Notifier:
                     conn = self._connect()
                     conn.autocommit = True
                     conn.cursor().execute(f"LISTEN {CHANNEL}")
+                    self.listening.set()
                     self._notify()  # what was queued while nobody listened
                 ready, _, _ = select.select([conn], [], [], LISTEN_WAIT_S)
                 if ready:
@@ -192,8 +265,10 @@ class Notifier:
                         log.info("notifier: purged %d finished webhook deliveries", gone)
             except (psycopg2.Error, OSError) as exc:
                 log.warning("notifier: listening failed: %s", str(exc).strip())
+                self.listening.clear()
                 conn = _close(conn)
                 self._stop.wait(self.poll_s)
+        self.listening.clear()
         _close(conn)
 
     def _work(self) -> None:

@@ -68,12 +68,14 @@ SET status = 'delivered', attempts = attempts + 1, last_attempt_at = now(),
 WHERE id = %(id)s;
 
 -- record_attempt_failed --
--- An attempt failed: try again after the delay, or give up (status failed).
+-- An attempt failed: try again after the delay, or give up (status failed). The delay counts
+-- from the attempt's end (the clock now), not from its claim (the transaction's start, up to
+-- the POST timeout earlier).
 UPDATE webhook_deliveries
 SET attempts = attempts + 1, last_attempt_at = now(), last_status_code = %(status_code)s,
     last_error = %(error)s,
     status = CASE WHEN %(give_up)s THEN 'failed' ELSE 'pending' END,
-    next_attempt_at = now() + make_interval(secs => %(delay_s)s)
+    next_attempt_at = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE id = %(id)s
 RETURNING attempts;
 

@@ -1,13 +1,16 @@
-"""What the webhook tests share: a real HTTP receiver on loopback that records every POST
-(body bytes and headers) and answers with the statuses it is told, or holds a request until
-released; and `end_run`, which ends a run in one transaction as the advancer does."""
+"""What the webhook tests share: a real HTTP receiver on loopback (IPv4 or IPv6) that records
+every POST (body bytes and headers) and answers with the statuses it is told, holds a request
+until released, or trickles its answer a byte at a time; and `end_run`, which ends a run in
+one transaction as the advancer does."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,6 +23,8 @@ class Received:
     body: bytes
     headers: dict[str, str]
     path: str
+    arrived_at: float = field(default_factory=time.monotonic)
+    hung_up_at: float | None = None  # of a trickled answer: when the sender hung up
 
     @property
     def json(self) -> Any:
@@ -34,14 +39,19 @@ class Received:
 @dataclass
 class Receiver:
     """`statuses`: what the next requests are answered (then `default`); while `release` is
-    clear a request waits (the test kills the sender meanwhile); `port` 0: any free one."""
+    clear a request waits (the test kills the sender meanwhile); the next `trickles`
+    requests are answered a byte every `trickle_every_s` (a 200 that would take minutes),
+    until the sender hangs up; `host` 127.0.0.1 or ::1; `port` 0: any free one."""
 
+    host: str = "127.0.0.1"
     port: int = 0
     statuses: list[int] = field(default_factory=list)
     default: int = 200
     received: list[Received] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
     arrived: threading.Event = field(default_factory=threading.Event)
+    trickles: int = 0
+    trickle_every_s: float = 0.2
 
     def __post_init__(self) -> None:
         self.release.set()
@@ -51,8 +61,13 @@ class Receiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = self.rfile.read(length)
-                receiver.received.append(Received(body, dict(self.headers), self.path))
+                got = Received(body, dict(self.headers), self.path)
+                receiver.received.append(got)
                 receiver.arrived.set()
+                if receiver.trickles > 0:
+                    receiver.trickles -= 1
+                    self.trickle(got)
+                    return
                 receiver.release.wait(60)
                 status = receiver.statuses.pop(0) if receiver.statuses else receiver.default
                 self.send_response(status)
@@ -60,13 +75,28 @@ class Receiver:
                 self.end_headers()
                 self.wfile.write(b"ok")
 
+            def trickle(self, got: Received) -> None:
+                answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"z" * 3000 + b"\r\n\r\n"
+                try:
+                    for byte in answer:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(receiver.trickle_every_s)
+                except OSError:  # the sender hung up: the next write failed
+                    got.hung_up_at = time.monotonic()
+                self.close_connection = True
+
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        class Server(ThreadingHTTPServer):
+            address_family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+
+        self.server = Server((self.host, self.port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/hook"
+        where = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"http://{where}:{self.port}/hook"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
