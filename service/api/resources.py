@@ -360,7 +360,8 @@ class ScheduleResource(Resource):
 
 
 class WebhooksResource(Resource):
-    """A pipeline's webhooks: admins only (a URL may carry a receiver's credentials)."""
+    """A pipeline's webhooks: admins only. The 201 answer carries the secret, hence
+    `Cache-Control: no-store`: no cache on the way keeps it."""
 
     roles = {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY}
 
@@ -383,6 +384,7 @@ class WebhooksResource(Resource):
             )
         resp.status = 201
         resp.location = f"{req.path}/{row['id']}"
+        resp.cache_control = ["no-store"]
         resp.media = responses.WEBHOOK_CREATED.dump(row)
 
 

@@ -46,6 +46,7 @@ class Op:
     if_match: bool = False  # takes an optional If-Match header (412 when it names another)
     etag: bool = False  # its success answer carries an ETag header
     traceparent: bool = False  # takes a W3C traceparent header (the run joins that trace)
+    no_store: bool = False  # its success answer says `Cache-Control: no-store` (a secret)
 
 
 class Route(NamedTuple):
@@ -276,6 +277,7 @@ ROUTES: list[Route] = [
                 "WebhookCreated",
                 request="WebhookCreate",
                 also={409: "Error"},
+                no_store=True,
             ),
         },
     ),

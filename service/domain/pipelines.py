@@ -10,7 +10,8 @@ A delete is soft (`deleted_at`): the row, its revisions and its runs stay, so th
 readable; every pipeline read ignores it, and its name is free for a new pipeline. Lock
 order of a delete: the pipeline row, its schedule rows (a fire in flight finishes first),
 then the admission lock (`service.domain.runs`), so no run is admitted between the check for
-active runs and the delete."""
+active runs and the delete, then its webhooks and their pending deliveries
+(`service.domain.webhooks`, whose changes lock the pipeline row first too)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import psycopg2.extras
 from service.domain.audit import audit_change
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
 from service.domain.runs import lock_admission
+from service.domain.webhooks import delete_pipeline_webhooks
 from service.errors import Conflict, NotFound, PreconditionFailed
 from service.schemas.requests import check_plan
 
@@ -152,7 +154,8 @@ def set_paused(
 
 def delete_pipeline(cur: Cursor, pipeline_id: str, principal: str, *, request_id: str) -> None:
     """Delete a pipeline, audited: it answers 404 from then on, its schedules are deleted
-    (they never fire again), its runs stay readable and its name is free. `NotFound` if
+    (they never fire again), so are its webhooks (their pending deliveries are canceled),
+    its runs stay readable and its name is free. `NotFound` if
     unknown or deleted; `Conflict` (code `pipeline_active`) while it has queued or running
     runs (cancel them, or wait, first)."""
     pipeline = fetch_one(cur, "lock_pipeline", {"pipeline_id": pipeline_id})
@@ -168,6 +171,7 @@ def delete_pipeline(cur: Cursor, pipeline_id: str, principal: str, *, request_id
             code="pipeline_active",
         )
     execute(cur, "mark_pipeline_deleted", {"pipeline_id": pipeline_id})
+    webhooks, canceled = delete_pipeline_webhooks(cur, pipeline_id)
     audit_change(
         cur,
         principal,
@@ -176,6 +180,8 @@ def delete_pipeline(cur: Cursor, pipeline_id: str, principal: str, *, request_id
         request_id,
         name=pipeline["name"],
         schedules_deleted=len(schedules),
+        webhooks_deleted=webhooks,
+        deliveries_canceled=canceled,
     )
 
 

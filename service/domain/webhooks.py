@@ -25,7 +25,6 @@ from typing import Any
 
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor
-from service.domain.pipelines import get_pipeline
 from service.domain.sql import WEBHOOK_QUERIES as QUERIES
 from service.errors import Conflict, NotFound
 
@@ -57,10 +56,9 @@ def create_webhook(
 ) -> dict:
     """A new webhook of `pipeline_id` from a loaded `WebhookCreateSchema` body (its own
     `secret`, or one from `new_secret()`), with its audit row; the row, secret included
-    (shown once). `NotFound` for an unknown pipeline, `Conflict` past
-    `MAX_WEBHOOKS_PER_PIPELINE`."""
-    get_pipeline(cur, pipeline_id)
-    cur.execute(QUERIES["lock_pipeline_webhooks"], {"pipeline_id": pipeline_id})
+    (shown once). `NotFound` for an unknown or deleted pipeline (one deleted while this
+    waited on its row lock included), `Conflict` past `MAX_WEBHOOKS_PER_PIPELINE`."""
+    _lock_live_pipeline(cur, pipeline_id)
     live = _one(cur, "count_live_webhooks", {"pipeline_id": pipeline_id})
     if live is not None and live["n"] >= MAX_WEBHOOKS_PER_PIPELINE:
         raise Conflict(
@@ -97,7 +95,9 @@ def delete_webhook(
     cur: Cursor, pipeline_id: str, webhook_id: str, principal: str, *, request_id: str | None
 ) -> None:
     """Delete a live webhook of `pipeline_id` (nothing more is sent to it; its pending
-    deliveries are canceled), with its audit row; `NotFound` if unknown or deleted."""
+    deliveries are canceled), with its audit row; `NotFound` if it or its pipeline is
+    unknown or deleted."""
+    _lock_live_pipeline(cur, pipeline_id)
     params = {"pipeline_id": pipeline_id, "webhook_id": webhook_id}
     row = _one(cur, "delete_webhook", params)
     if row is None:
@@ -112,6 +112,23 @@ def delete_webhook(
         details={"pipeline_id": pipeline_id, "url": row["url"], "canceled": cur.rowcount},
         trace_id=request_id,
     )
+
+
+def delete_pipeline_webhooks(cur: Cursor, pipeline_id: str) -> tuple[int, int]:
+    """With the delete of `pipeline_id` (`service.domain.pipelines.delete_pipeline`, which
+    holds the pipeline's row lock and writes the audit row): its live webhooks are
+    soft-deleted and their pending deliveries canceled. (webhooks deleted, deliveries
+    canceled)."""
+    params = {"pipeline_id": pipeline_id}
+    cur.execute(QUERIES["delete_pipeline_webhooks"], params)
+    deleted = cur.rowcount
+    cur.execute(QUERIES["cancel_pipeline_deliveries"], params)
+    return deleted, cur.rowcount
+
+
+def _lock_live_pipeline(cur: Cursor, pipeline_id: str) -> None:
+    if _one(cur, "lock_live_pipeline", {"pipeline_id": pipeline_id}) is None:
+        raise NotFound(f"pipeline {pipeline_id} not found")
 
 
 def list_recent_deliveries(cur: Cursor, pipeline_id: str, limit: int = 10) -> list[dict]:

@@ -84,10 +84,28 @@ WEBHOOK_EVENTS = ("run.failed", "run.succeeded", "run.skipped")
 WEBHOOK_URL_MAX = 2048
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
-# http(s), a host name or IPv4 address (loopback included), an optional port 1..65535, then
-# a path and query of printable ASCII: no user:password@ (it would show in every listing),
-# no white space. The OpenAPI document states the same pattern.
-WEBHOOK_URL = rf"^https?://{_LABEL}(?:\.{_LABEL})*\.?(?::{_PORT})?(?:[/?][!-~]*)?\Z"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_H16 = "[0-9A-Fa-f]{1,4}"
+
+
+def _ipv6_address() -> str:
+    """RFC 3986's `IPv6address`, one form per number of 16-bit groups written before `::`
+    (none: eight groups, the last two perhaps an IPv4 address), as a regular expression."""
+    ls32 = rf"(?:{_H16}:{_H16}|{_OCTET}(?:\.{_OCTET}){{3}})"
+    after = [rf"(?:{_H16}:){{{5 - n}}}{ls32}" for n in range(6)] + [_H16, ""]
+    forms = [rf"(?:{_H16}:){{6}}{ls32}"]
+    for n, tail in enumerate(after):  # at most n groups before the "::"
+        head = rf"(?:(?:{_H16}:){{0,{n - 1}}}{_H16})?" if n else ""
+        forms.append(f"{head}::{tail}")
+    return "(?:" + "|".join(forms) + ")"
+
+
+# http(s), a host name, an IPv4 address or a bracketed IPv6 address (loopback included; no
+# zone), an optional port 1..65535, then a path and query of printable ASCII: no
+# user:password@ (it would show in every listing), no white space. The OpenAPI document
+# states the same pattern.
+_HOST = rf"(?:{_LABEL}(?:\.{_LABEL})*\.?|\[{_ipv6_address()}\])"
+WEBHOOK_URL = rf"^https?://{_HOST}(?::{_PORT})?(?:[/?][!-~]*)?\Z"
 
 
 class WebhookCreateSchema(Schema):
@@ -100,9 +118,9 @@ class WebhookCreateSchema(Schema):
             validate.Length(max=WEBHOOK_URL_MAX),
             validate.Regexp(
                 WEBHOOK_URL,
-                error="must be an http:// or https:// URL with a host name or IPv4 address,"
-                " an optional port 1..65535 and printable ASCII after it (no user:password@,"
-                " no spaces)",
+                error="must be an http:// or https:// URL with a host name, an IPv4 address or"
+                " a bracketed IPv6 address, an optional port 1..65535 and printable ASCII"
+                " after it (no user:password@, no spaces)",
             ),
         ],
     )

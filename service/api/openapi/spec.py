@@ -44,6 +44,7 @@ class Operation(Protocol):
     if_match: bool
     etag: bool
     traceparent: bool
+    no_store: bool
 
 
 class DocumentedRoute(Protocol):
@@ -219,6 +220,12 @@ TRACEPARENT_HEADER = {
     "schema": {"type": "string", "pattern": "^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$"},
 }
 _RUN_ANSWERS = ("Run", "RunSkipped")
+# An answer that shows a secret once: no cache on the way may keep it.
+NO_STORE = {
+    "description": "`no-store`: the answer shows a secret, no cache may keep it",
+    "required": True,
+    "schema": {"type": "string", "const": "no-store"},
+}
 
 
 def _operation(resource: Any, method: str, op: Operation, parameters: list) -> dict[str, Any]:
@@ -261,6 +268,8 @@ def _operation(resource: Any, method: str, op: Operation, parameters: list) -> d
             answer["content"] = {media: {"schema": ref(component)}}
         if op.etag and status < 300:
             answer["headers"] = {"ETag": ETAG}
+        if op.no_store and status < 300:
+            answer.setdefault("headers", {})["Cache-Control"] = NO_STORE
         if component in _RUN_ANSWERS:
             answer.setdefault("headers", {})["traceparent"] = TRACEPARENT_HEADER
         out["responses"][str(status)] = answer

@@ -13,9 +13,11 @@ RETURNING id, pipeline_id, url, events, secret, created_by, created_at;
 -- How many webhooks a pipeline has (the cap); its row is locked first by the caller.
 SELECT count(*) AS n FROM webhooks WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL;
 
--- lock_pipeline_webhooks --
--- Serialise webhook creations of one pipeline, so the cap holds under concurrent calls.
-SELECT id FROM pipelines WHERE id = %(pipeline_id)s FOR NO KEY UPDATE;
+-- lock_live_pipeline --
+-- Lock a live pipeline's row (the lock a pipeline's delete takes first): webhook creations of
+-- one pipeline go one after the other, so the cap holds, and a creation waiting on a delete
+-- finds the row deleted (no row) once the delete commits.
+SELECT id FROM pipelines WHERE id = %(pipeline_id)s AND deleted_at IS NULL FOR NO KEY UPDATE;
 
 -- delete_webhook --
 -- Soft-delete a live webhook: nothing more is sent to it (its history stays).
@@ -30,6 +32,21 @@ UPDATE webhook_deliveries SET status = 'canceled', last_error = 'webhook deleted
 WHERE id IN (SELECT id FROM webhook_deliveries
              WHERE webhook_id = %(webhook_id)s AND status = 'pending'
              FOR UPDATE SKIP LOCKED);
+
+-- delete_pipeline_webhooks --
+-- A deleted pipeline's live webhooks are soft-deleted with it: nothing more is sent to them.
+UPDATE webhooks SET deleted_at = now()
+WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
+RETURNING id;
+
+-- cancel_pipeline_deliveries --
+-- The pending deliveries of a deleted pipeline's webhooks end; one being sent right now
+-- (locked) is left to the notifier, which cancels it at its next claim.
+UPDATE webhook_deliveries SET status = 'canceled', last_error = 'pipeline deleted'
+WHERE id IN (SELECT d.id FROM webhook_deliveries d
+             JOIN webhooks w ON w.id = d.webhook_id
+             WHERE w.pipeline_id = %(pipeline_id)s AND d.status = 'pending'
+             FOR UPDATE OF d SKIP LOCKED);
 
 -- list_recent_deliveries --
 -- The latest deliveries of a pipeline's live webhooks, newest first (the console's table).

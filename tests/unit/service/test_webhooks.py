@@ -3,7 +3,9 @@ and the URL rule the API and its OpenAPI document share."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import random
 import re
 import uuid
 
@@ -58,7 +60,16 @@ def test_backoff_doubles_with_jitter_up_to_its_cap() -> None:
         ("http://example.com:65536/", False),
         ("http://-bad.example.com/", False),
         ("http://user@example.com/", False),
-        ("http://[::1]:8080/", False),
+        ("http://[::1]:8080/", True),
+        ("https://[2001:db8::1]/x", True),
+        ("http://[::ffff:127.0.0.1]", True),
+        ("http://[1:2:3:4:5:6:7:8]:65535/", True),
+        ("http://::1/", False),
+        ("http://[::1%25lo]/", False),
+        ("http://[1::2::3]/", False),
+        ("http://[1:2:3:4:5:6:7:8:9]/", False),
+        ("http://[127.0.0.1]/", False),
+        ("http://[::1]:0/", False),
         ("http://example.com/ä", False),
         ("http://example.com/\n", False),
         ("http://example.com/a b", False),
@@ -66,6 +77,32 @@ def test_backoff_doubles_with_jitter_up_to_its_cap() -> None:
 )
 def test_the_url_rule(url: str, ok: bool) -> None:
     assert bool(re.match(WEBHOOK_URL, url)) is ok
+
+
+def test_the_url_rule_takes_exactly_the_ipv6_addresses_python_does() -> None:
+    # RFC 3986's IPv6address written as one regular expression: compared with `ipaddress`
+    # on real addresses (compressed, exploded, IPv4-mapped) and mutations of them.
+    rng = random.Random(22)
+    seeds = [
+        str(ipaddress.IPv6Address(rng.getrandbits(128) >> rng.randrange(128))) for _ in range(200)
+    ]
+    seeds += [ipaddress.IPv6Address(rng.getrandbits(128)).exploded for _ in range(50)]
+    seeds += [f"::ffff:{ipaddress.IPv4Address(rng.getrandbits(32))}" for _ in range(50)]
+    taken = 0
+    for _ in range(3000):
+        text = list(rng.choice(seeds))
+        for _ in range(rng.randrange(3)):
+            at = rng.randrange(len(text))
+            text[at : at + rng.randrange(2)] = rng.choice(["", "0", ":", ".", "f", "g", "::"])
+        candidate = "".join(text)
+        try:
+            ipaddress.IPv6Address(candidate)
+            valid = True
+        except ValueError:
+            valid = False
+        taken += valid
+        assert bool(re.match(WEBHOOK_URL, f"http://[{candidate}]:8080/x")) is valid, candidate
+    assert 500 < taken < 2500  # both sides of the rule were tried
 
 
 def test_the_public_url_and_the_delivery_settings_from_the_environment() -> None:

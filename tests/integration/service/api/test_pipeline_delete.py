@@ -63,7 +63,11 @@ def test_after_a_delete_the_pipeline_is_gone_and_its_runs_stay(api: Api) -> None
     (entry,) = api.sql(
         "SELECT principal, entity_id, details FROM audit WHERE action = 'pipeline.delete'"
     )
-    assert entry == ("pipeline_admin", pid, {"name": "reused", "schedules_deleted": 1})
+    assert entry == (
+        "pipeline_admin",
+        pid,
+        {"name": "reused", "schedules_deleted": 1, "webhooks_deleted": 0, "deliveries_canceled": 0},
+    )
 
 
 def test_a_live_name_stays_unique(api: Api) -> None:

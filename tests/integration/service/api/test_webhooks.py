@@ -6,11 +6,14 @@ the run, with the run summary as `GET /runs` lists it."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 
 import pytest
 
 from dag import PIPELINE_ACTIVE_LIMIT
+from service.domain.db import Database
+from service.domain.pipelines import delete_pipeline
 from service.domain.principals import OPERATOR, VIEWER
 from tests.integration.service.webhook_receiver import end_run
 from tests.integration.testapp import Api
@@ -29,7 +32,9 @@ BAD_BODIES = [
     ({"url": "http://127.0.0.1:65536/x", "events": ALL}, "url"),
     ({"url": "http://127.0.0.1/a b", "events": ALL}, "url"),
     ({"url": "http://127.0.0.1/x\n", "events": ALL}, "url"),
-    ({"url": "http://[::1]/x", "events": ALL}, "url"),
+    ({"url": "http://::1/x", "events": ALL}, "url"),
+    ({"url": "http://[::1%25lo]/x", "events": ALL}, "url"),
+    ({"url": "http://[1::2::3]/x", "events": ALL}, "url"),
     ({"url": "http://127.0.0.1/" + "x" * 2048, "events": ALL}, "url"),
     ({"url": 5, "events": ALL}, "url"),
     ({"url": URL}, "events"),
@@ -67,6 +72,7 @@ def test_create_list_delete_and_the_secret_shown_once(api: Api) -> None:
     assert given.body["secret"] == "s3cret-0123456789"
     assert given.body["events"] == ["run.failed"]  # asked twice, sent once
     assert given.headers["location"].endswith(f"/webhooks/{given.body['id']}")
+    assert given.headers["cache-control"] == "no-store"  # it shows the secret
     generated = api.call("POST", f"/pipelines/{pid}/webhooks", {"url": URL, "events": ALL})
     assert generated.status == 201
     assert len(generated.body["secret"]) >= 40  # 32 random bytes, URL-safe base64
@@ -93,6 +99,14 @@ def test_create_list_delete_and_the_secret_shown_once(api: Api) -> None:
     assert "s3cret" not in json.dumps(api.sql("SELECT details FROM audit"))
 
 
+def test_the_created_answer_is_declared_no_store(api: Api) -> None:
+    doc = api.call("GET", "/openapi.json", role=None).body
+    path = doc["paths"]["/api/v1/pipelines/{pipeline_id}/webhooks"]
+    headers = path["post"]["responses"]["201"]["headers"]
+    assert headers["Cache-Control"]["schema"] == {"type": "string", "const": "no-store"}
+    assert "headers" not in path["get"]["responses"]["200"]
+
+
 def test_invalid_bodies_are_400_naming_the_field(api: Api) -> None:
     pid = api.create_pipeline()
     for body, field in BAD_BODIES:
@@ -100,7 +114,13 @@ def test_invalid_bodies_are_400_naming_the_field(api: Api) -> None:
         assert a.status == 400, (body, a.body)
         assert field in {d["field"] for d in a.body["error"]["details"]}, (body, a.body)
     assert api.sql("SELECT count(*) FROM webhooks") == [(0,)]
-    for url in ("https://hooks.example.com:8443/etl?team=data#x", "http://localhost/", URL):
+    for url in (
+        "https://hooks.example.com:8443/etl?team=data#x",
+        "http://localhost/",
+        URL,
+        "http://[::1]:8080/hook",
+        "https://[2001:db8::1]/x",
+    ):
         a = api.call("POST", f"/pipelines/{pid}/webhooks", {"url": url, "events": ALL})
         assert a.status == 201, (url, a.body)
 
@@ -205,3 +225,67 @@ def test_a_run_of_a_revision_without_a_step_list_still_ends_and_is_told(api: Api
     ((webhook, event, status, run, _),) = deliveries(api, run_id)
     assert (webhook, event, status) == (hook["id"], "run.failed", "pending")
     assert run["status"] == "failed" and run["steps"] == 0 and run["step_counts"] == {}
+
+
+def test_deleting_the_pipeline_deletes_its_webhooks_and_cancels_their_deliveries(api: Api) -> None:
+    pid = api.create_pipeline()
+    hook_ids = [
+        api.call("POST", f"/pipelines/{pid}/webhooks", {"url": URL, "events": ALL}).body["id"]
+        for _ in range(2)
+    ]
+    other = api.create_pipeline()  # another pipeline's webhook stays
+    kept = api.call("POST", f"/pipelines/{other}/webhooks", {"url": URL, "events": ALL}).body
+    run_id = api.trigger(pid).body["id"]
+    end_run(api.db_url, run_id, "succeeded")
+    api.sql(
+        "UPDATE webhook_deliveries SET status = 'delivered' WHERE webhook_id = %s",
+        (hook_ids[0],),
+    )
+    assert api.call("DELETE", f"/pipelines/{pid}").status == 204
+    assert api.sql(
+        "SELECT id::text, deleted_at IS NOT NULL FROM webhooks ORDER BY pipeline_id = %s, id",
+        (pid,),
+    ) == [(kept["id"], False), *sorted((h, True) for h in hook_ids)]
+    assert sorted((r[0], r[2]) for r in deliveries(api, run_id)) == [
+        (hook_ids[0], "delivered"),  # what has ended stays as it ended
+        (hook_ids[1], "canceled"),
+    ]
+    (error,) = api.sql("SELECT last_error FROM webhook_deliveries WHERE status = 'canceled'")
+    assert error == ("pipeline deleted",)
+    for method, path, body in [
+        ("GET", f"/pipelines/{pid}/webhooks", None),
+        ("POST", f"/pipelines/{pid}/webhooks", {"url": URL, "events": ALL}),
+        ("DELETE", f"/pipelines/{pid}/webhooks/{hook_ids[1]}", None),
+    ]:
+        a = api.call(method, path, body)
+        assert a.status == 404, (method, path, a.body)
+        assert a.body["error"]["message"] == f"pipeline {pid} not found"
+    assert api.sql("SELECT count(*) FROM webhooks WHERE pipeline_id = %s", (pid,)) == [(2,)]
+    (details,) = api.sql("SELECT details FROM audit WHERE action = 'pipeline.delete'")
+    assert details[0]["webhooks_deleted"] == 2 and details[0]["deliveries_canceled"] == 1
+    assert hooks(api, other)[0]["id"] == kept["id"]
+
+
+def test_a_webhook_created_while_its_pipeline_is_deleted_finds_no_pipeline(api: Api) -> None:
+    """The creation waits on the row lock the delete holds to its COMMIT, then finds the
+    pipeline deleted (404): never a live webhook of a deleted pipeline."""
+    pid = api.create_pipeline()
+    db = Database(api.db_url)
+    answers: list[int] = []
+    try:
+        with db.transaction() as cur:
+            delete_pipeline(cur, pid, "test", request_id="race")
+            body = {"url": URL, "events": ALL}
+            create = threading.Thread(
+                target=lambda: answers.append(
+                    api.call("POST", f"/pipelines/{pid}/webhooks", body).status
+                )
+            )
+            create.start()
+            create.join(0.5)
+            assert create.is_alive()  # waits for the pipeline's row lock
+        create.join(10)
+    finally:
+        db.close()
+    assert answers == [404]
+    assert api.sql("SELECT count(*) FROM webhooks") == [(0,)]
