@@ -7,7 +7,9 @@ the same `event_id` and the same bytes (at least once; receivers drop repeats by
 `event_id`). A delivery is marked delivered only after a 2xx answer; anything else (no
 connection, a timeout, a 3xx, 4xx or 5xx) is retried after an exponential delay with
 jitter, capped, until `max_attempts`, when it is given up (status `failed`, an audit row
-and a log line). An attempt cut short by a crash is not counted.
+and a log line). An attempt cut short by a crash is not counted. Every attempt has a
+wall-clock limit (`timeout_s`, well under the session's idle limit), so no claim outlives
+its lock while a receiver trickles its answer.
 
 The body is built and stored in a transaction of its own before the first attempt. The
 outbox trigger sends `NOTIFY etl_webhooks` when it queues deliveries; the notifier LISTENs,

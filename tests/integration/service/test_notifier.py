@@ -18,7 +18,7 @@ import pytest
 from dag import PIPELINE_ACTIVE_LIMIT
 from ddl import connector
 from drills import free_port
-from service.notifier import Backoff, Notifier
+from service.notifier import Backoff, DeliveryFailed, Notifier, post_webhook
 from tests.integration.service.webhook_receiver import Receiver, end_run
 from tests.integration.testapp import Api
 
@@ -205,6 +205,21 @@ def test_a_receiver_on_ipv6_loopback_gets_its_delivery(api: Api, notifier_factor
         assert got.headers["Host"] == f"[::1]:{receiver.port}"
     finally:
         receiver.close()
+
+
+def test_an_ipv6_url_without_a_port_goes_to_the_schemes_port() -> None:
+    # http.client alone would read "::1" as host ":" and port 1: the port must be given.
+    probe = socket.socket(socket.AF_INET6)
+    try:
+        probe.settimeout(2)
+        if probe.connect_ex(("::1", 80)) == 0:
+            pytest.skip("something listens on [::1]:80")
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback on this machine: {exc}")
+    finally:
+        probe.close()
+    with pytest.raises(DeliveryFailed, match="ConnectionRefusedError"):
+        post_webhook("http://[::1]/hook", b"{}", {}, 2.0)
 
 
 def test_a_delivery_is_given_up_after_the_last_attempt_visibly(
