@@ -219,6 +219,12 @@ TRACEPARENT_HEADER = {
     "schema": {"type": "string", "pattern": "^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$"},
 }
 _RUN_ANSWERS = ("Run", "RunSkipped")
+# An answer carrying a secret (a token shown once) is kept by no cache, shared or private.
+NO_STORE = {
+    "description": "`no-store`: the secret is kept by no cache",
+    "schema": {"const": "no-store"},
+}
+_SECRET_ANSWERS = ("IssuedToken",)
 
 
 def _operation(resource: Any, method: str, op: Operation, parameters: list) -> dict[str, Any]:
@@ -263,6 +269,8 @@ def _operation(resource: Any, method: str, op: Operation, parameters: list) -> d
             answer["headers"] = {"ETag": ETAG}
         if component in _RUN_ANSWERS:
             answer.setdefault("headers", {})["traceparent"] = TRACEPARENT_HEADER
+        if component in _SECRET_ANSWERS and status < 300:
+            answer.setdefault("headers", {})["Cache-Control"] = NO_STORE
         out["responses"][str(status)] = answer
     return out
 

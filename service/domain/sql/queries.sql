@@ -276,6 +276,18 @@ FROM principals WHERE id = %(id)s;
 -- Lock a token's row for a revocation or rotation (a sign-in's find waits, then sees it).
 SELECT id, name, role, token_hash, revoked_at FROM principals WHERE id = %(id)s FOR UPDATE;
 
+-- lock_admin_tokens --
+-- Serialise revocations of admin tokens (two admins revoking each other's last two tokens
+-- at once would leave none): taken before counting the admin tokens that stay.
+SELECT pg_advisory_xact_lock(hashtext('etl.admin_tokens'));
+
+-- other_live_admin_tokens --
+-- How many live (unrevoked, unexpired on the database clock) admin tokens there are besides
+-- one (a revocation of the last one is refused).
+SELECT count(*) AS n FROM principals
+WHERE role = %(role)s AND id <> %(id)s AND revoked_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now());
+
 -- revoke_token --
 -- Revoke a token at once: its API calls and console sessions answer 401 from now on.
 UPDATE principals SET revoked_at = now() WHERE id = %(id)s AND revoked_at IS NULL;
