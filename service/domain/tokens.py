@@ -5,9 +5,10 @@ A token is a principal (`service.domain.principals`): its id is the token's id. 
 function takes the caller's cursor and runs inside the caller's transaction, writing its
 audit row (`token.create`, `token.revoke`, `token.rotate`, entity `token:<id>`) there.
 Revoking or rotating locks the token's row first (revoking an admin token then takes the
-admin-tokens lock, so the last live admin token is never revoked), then ends the token's console sessions in
-the same transaction; sessions are also checked against the token on every console request
-(`service.domain.sessions`), so nothing signed in with an old secret outlives the COMMIT.
+admin-tokens lock, so the last live admin token is never revoked), then ends the token's
+console sessions in the same transaction; sessions are also checked against the token on
+every console request (`service.domain.sessions`), so nothing signed in with an old secret
+outlives the COMMIT.
 A rotated-away secret is remembered (`retired_tokens`) so `etl seed` cannot bring it back."""
 
 from __future__ import annotations

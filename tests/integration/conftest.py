@@ -99,7 +99,8 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
     """Builds in-process apps (`create_app`, falcon's TestClient): on this test's database
     with three principals (`seed`), a fixed clock, a recording `wake_run`, a recording
     `sleep` (the delays of failed authentications, never waited unless a `sleep` is given),
-    and the console settings, config, id generator and tracer given; or on `db` (a database that is down, say)."""
+    and the console settings, config, id generator and tracer given; or on `db` (a database
+    that is down, say)."""
     opened: list[Database] = []
     seeded: list[bool] = []
 

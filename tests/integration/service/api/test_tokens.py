@@ -17,7 +17,7 @@ import pytest
 from drills import ApiClient
 from service.domain.authfailures import PENALTY_SLOTS, penalty_s
 from service.domain.principals import ADMIN, VIEWER, hash_token
-from tests.integration.testapp import API_WORKERS, TOKENS, Api, seed_principals
+from tests.integration.testapp import API_WORKERS, TOKENS, Api
 
 FIELDS = {"id", "name", "role", "created_at", "last_used_at", "expires_at", "revoked_at"}
 
