@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, fetch_one
-from service.domain.pipelines import get_pipeline
 from service.domain.runs import Admission, admit_run
 from service.domain.sql import SCHEDULE_QUERIES
 from service.errors import Conflict, NotFound
@@ -104,7 +103,9 @@ def create_schedule(
     request_id: str,
 ) -> dict:
     """Insert a schedule of `pipeline_id` from a loaded `ScheduleCreateSchema` body, with its
-    audit row; returns the schedule row. `NotFound` for an unknown pipeline."""
+    audit row; returns the schedule row. `NotFound` for an unknown or deleted pipeline. The
+    live pipeline row is locked first, as a delete locks it: a delete in flight commits
+    first (then this finds no pipeline) or waits, so no schedule outlives its pipeline."""
     every, daily = body.get("every_minutes"), body.get("daily_at")
     params = {
         "id": schedule_id,
@@ -115,7 +116,8 @@ def create_schedule(
         "next_fire_at": next_fire_at(every_minutes=every, daily_at=daily, anchor_at=now, now=now),
         "created_by": principal,
     }
-    get_pipeline(cur, pipeline_id)
+    if fetch_one(cur, "lock_pipeline", {"pipeline_id": pipeline_id}) is None:
+        raise NotFound(f"pipeline {pipeline_id} not found")
     row = fetch_one(cur, "insert_schedule", params)
     assert row is not None
     what = {k: params[k] for k in ("pipeline_id", "every_minutes", "daily_at")}
@@ -151,7 +153,8 @@ def delete_schedule(
 
 
 def list_live_schedules(cur: Cursor) -> list[dict]:
-    """Every schedule that has not been deleted (what the scheduler should have as jobs)."""
+    """Every schedule that has not been deleted, of a live pipeline (what the scheduler
+    should have as jobs)."""
     cur.execute(SCHEDULE_QUERIES["list_live_schedules"])
     return [dict(r) for r in cur.fetchall()]
 

@@ -132,7 +132,8 @@ WHERE id = %(pipeline_id)s AND deleted_at IS NULL
 RETURNING id;
 
 -- lock_pipeline --
--- Lock a pipeline row so concurrent PATCHes number their revisions one after the other.
+-- Lock a live pipeline row so concurrent PATCHes number their revisions one after the other
+-- (and a delete and a new schedule of it go one after the other).
 SELECT id, name, revision FROM pipelines WHERE id = %(pipeline_id)s AND deleted_at IS NULL
 FOR NO KEY UPDATE;
 

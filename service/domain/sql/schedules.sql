@@ -3,11 +3,13 @@
 -- the scheduler reads them and records fires. Fire times come from the injected clock, in UTC.
 
 -- list_live_schedules --
--- Every schedule that has not been deleted: what the scheduler should have as jobs.
-SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at
-FROM schedules
-WHERE deleted_at IS NULL
-ORDER BY created_at, id;
+-- Every schedule that has not been deleted, of a pipeline that has not been deleted: what
+-- the scheduler should have as jobs (an orphan never makes a catch-up fire a NotFound).
+SELECT s.id, s.pipeline_id, s.every_minutes, s.daily_at, s.anchor_at, s.next_fire_at,
+       s.last_fired_at
+FROM schedules s JOIN pipelines p ON p.id = s.pipeline_id AND p.deleted_at IS NULL
+WHERE s.deleted_at IS NULL
+ORDER BY s.created_at, s.id;
 
 -- lock_schedule --
 -- Lock one schedule row for a fire, so a concurrent DELETE either wins before it or waits.
