@@ -58,12 +58,19 @@ VALUES (%(id)s, %(token_hash)s, %(principal_id)s, %(api_token_hash)s,
 
 -- find_console_session --
 -- The live (unrevoked, unexpired on the database clock) session of a cookie and its principal,
--- while the API token that signed in is still the principal's, unrevoked and unexpired.
-SELECT s.id, s.token_hash, s.expires_at, p.id AS principal_id, p.name, p.role
-FROM console_sessions s JOIN principals p ON p.id = s.principal_id
-WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now()
-  AND p.token_hash = s.api_token_hash AND p.revoked_at IS NULL
-  AND (p.expires_at IS NULL OR p.expires_at > now());
+-- while the API token that signed in is still the principal's, unrevoked and unexpired. Like
+-- an API call, it writes the token's last use when the stored one is a minute old.
+WITH found AS (
+    SELECT s.id, s.token_hash, s.expires_at, p.id AS principal_id, p.name, p.role
+    FROM console_sessions s JOIN principals p ON p.id = s.principal_id
+    WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now()
+      AND p.token_hash = s.api_token_hash AND p.revoked_at IS NULL
+      AND (p.expires_at IS NULL OR p.expires_at > now())),
+touched AS (
+    UPDATE principals p SET last_used_at = now() FROM found
+    WHERE p.id = found.principal_id
+      AND (p.last_used_at IS NULL OR p.last_used_at < now() - interval '1 minute'))
+SELECT id, token_hash, expires_at, principal_id, name, role FROM found;
 
 -- revoke_console_session --
 -- Sign-out: the session stops working at once.

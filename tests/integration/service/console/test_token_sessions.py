@@ -61,6 +61,27 @@ def test_revoking_a_token_ends_its_console_session_at_once(api: Api) -> None:
     assert ConsoleClient(api.client.app).sign_in(token["token"]).status_code == 401
 
 
+def test_console_use_writes_the_token_s_last_use_at_most_once_a_minute(api: Api) -> None:
+    token = new_token(api)
+    c = browser(api, token["token"])
+
+    def used(ago_s: int) -> tuple:
+        api.sql(
+            "UPDATE principals SET last_used_at = now() - make_interval(secs => %s)"
+            " WHERE id = %s RETURNING last_used_at",
+            (ago_s, token["id"]),
+        )
+        before = api.sql("SELECT last_used_at FROM principals WHERE id = %s", (token["id"],))
+        assert c.get("/ui/").status_code == 200
+        after = api.sql("SELECT last_used_at FROM principals WHERE id = %s", (token["id"],))
+        return before[0][0], after[0][0]
+
+    before, after = used(30)
+    assert after == before  # used within the minute: not written again
+    before, after = used(61)
+    assert after > before
+
+
 def test_rotating_a_token_ends_its_console_sessions_and_the_new_secret_signs_in(api: Api) -> None:
     token = new_token(api, ADMIN)
     c = browser(api, token["token"])
