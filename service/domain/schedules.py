@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, fetch_one
@@ -24,6 +25,18 @@ from service.errors import Conflict, NotFound
 from service.tracing import RunTrace
 
 PRINCIPAL = "scheduler"  # who the audit trail names for schedule fires
+
+
+class FireSkip(StrEnum):
+    """Why a fire made no run (`schedules.last_skip_reason`, the outcome of
+    `etl_schedule_fires_total`)."""
+
+    PAUSED = "paused"  # the pipeline is paused: its schedules create no runs
+    PLAN_INVALID = "plan_invalid"  # its current revision no longer passes validation
+
+
+# The admission's refusals that skip a fire (recorded, not retried), by Conflict code.
+_SKIPS = {"pipeline_paused": FireSkip.PAUSED, "plan_invalid": FireSkip.PLAN_INVALID}
 
 
 def trigger_key(schedule_id: str, fire_time: datetime) -> str:
@@ -159,6 +172,16 @@ def list_live_schedules(cur: Cursor) -> list[dict]:
     return [dict(r) for r in cur.fetchall()]
 
 
+@dataclass(frozen=True)
+class Fire:
+    """A recorded fire: the schedule, and either the admission of its run or why it made
+    none (`skip`)."""
+
+    spec: ScheduleSpec
+    admission: Admission | None
+    skip: FireSkip | None = None
+
+
 def fire_schedule(
     cur: Cursor,
     schedule_id: str,
@@ -166,26 +189,27 @@ def fire_schedule(
     now: datetime,
     *,
     trace: RunTrace | None = None,
-) -> tuple[ScheduleSpec, Admission | None] | None:
+) -> Fire | None:
     """Fire schedule `schedule_id` for `fire_time` (aware): lock the schedule row, admit a
     run with the fire's trigger key and record the fire (`last_fired_at`, `last_run_id`,
-    `next_fire_at`). Idempotent per (schedule, fire time): a repeat admits the `existing`
-    run; a new run is in `trace` (the fire's span). None, firing nothing, when the schedule
-    is deleted or gone; no admission (the fire recorded without a run) when the pipeline is
-    paused or its revision is no valid plan."""
+    `last_skip_reason`, `next_fire_at`). Idempotent per (schedule, fire time): a repeat
+    admits the `existing` run; a new run is in `trace` (the fire's span). None, firing
+    nothing, when the schedule is deleted or gone; no admission (the fire recorded without a
+    run, with its `FireSkip`) when the pipeline is paused or its revision is no valid plan."""
     fire_time = fire_time.astimezone(UTC)
     cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": str(schedule_id)})
     row = cur.fetchone()
     if row is None or row["deleted_at"] is not None:
         return None
     spec = ScheduleSpec.from_row(row)
+    skip: FireSkip | None = None
     try:
         key = trigger_key(spec.id, fire_time)
         admission = admit_run(cur, spec.pipeline_id, key, PRINCIPAL, trace=trace)
     except Conflict as exc:
-        if exc.code not in ("plan_invalid", "pipeline_paused"):
+        if exc.code not in _SKIPS:
             raise
-        admission = None  # the fire is recorded all the same: no retry every reconcile
+        admission, skip = None, _SKIPS[exc.code]  # recorded all the same: no retry each reconcile
     following = spec.next_fire_after(max(fire_time, now))
     cur.execute(
         SCHEDULE_QUERIES["record_schedule_fire"],
@@ -193,7 +217,8 @@ def fire_schedule(
             "schedule_id": spec.id,
             "fired_at": fire_time,
             "run_id": admission.run["id"] if admission else None,
+            "skip_reason": skip and str(skip),
             "next_fire_at": following,
         },
     )
-    return spec, admission
+    return Fire(spec, admission, skip)

@@ -256,7 +256,7 @@ INSERT INTO schedules (id, pipeline_id, every_minutes, daily_at, anchor_at, next
 VALUES (%(id)s, %(pipeline_id)s, %(every_minutes)s, %(daily_at)s, %(anchor_at)s,
         %(next_fire_at)s, %(created_by)s)
 RETURNING id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
-          last_run_id, created_at;
+          last_run_id, last_skip_reason, created_at;
 
 -- delete_schedule --
 -- Soft-delete a live schedule so it stops firing; returns nothing if unknown or deleted.

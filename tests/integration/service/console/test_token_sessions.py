@@ -1,11 +1,13 @@
 """Console sessions follow their token (falcon's TestClient on a real database): a session
 signed in with a token ends at once when the token is revoked, rotated, expires, or when
 the admin token is re-seeded; failed sign-ins are counted, audited and slowed like bad
-bearer tokens. And a pipeline's Pause, Unpause and Delete (with its confirmation page)."""
+bearer tokens; a console request writes its token's last use. And a pipeline's Pause,
+Unpause and Delete (with its confirmation page), and a paused fire's reason in the table."""
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from service.console import ConsoleSettings
 from service.domain.db import Database
 from service.domain.principals import ADMIN, VIEWER, seed_admin
+from service.domain.schedules import fire_schedule
 from tests.integration.testapp import TOKENS, Api
 
 from .console_client import ConsoleClient
@@ -202,3 +205,29 @@ def test_the_tokens_page_creates_rotates_and_revokes(api: Api) -> None:
 
 def status_of(api: Api, token: str) -> int:
     return api.call("GET", "/pipelines", token=token).status
+
+
+def test_a_paused_pipeline_s_fire_says_why_it_made_no_run(api: Api) -> None:
+    """The schedule's REST answer and the pipeline page's schedules table name the reason
+    (`paused`); a fire that admits a run clears it."""
+    pid = api.create_pipeline("sleepy")
+    made = api.call("POST", f"/pipelines/{pid}/schedules", {"every_minutes": 5}).body
+    assert made["last_skip_reason"] is None
+    assert api.call("POST", f"/pipelines/{pid}/pause").status == 200
+    fire_time = datetime(2026, 11, 29, 13, 5, tzinfo=UTC)
+    db = Database(api.db_url)
+    try:
+        with db.transaction() as cur:
+            fired = fire_schedule(cur, made["id"], fire_time, fire_time)
+        assert fired is not None and fired.admission is None and fired.skip == "paused"
+        (listed,) = api.call("GET", f"/pipelines/{pid}/schedules").body["items"]
+        assert (listed["last_skip_reason"], listed["last_run_id"]) == ("paused", None)
+        page = browser(api, TOKENS[VIEWER]).get(f"/ui/pipelines/{pid}").text
+        assert "no run: paused" in page
+        assert api.call("POST", f"/pipelines/{pid}/unpause").status == 200
+        with db.transaction() as cur:
+            fire_schedule(cur, made["id"], fire_time + timedelta(minutes=5), fire_time)
+        (listed,) = api.call("GET", f"/pipelines/{pid}/schedules").body["items"]
+        assert listed["last_skip_reason"] is None and listed["last_run_id"] is not None
+    finally:
+        db.close()
