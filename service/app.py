@@ -32,7 +32,7 @@ def create_app(deps: Deps, console: ConsoleSettings | None = None) -> falcon.App
         middleware=[
             RequestIdMiddleware(deps.new_id),
             QueryGuardMiddleware(),
-            AuthMiddleware(deps.db, deps.sleep),
+            AuthMiddleware(deps.db, deps.penalties),
         ]
     )
     app.req_options.strip_url_path_trailing_slash = True

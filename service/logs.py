@@ -13,7 +13,16 @@ from datetime import UTC, datetime
 from opentelemetry import trace
 from opentelemetry.trace import format_span_id, format_trace_id
 
-CONTEXT_FIELDS = ("run_id", "step", "attempt", "attempt_id", "trace_id", "status", "pipeline_id")
+CONTEXT_FIELDS = (
+    "run_id",
+    "step",
+    "attempt",
+    "attempt_id",
+    "trace_id",
+    "status",
+    "pipeline_id",
+    "skip_reason",  # why a schedule's fire made no run (`service.scheduler`)
+)
 
 
 class JsonFormatter(logging.Formatter):

@@ -38,7 +38,13 @@ from ddl import connector
 from service.config import Config
 from service.domain.db import Cursor
 from service.domain.runs import Admission, AdmissionOutcome
-from service.domain.schedules import ScheduleSpec, fire_schedule, list_live_schedules, trigger_key
+from service.domain.schedules import (
+    FireSkip,
+    ScheduleSpec,
+    fire_schedule,
+    list_live_schedules,
+    trigger_key,
+)
 from service.tracing import trigger_span
 
 log = logging.getLogger("etl.scheduler")
@@ -52,6 +58,11 @@ DEFAULT_OVERDUE_AFTER_S = 10.0
 # microsecond of clock disagreement from pointing the job at the previous fire (schedules are
 # at least 5 minutes apart, so it can never reach the next one).
 _JOB_CLOCK_SLACK = timedelta(seconds=1)
+# What the log says of a fire that made no run, by its reason (`skip_reason` in the line).
+_SKIP_TEXT = {
+    FireSkip.PAUSED: "skipped (paused): the pipeline is paused",
+    FireSkip.PLAN_INVALID: "skipped (plan_invalid): its current revision is not a valid plan",
+}
 
 Connect = Callable[[], psycopg2.extensions.connection]
 Wake = Callable[[str, str], None]
@@ -252,8 +263,9 @@ class Scheduler:
         (`last_fired_at`, `last_run_id`, `next_fire_at`). Idempotent per (schedule, fire
         time): a repeat returns the `existing` admission. A skipped admission (`queue_full`,
         `busy`) is recorded as a skipped run. Returns None when the schedule is deleted or
-        gone (nothing fires), or when the pipeline's revision is no valid plan (the fire is
-        recorded, without a run). After COMMIT, wakes the dag-advancer for a created run."""
+        gone (nothing fires), or when the pipeline is paused or its revision is no valid
+        plan (the fire is recorded without a run, with its `last_skip_reason`, and logged).
+        After COMMIT, wakes the dag-advancer for a created run."""
         fire_time = fire_time.astimezone(UTC)
         key = trigger_key(schedule_id, fire_time)
         attributes = {"etl.schedule_id": str(schedule_id), "etl.trigger_key": key}
@@ -266,12 +278,13 @@ class Scheduler:
         if fired is None:
             log.info("schedule %s is deleted; %s does not fire", schedule_id, key)
             return None
-        spec, admission = fired
+        spec, admission = fired.spec, fired.admission
         if admission is None:
             log.warning(
-                "%s makes no run: the pipeline is paused or its revision is not a valid plan",
+                "%s makes no run: %s",
                 key,
-                extra={"pipeline_id": spec.pipeline_id},
+                _SKIP_TEXT.get(fired.skip, "no admission") if fired.skip else "no admission",
+                extra={"pipeline_id": spec.pipeline_id, "skip_reason": fired.skip},
             )
             return None
         run = admission.run

@@ -4,16 +4,16 @@ middleware answers 401 (with `WWW-Authenticate: Bearer`) for a missing or unknow
 403 for a role that may not make the call, before any body is read. A token that is presented
 but not accepted (unknown, revoked, expired) is a failed authentication: counted per client
 address, audited (at most a row a minute) and answered after a delay that grows with the
-address's consecutive failures (`service.domain.authfailures`); a valid token never waits."""
+address's consecutive failures, unless the process's penalty slots are all taken (then at
+once: `service.domain.authfailures.Penalties`); a valid token never waits."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import falcon
 
-from service.domain.authfailures import record_failure
+from service.domain.authfailures import Penalties, record_failure
 from service.domain.db import Database
 from service.domain.principals import find_principal
 from service.errors import Forbidden, Unauthorized
@@ -37,9 +37,9 @@ class AuthMiddleware:
     method it serves to the roles allowed. A method missing from `roles` is left to falcon
     (405). Unrouted requests (resource None) fall through to falcon's 404."""
 
-    def __init__(self, db: Database, sleep: Callable[[float], None]):
+    def __init__(self, db: Database, penalties: Penalties):
         self.db = db
-        self.sleep = sleep  # waits out a failed authentication's penalty (injected for tests)
+        self.penalties = penalties  # the waits of failed authentications
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict
@@ -53,7 +53,7 @@ class AuthMiddleware:
         principal = find_principal(self.db, token, client_addr=client)
         if principal is None:
             failure = record_failure(self.db, client, "bearer", request_id=req.context.request_id)
-            self.sleep(failure.delay_s)
+            self.penalties.wait(failure.delay_s)
             raise Unauthorized()
         req.context.principal = principal
         allowed = getattr(resource, "roles", {}).get(req.method)

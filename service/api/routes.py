@@ -368,8 +368,10 @@ ROUTES: list[Route] = [
         {
             "delete": Op(
                 "revoke_token",
-                "Revoke a token: its API calls and console sessions answer 401 at once",
+                "Revoke a token: its API calls and console sessions answer 401 at once"
+                " (409 `last_admin`: the last live admin token)",
                 204,
+                also={409: "Error"},
             )
         },
     ),

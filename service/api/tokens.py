@@ -1,6 +1,7 @@
 """`/api/v1/tokens` (admins): list the tokens (never a secret), create one (its secret shown
-once, in the 201), revoke one (`DELETE`: 204, its API calls and console sessions answer
-401 at once) and rotate one (a new secret, the old one dead at once), through
+once, in the 201, `Cache-Control: no-store`), revoke one (`DELETE`: 204, its API calls and
+console sessions answer 401 at once; 409 `last_admin` for the last live admin token) and
+rotate one (a new secret, the old one dead at once, `no-store` too), through
 `service.domain.tokens`."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from service.schemas import requests, responses
 
 def _issued(resp: falcon.Response, issued: tokens.IssuedToken, status: int) -> None:
     resp.status = status
+    resp.set_header("Cache-Control", "no-store")  # the secret is shown once: kept by no cache
     resp.media = responses.ISSUED_TOKEN.dump({**issued.record, "token": issued.token})
 
 

@@ -151,7 +151,7 @@ class LoginPage(ConsolePage):
                     "sign_in",
                     request_id=req.context.request_id,
                 )
-                self.deps.sleep(failure.delay_s)
+                self.deps.penalties.wait(failure.delay_s)
             self._form(req, resp, error="Unknown token.", status=401)
             return
         cookie, _ = opened

@@ -3,7 +3,10 @@ console sign-in with such a token. Called by `service.api.auth` and the console'
 
 Each failure is counted per client address in PostgreSQL (`auth_failures`), so every
 gunicorn worker sees the same count, and its answer is delayed by `penalty_s` of the
-consecutive failures: 0.1 s doubling to at most 2 s. A valid token is never delayed, and
+consecutive failures: 0.1 s doubling to at most 2 s. The delay holds a server thread, so a
+process lets at most `PENALTY_SLOTS` penalised answers wait at once (`Penalties`): past
+that a failure is answered at once (still counted and audited), and a flood of guesses
+cannot take every thread from the real admin. A valid token is never delayed, and
 its use clears the address's count (`service.domain.principals.find_principal`) once the
 last failure is `MAX_PENALTY_S` old, so the real admin is never locked out, even from an
 address that guessed, while a guesser holding some valid token cannot undo the penalty by
@@ -15,6 +18,9 @@ transaction, under the address row's lock, so concurrent workers never write two
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from service.domain.audit import insert_audit
@@ -23,6 +29,9 @@ from service.domain.db import Database, execute, fetch_one
 FIRST_PENALTY_S = 0.1
 MAX_PENALTY_S = 2.0
 ANONYMOUS = "anonymous"  # who the audit names for a failed authentication
+# Penalised answers waiting at once per process: a quarter of a gunicorn worker's threads
+# (`service.run.gunicorn.API_THREADS`, 64), so the rest always serve valid tokens.
+PENALTY_SLOTS = 16
 
 
 def penalty_s(failures: int) -> float:
@@ -70,3 +79,24 @@ def record_failure(
             execute(cur, "mark_auth_failures_audited", {"client_addr": client_addr})
             execute(cur, "delete_stale_auth_failures")
     return Failure(row["failures"], delay, bool(row["audit_due"]))
+
+
+class Penalties:
+    """The penalty waits of one process: at most `slots` sleep at once. `wait` sleeps out a
+    failure's delay in a free slot, or, when every slot is taken (a flood of guesses),
+    returns at once: a thread never queues behind a guess, so a valid token always finds
+    one free. `sleep` is injected so tests see the delays without waiting them out."""
+
+    def __init__(self, sleep: Callable[[float], None] = time.sleep, slots: int = PENALTY_SLOTS):
+        self._sleep = sleep
+        self._slots = threading.BoundedSemaphore(slots)
+
+    def wait(self, delay_s: float) -> bool:
+        """Sleep `delay_s` if a slot is free (True), else nothing (False)."""
+        if not self._slots.acquire(blocking=False):
+            return False
+        try:
+            self._sleep(delay_s)
+        finally:
+            self._slots.release()
+        return True

@@ -5,7 +5,6 @@ monkeypatching; and `wake`, the one way a change wakes the dag-advancer after CO
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
 from service.config import Config
+from service.domain.authfailures import Penalties
 from service.domain.db import Database
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,8 @@ def faces_tracer() -> Tracer:
 class Deps:
     """What the resources need. `wake_run(run_id, trace_id)` asks the dag-advancer to look
     at a run; `now` and `new_id` are injected so tests control time and ids, `tracer` so
-    they read the trigger spans from an SDK of their own, `sleep` so they see the delays of
-    failed authentications without waiting them out."""
+    they read the trigger spans from an SDK of their own, `penalties` (the waits of failed
+    authentications, one per process) so they see the delays without waiting them out."""
 
     db: Database
     wake_run: Callable[[str, str], None]
@@ -43,7 +43,7 @@ class Deps:
     new_id: Callable[[], uuid.UUID] = uuid.uuid4
     config: Config = field(default_factory=Config)  # directories and sandbox of previews
     tracer: Tracer = field(default_factory=faces_tracer)
-    sleep: Callable[[float], None] = time.sleep
+    penalties: Penalties = field(default_factory=Penalties)
 
 
 def wake(deps: Deps, run: dict) -> None:

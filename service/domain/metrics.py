@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from dag import RunStatus, SkipReason
 from service.domain.db import Cursor, Database
+from service.domain.schedules import FireSkip
 from service.domain.sql import METRICS_QUERIES as QUERIES
 
 log = logging.getLogger(__name__)
@@ -55,13 +56,14 @@ KEPT = {
     ),
     "etl_triggers_skipped_total": Kept(
         CounterMetricFamily,
-        "Triggers refused by admission and recorded as skipped runs, by pipeline and reason",
+        "Triggers refused by admission and recorded as skipped runs, and schedule fires of a"
+        " paused pipeline (paused, no run), by pipeline and reason",
         ("pipeline", "reason"),
     ),
     "etl_schedule_fires_total": Kept(
         CounterMetricFamily,
-        "Scheduler fires by pipeline and outcome (admitted, skipped by admission, no_run:"
-        " paused or no valid plan)",
+        "Scheduler fires by pipeline and outcome (admitted, skipped by admission; no run:"
+        " paused, plan_invalid)",
         ("pipeline", "outcome"),
     ),
     "etl_runs_stalled_total": Kept(
@@ -118,7 +120,8 @@ HISTOGRAMS = {name for name, kept in KEPT.items() if kept.kind is HistogramMetri
 # Families with a sample for every pipeline and value from the first scrape.
 ZERO_FILLED = {
     "etl_runs_total": tuple(str(s) for s in ENDED_RUN_STATUSES),
-    "etl_triggers_skipped_total": tuple(str(r) for r in SkipReason),
+    # refused by admission, and a paused pipeline's schedule fires (no run: migration 0014)
+    "etl_triggers_skipped_total": (*(str(r) for r in SkipReason), str(FireSkip.PAUSED)),
 }
 
 

@@ -15,16 +15,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, fetch_one
-from service.domain.pipelines import get_pipeline
 from service.domain.runs import Admission, admit_run
 from service.domain.sql import SCHEDULE_QUERIES
 from service.errors import Conflict, NotFound
 from service.tracing import RunTrace
 
 PRINCIPAL = "scheduler"  # who the audit trail names for schedule fires
+
+
+class FireSkip(StrEnum):
+    """Why a fire made no run (`schedules.last_skip_reason`, the outcome of
+    `etl_schedule_fires_total`)."""
+
+    PAUSED = "paused"  # the pipeline is paused: its schedules create no runs
+    PLAN_INVALID = "plan_invalid"  # its current revision no longer passes validation
+
+
+# The admission's refusals that skip a fire (recorded, not retried), by Conflict code.
+_SKIPS = {"pipeline_paused": FireSkip.PAUSED, "plan_invalid": FireSkip.PLAN_INVALID}
 
 
 def trigger_key(schedule_id: str, fire_time: datetime) -> str:
@@ -104,7 +116,9 @@ def create_schedule(
     request_id: str,
 ) -> dict:
     """Insert a schedule of `pipeline_id` from a loaded `ScheduleCreateSchema` body, with its
-    audit row; returns the schedule row. `NotFound` for an unknown pipeline."""
+    audit row; returns the schedule row. `NotFound` for an unknown or deleted pipeline. The
+    live pipeline row is locked first, as a delete locks it: a delete in flight commits
+    first (then this finds no pipeline) or waits, so no schedule outlives its pipeline."""
     every, daily = body.get("every_minutes"), body.get("daily_at")
     params = {
         "id": schedule_id,
@@ -115,7 +129,8 @@ def create_schedule(
         "next_fire_at": next_fire_at(every_minutes=every, daily_at=daily, anchor_at=now, now=now),
         "created_by": principal,
     }
-    get_pipeline(cur, pipeline_id)
+    if fetch_one(cur, "lock_pipeline", {"pipeline_id": pipeline_id}) is None:
+        raise NotFound(f"pipeline {pipeline_id} not found")
     row = fetch_one(cur, "insert_schedule", params)
     assert row is not None
     what = {k: params[k] for k in ("pipeline_id", "every_minutes", "daily_at")}
@@ -151,9 +166,20 @@ def delete_schedule(
 
 
 def list_live_schedules(cur: Cursor) -> list[dict]:
-    """Every schedule that has not been deleted (what the scheduler should have as jobs)."""
+    """Every schedule that has not been deleted, of a live pipeline (what the scheduler
+    should have as jobs)."""
     cur.execute(SCHEDULE_QUERIES["list_live_schedules"])
     return [dict(r) for r in cur.fetchall()]
+
+
+@dataclass(frozen=True)
+class Fire:
+    """A recorded fire: the schedule, and either the admission of its run or why it made
+    none (`skip`)."""
+
+    spec: ScheduleSpec
+    admission: Admission | None
+    skip: FireSkip | None = None
 
 
 def fire_schedule(
@@ -163,26 +189,27 @@ def fire_schedule(
     now: datetime,
     *,
     trace: RunTrace | None = None,
-) -> tuple[ScheduleSpec, Admission | None] | None:
+) -> Fire | None:
     """Fire schedule `schedule_id` for `fire_time` (aware): lock the schedule row, admit a
     run with the fire's trigger key and record the fire (`last_fired_at`, `last_run_id`,
-    `next_fire_at`). Idempotent per (schedule, fire time): a repeat admits the `existing`
-    run; a new run is in `trace` (the fire's span). None, firing nothing, when the schedule
-    is deleted or gone; no admission (the fire recorded without a run) when the pipeline is
-    paused or its revision is no valid plan."""
+    `last_skip_reason`, `next_fire_at`). Idempotent per (schedule, fire time): a repeat
+    admits the `existing` run; a new run is in `trace` (the fire's span). None, firing
+    nothing, when the schedule is deleted or gone; no admission (the fire recorded without a
+    run, with its `FireSkip`) when the pipeline is paused or its revision is no valid plan."""
     fire_time = fire_time.astimezone(UTC)
     cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": str(schedule_id)})
     row = cur.fetchone()
     if row is None or row["deleted_at"] is not None:
         return None
     spec = ScheduleSpec.from_row(row)
+    skip: FireSkip | None = None
     try:
         key = trigger_key(spec.id, fire_time)
         admission = admit_run(cur, spec.pipeline_id, key, PRINCIPAL, trace=trace)
     except Conflict as exc:
-        if exc.code not in ("plan_invalid", "pipeline_paused"):
+        if exc.code not in _SKIPS:
             raise
-        admission = None  # the fire is recorded all the same: no retry every reconcile
+        admission, skip = None, _SKIPS[exc.code]  # recorded all the same: no retry each reconcile
     following = spec.next_fire_after(max(fire_time, now))
     cur.execute(
         SCHEDULE_QUERIES["record_schedule_fire"],
@@ -190,7 +217,8 @@ def fire_schedule(
             "schedule_id": spec.id,
             "fired_at": fire_time,
             "run_id": admission.run["id"] if admission else None,
+            "skip_reason": skip and str(skip),
             "next_fire_at": following,
         },
     )
-    return spec, admission
+    return Fire(spec, admission, skip)

@@ -82,7 +82,8 @@ def open_session(
 
 
 def find_session(db: Database, cookie: str | None) -> Session | None:
-    """The live session of a cookie value, or None (unknown, revoked or expired)."""
+    """The live session of a cookie value, or None (unknown, revoked or expired). Writes the
+    last use of its token at most once a minute, as API calls do."""
     if not cookie:
         return None
     wanted = hash_token(cookie)

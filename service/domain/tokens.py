@@ -4,9 +4,11 @@ one (shown once), revoke one, rotate one (a new secret for the same id, name and
 A token is a principal (`service.domain.principals`): its id is the token's id. Every
 function takes the caller's cursor and runs inside the caller's transaction, writing its
 audit row (`token.create`, `token.revoke`, `token.rotate`, entity `token:<id>`) there.
-Revoking or rotating locks the token's row first, then ends the token's console sessions in
-the same transaction; sessions are also checked against the token on every console request
-(`service.domain.sessions`), so nothing signed in with an old secret outlives the COMMIT.
+Revoking or rotating locks the token's row first (revoking an admin token then takes the
+admin-tokens lock, so the last live admin token is never revoked), then ends the token's
+console sessions in the same transaction; sessions are also checked against the token on
+every console request (`service.domain.sessions`), so nothing signed in with an old secret
+outlives the COMMIT.
 A rotated-away secret is remembered (`retired_tokens`) so `etl seed` cannot bring it back."""
 
 from __future__ import annotations
@@ -71,10 +73,21 @@ def create_token(
 def revoke_token(cur: Cursor, token_id: str, principal: str, *, request_id: str | None) -> None:
     """Revoke a token at once: its API calls and its console sessions answer 401 from the
     COMMIT on. `NotFound` if unknown; revoking a revoked token changes nothing (no audit
-    row)."""
+    row). `Conflict` (code `last_admin`) for the last live, unexpired admin token, the
+    caller's own included: without one nobody could manage tokens until an `etl seed` with a
+    new `ETL_ADMIN_TOKEN` (rotate it instead, or make another admin token first)."""
     row = _lock(cur, token_id)
     if row["revoked_at"] is not None:
         return
+    if row["role"] == ADMIN:
+        execute(cur, "lock_admin_tokens", {})
+        others = fetch_one(cur, "other_live_admin_tokens", {"id": token_id, "role": ADMIN})
+        if others is None or others["n"] == 0:
+            raise Conflict(
+                f"token {token_id} is the last live admin token; make another admin token"
+                " first, or rotate this one",
+                code="last_admin",
+            )
     execute(cur, "revoke_token", {"id": token_id})
     ended = fetch_all(cur, "end_principal_sessions", {"principal_id": token_id})
     audit_change(

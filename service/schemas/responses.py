@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
-from marshmallow import Schema, fields
+from marshmallow import Schema, fields, validate
 
 
 class UtcDateTime(fields.DateTime):
@@ -156,6 +156,10 @@ class ScheduleSchema(Schema):
     next_fire_at = UtcDateTime()
     last_fired_at = UtcDateTime(allow_none=True)
     last_run_id = fields.String(allow_none=True)
+    # why the newest fire made no run (`paused`, `plan_invalid`); null when it admitted one
+    last_skip_reason = fields.String(
+        allow_none=True, validate=validate.OneOf(["paused", "plan_invalid"])
+    )
     created_at = UtcDateTime()
 
 

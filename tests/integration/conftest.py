@@ -21,6 +21,7 @@ from drills import Stack
 from service.app import create_app
 from service.config import Config
 from service.console import ConsoleSettings
+from service.domain.authfailures import Penalties
 from service.domain.db import Database
 from service.domain.deps import Deps
 from tests.integration.testapp import NOW, Api, seed_principals
@@ -80,12 +81,26 @@ def conn(db_url: str) -> Iterator[psycopg2.extensions.connection]:
     c.close()
 
 
+def _recorded(
+    sleeps: list[float], sleep: Callable[[float], None] | None
+) -> Callable[[float], None]:
+    """A penalty sleep that records its delay in `sleeps`, then calls `sleep` (if any)."""
+
+    def record(delay_s: float) -> None:
+        sleeps.append(delay_s)
+        if sleep is not None:
+            sleep(delay_s)
+
+    return record
+
+
 @pytest.fixture
 def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
     """Builds in-process apps (`create_app`, falcon's TestClient): on this test's database
     with three principals (`seed`), a fixed clock, a recording `wake_run`, a recording
-    `sleep` (the delays of failed authentications, never waited), and the console settings,
-    config, id generator and tracer given; or on `db` (a database that is down, say)."""
+    `sleep` (the delays of failed authentications, never waited unless a `sleep` is given),
+    and the console settings, config, id generator and tracer given; or on `db` (a database
+    that is down, say)."""
     opened: list[Database] = []
     seeded: list[bool] = []
 
@@ -97,6 +112,7 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
         seed: bool = True,
         new_id: Callable[[], uuid.UUID] = uuid.uuid4,
         tracer: Any = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> Api:
         if db is None:
             if seed and not seeded:
@@ -111,7 +127,7 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
             wake_run=lambda run_id, trace_id: wakes.append((run_id, trace_id)),
             now=lambda: NOW,
             new_id=new_id,
-            sleep=sleeps.append,
+            penalties=Penalties(_recorded(sleeps, sleep)),
             **({"config": config} if config is not None else {}),
             **({"tracer": tracer} if tracer is not None else {}),
         )

@@ -226,6 +226,7 @@ NO_STORE = {
     "required": True,
     "schema": {"type": "string", "const": "no-store"},
 }
+_SECRET_ANSWERS = ("IssuedToken",)
 
 
 def _operation(resource: Any, method: str, op: Operation, parameters: list) -> dict[str, Any]:
@@ -272,6 +273,8 @@ def _operation(resource: Any, method: str, op: Operation, parameters: list) -> d
             answer.setdefault("headers", {})["Cache-Control"] = NO_STORE
         if component in _RUN_ANSWERS:
             answer.setdefault("headers", {})["traceparent"] = TRACEPARENT_HEADER
+        if component in _SECRET_ANSWERS and status < 300:
+            answer.setdefault("headers", {})["Cache-Control"] = NO_STORE
         out["responses"][str(status)] = answer
     return out
 

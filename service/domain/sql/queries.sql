@@ -58,12 +58,19 @@ VALUES (%(id)s, %(token_hash)s, %(principal_id)s, %(api_token_hash)s,
 
 -- find_console_session --
 -- The live (unrevoked, unexpired on the database clock) session of a cookie and its principal,
--- while the API token that signed in is still the principal's, unrevoked and unexpired.
-SELECT s.id, s.token_hash, s.expires_at, p.id AS principal_id, p.name, p.role
-FROM console_sessions s JOIN principals p ON p.id = s.principal_id
-WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now()
-  AND p.token_hash = s.api_token_hash AND p.revoked_at IS NULL
-  AND (p.expires_at IS NULL OR p.expires_at > now());
+-- while the API token that signed in is still the principal's, unrevoked and unexpired. Like
+-- an API call, it writes the token's last use when the stored one is a minute old.
+WITH found AS (
+    SELECT s.id, s.token_hash, s.expires_at, p.id AS principal_id, p.name, p.role
+    FROM console_sessions s JOIN principals p ON p.id = s.principal_id
+    WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now()
+      AND p.token_hash = s.api_token_hash AND p.revoked_at IS NULL
+      AND (p.expires_at IS NULL OR p.expires_at > now())),
+touched AS (
+    UPDATE principals p SET last_used_at = now() FROM found
+    WHERE p.id = found.principal_id
+      AND (p.last_used_at IS NULL OR p.last_used_at < now() - interval '1 minute'))
+SELECT id, token_hash, expires_at, principal_id, name, role FROM found;
 
 -- revoke_console_session --
 -- Sign-out: the session stops working at once.
@@ -132,7 +139,8 @@ WHERE id = %(pipeline_id)s AND deleted_at IS NULL
 RETURNING id;
 
 -- lock_pipeline --
--- Lock a pipeline row so concurrent PATCHes number their revisions one after the other.
+-- Lock a live pipeline row so concurrent PATCHes number their revisions one after the other
+-- (and a delete and a new schedule of it go one after the other).
 SELECT id, name, revision FROM pipelines WHERE id = %(pipeline_id)s AND deleted_at IS NULL
 FOR NO KEY UPDATE;
 
@@ -248,7 +256,7 @@ INSERT INTO schedules (id, pipeline_id, every_minutes, daily_at, anchor_at, next
 VALUES (%(id)s, %(pipeline_id)s, %(every_minutes)s, %(daily_at)s, %(anchor_at)s,
         %(next_fire_at)s, %(created_by)s)
 RETURNING id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
-          last_run_id, created_at;
+          last_run_id, last_skip_reason, created_at;
 
 -- delete_schedule --
 -- Soft-delete a live schedule so it stops firing; returns nothing if unknown or deleted.
@@ -275,6 +283,18 @@ FROM principals WHERE id = %(id)s;
 -- lock_token --
 -- Lock a token's row for a revocation or rotation (a sign-in's find waits, then sees it).
 SELECT id, name, role, token_hash, revoked_at FROM principals WHERE id = %(id)s FOR UPDATE;
+
+-- lock_admin_tokens --
+-- Serialise revocations of admin tokens (two admins revoking each other's last two tokens
+-- at once would leave none): taken before counting the admin tokens that stay.
+SELECT pg_advisory_xact_lock(hashtext('etl.admin_tokens'));
+
+-- other_live_admin_tokens --
+-- How many live (unrevoked, unexpired on the database clock) admin tokens there are besides
+-- one (a revocation of the last one is refused).
+SELECT count(*) AS n FROM principals
+WHERE role = %(role)s AND id <> %(id)s AND revoked_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now());
 
 -- revoke_token --
 -- Revoke a token at once: its API calls and console sessions answer 401 from now on.

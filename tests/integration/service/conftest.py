@@ -20,16 +20,27 @@ from tests.integration.testapp import API_WORKERS, seed_principals
 
 
 @pytest.fixture
-def server(db_url: str) -> Iterator[str]:
-    """`etl api`'s gunicorn command with 3 workers on this test's database; its base URL."""
+def gunicorn_log() -> Iterator[Path]:
+    """The log of the `server` fixture's gunicorn: JSON lines, its access log included (each
+    line names the pid of the worker that answered)."""
+    log = Path(tempfile.mkstemp(prefix="gunicorn-", suffix=".log")[1])
+    yield log
+    log.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def server(db_url: str, gunicorn_log: Path) -> Iterator[str]:
+    """`etl api`'s gunicorn command with 3 workers on this test's database, logging each
+    request to `gunicorn_log`; its base URL."""
     seed_principals(db_url)
     port = free_port()
     cfg = Config(database_url=db_url, api_bind=f"127.0.0.1:{port}", api_workers=API_WORKERS)
     env = {**os.environ, "ETL_DATABASE_URL": db_url, "ETL_LOG_LEVEL": "WARNING"}
-    log = Path(tempfile.mkstemp(prefix="gunicorn-", suffix=".log")[1])
+    log = gunicorn_log
+    argv = [*gunicorn_argv(cfg)[:-1], "--access-logfile", "-", gunicorn_argv(cfg)[-1]]
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            gunicorn_argv(cfg), env=env, stdout=out, stderr=subprocess.STDOUT, cwd=os.getcwd()
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=os.getcwd()
         )
     base = f"http://127.0.0.1:{port}"
 
@@ -47,7 +58,6 @@ def server(db_url: str) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
-        log.unlink(missing_ok=True)
 
 
 @pytest.fixture

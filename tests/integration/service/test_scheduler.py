@@ -128,6 +128,11 @@ def schedule_row(db, schedule_id: str) -> dict:
     return {"next_fire_at": row[0], "last_fired_at": row[1], "last_run_id": row[2]}
 
 
+def skip_reason(db, schedule_id: str) -> str | None:
+    """Why the schedule's newest fire made no run (None: it admitted one)."""
+    return sql(db, "SELECT last_skip_reason FROM schedules WHERE id = %s", schedule_id)[0][0]
+
+
 def wait_until(predicate, timeout_s: float = 1.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -409,13 +414,23 @@ def test_a_fire_of_an_invalid_revision_is_recorded_without_a_run(db_url, db, wak
     sql(db, "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
         " VALUES (%s, 2, '{}', 'hand')", pipeline_id)  # fmt: skip
     sql(db, "UPDATE pipelines SET revision = 2 WHERE id = %s", pipeline_id)
-    _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id)
+    _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id, "plan_invalid")
 
 
 def test_a_fire_of_a_paused_pipeline_is_recorded_without_a_run(db_url, db, wakes) -> None:
     pipeline_id = make_pipeline(db)
     sql(db, "UPDATE pipelines SET paused = true WHERE id = %s", pipeline_id)
-    _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id)
+    schedule_id = _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id, "paused")
+    # unpaused, the next fire admits a run and the reason is gone
+    sql(db, "UPDATE pipelines SET paused = false WHERE id = %s", pipeline_id)
+    scheduler = make_scheduler(db_url, wakes, now=Clock(ANCHOR + 2 * FIVE_MIN))
+    assert scheduler.fire(schedule_id, ANCHOR + 2 * FIVE_MIN) is not None
+    assert schedule_row(db, schedule_id)["last_run_id"] is not None
+    assert skip_reason(db, schedule_id) is None
+    # a late duplicate of the older, skipped fire moves nothing back
+    sql(db, "UPDATE pipelines SET paused = true WHERE id = %s", pipeline_id)
+    scheduler.fire(schedule_id, ANCHOR + FIVE_MIN)
+    assert skip_reason(db, schedule_id) is None
 
 
 def test_a_deleted_pipeline_s_schedules_leave_the_scheduler_and_never_fire(
@@ -436,17 +451,26 @@ def test_a_deleted_pipeline_s_schedules_leave_the_scheduler_and_never_fire(
     assert schedule_row(db, schedule_id)["last_fired_at"] is None
 
 
-def _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id: str) -> None:
-    """A due fire of a new 5-minute schedule of the pipeline is recorded, moves the schedule
-    on, and makes no run and no wake-up."""
+def _assert_fire_makes_no_run(db_url, db, wakes, pipeline_id: str, reason: str) -> str:
+    """A due fire of a new 5-minute schedule of the pipeline is recorded with its `reason`,
+    moves the schedule on, makes no run and no wake-up, and counts under its reason (a
+    paused fire as a skipped trigger too); returns the schedule's id."""
     schedule_id = make_schedule(db, pipeline_id, anchor_at=ANCHOR, every_minutes=5)
     fire_time = ANCHOR + FIVE_MIN
     scheduler = make_scheduler(db_url, wakes, now=Clock(fire_time + timedelta(seconds=1)))
     assert scheduler.fire(schedule_id, fire_time) is None
     row = schedule_row(db, schedule_id)
     assert row["last_fired_at"] == fire_time and row["last_run_id"] is None
+    assert skip_reason(db, schedule_id) == reason
     assert row["next_fire_at"] > fire_time
     assert runs_of(db, pipeline_id) == [] and wakes.calls == []
+    deltas = sql(db, "SELECT family, labels - 'pipeline' FROM metric_deltas"
+                 " WHERE family IN ('etl_schedule_fires_total', 'etl_triggers_skipped_total')"
+                 " ORDER BY family")  # fmt: skip
+    fires = [("etl_schedule_fires_total", {"outcome": reason})]
+    skips = [("etl_triggers_skipped_total", {"reason": "paused"})] if reason == "paused" else []
+    assert deltas == fires + skips
+    return schedule_id
 
 
 def test_each_fire_starts_a_trace_its_run_keeps(db_url, db, wakes) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from service.domain.db import Database
 from service.domain.pipelines import delete_pipeline
+from service.domain.schedules import list_live_schedules
 from service.errors import NotFound
 from tests.integration.testapp import Api, plan_copy
 
@@ -97,5 +98,44 @@ def test_a_trigger_racing_a_delete_either_makes_the_delete_refused_or_finds_no_p
         assert api.sql("SELECT count(*) FROM runs WHERE pipeline_id = %s", (pid,)) == [(0,)]
         with pytest.raises(NotFound), db.transaction() as cur:
             delete_pipeline(cur, pid, "test", request_id="again")
+    finally:
+        db.close()
+
+
+def test_a_schedule_created_while_a_delete_is_in_flight_finds_no_pipeline(api: Api) -> None:
+    """A new schedule locks the live pipeline row as the delete does: created during a
+    delete it waits, then answers 404; no schedule outlives its pipeline."""
+    pid = api.create_pipeline("raced")
+    db = Database(api.db_url)
+    try:
+        with db.transaction() as cur:
+            delete_pipeline(cur, pid, "test", request_id="race")
+            answers: list[int] = []
+            body = {"every_minutes": 30}
+            path = f"/pipelines/{pid}/schedules"
+            create = threading.Thread(
+                target=lambda: answers.append(api.call("POST", path, body).status)
+            )
+            create.start()
+            create.join(0.5)
+            assert create.is_alive() and answers == []  # waits for the pipeline row
+        create.join(10)
+        assert answers == [404]
+        assert api.sql("SELECT count(*) FROM schedules WHERE pipeline_id = %s", (pid,)) == [(0,)]
+    finally:
+        db.close()
+
+
+def test_the_scheduler_never_loads_a_schedule_of_a_deleted_pipeline(api: Api) -> None:
+    """An orphan (a live schedule of a deleted pipeline, as a race before the lock could
+    leave) is not a job: its catch-up would find no pipeline."""
+    kept, orphaned = api.create_pipeline("kept"), api.create_pipeline("orphaned")
+    for pid in (kept, orphaned):
+        assert api.call("POST", f"/pipelines/{pid}/schedules", {"every_minutes": 30}).status == 201
+    api.sql("UPDATE pipelines SET deleted_at = now() WHERE id = %s", (orphaned,))
+    db = Database(api.db_url)
+    try:
+        with db.transaction() as cur:
+            assert [str(s["pipeline_id"]) for s in list_live_schedules(cur)] == [kept]
     finally:
         db.close()

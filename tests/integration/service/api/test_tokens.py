@@ -6,11 +6,16 @@ most once a minute per address and answered after a penalty that grows and reset
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+from pathlib import Path
+
 import psycopg2
 import pytest
 
 from drills import ApiClient
-from service.domain.authfailures import penalty_s
+from service.domain.authfailures import PENALTY_SLOTS, penalty_s
 from service.domain.principals import ADMIN, VIEWER, hash_token
 from tests.integration.testapp import API_WORKERS, TOKENS, Api
 
@@ -103,6 +108,43 @@ def test_rotate_keeps_id_name_and_role_and_kills_the_old_secret(api: Api) -> Non
     assert (refused.status, refused.body["error"]["code"]) == (409, "token_revoked")
 
 
+def test_answers_with_a_secret_are_never_cached(api: Api) -> None:
+    made = api.call("POST", "/tokens", {"name": "ci", "role": VIEWER})
+    assert made.headers.get("cache-control") == "no-store"
+    rotated = api.call("POST", f"/tokens/{made.body['id']}/rotate")
+    assert rotated.headers.get("cache-control") == "no-store"
+    assert "no-store" not in api.call("GET", "/tokens").headers.get("cache-control", "")
+
+
+def admin_id(api: Api) -> str:
+    return str(api.sql("SELECT id FROM principals WHERE name = %s", (ADMIN,))[0][0])
+
+
+def test_the_last_live_admin_token_cannot_be_revoked(api: Api) -> None:
+    seeded = admin_id(api)
+    last = api.call("DELETE", f"/tokens/{seeded}")  # the caller's own token, the only admin
+    assert (last.status, last.body["error"]["code"]) == (409, "last_admin")
+    assert status_with(api, TOKENS[ADMIN]) == 200 and audit(api, "token.revoke") == []
+    expiring = create(api, "second", role=ADMIN, expires_in_s=3600)
+    api.sql(
+        "UPDATE principals SET expires_at = now() - interval '1 second' WHERE id = %s",
+        (expiring["id"],),
+    )
+    # an expired admin token is no admin: still the last one
+    assert api.call("DELETE", f"/tokens/{seeded}").status == 409
+    other = create(api, "third", role=ADMIN)
+    assert api.call("DELETE", f"/tokens/{seeded}").status == 204  # another live admin exists
+    refused = api.call("DELETE", f"/tokens/{other['id']}", token=other["token"])
+    assert (refused.status, refused.body["error"]["code"]) == (409, "last_admin")
+    rotated = api.call("POST", f"/tokens/{other['id']}/rotate", token=other["token"])
+    assert rotated.status == 200  # rotating keeps an admin: allowed
+    # other roles' tokens are revoked as before
+    viewers = api.sql("SELECT id FROM principals WHERE role = %s", (VIEWER,))
+    for (viewer,) in viewers:
+        gone = api.call("DELETE", f"/tokens/{viewer}", token=rotated.body["token"])
+        assert gone.status == 204
+
+
 def test_an_expired_token_answers_401(api: Api) -> None:
     made = create(api, expires_in_s=3600)
     assert status_with(api, made["token"]) == 200
@@ -186,24 +228,101 @@ def test_the_count_starts_over_after_a_quiet_quarter_hour(api: Api) -> None:
     assert api.sleeps == [0.1, 0.2, 0.1]
 
 
+def test_past_the_penalty_slots_a_failure_is_answered_at_once(app_factory) -> None:
+    """A flood of guesses cannot hold every thread: PENALTY_SLOTS waits at once, then a
+    guess is answered without one (still counted), and a valid token still answers."""
+    release = threading.Event()
+    asleep = threading.Semaphore(0)
+
+    def sleep(_delay_s: float) -> None:  # a wait that lasts until the test releases it
+        asleep.release()
+        release.wait(30)
+
+    api = app_factory(sleep=sleep)
+    guesses = [
+        threading.Thread(target=status_with, args=(api, "guess-0123456789"))
+        for _ in range(PENALTY_SLOTS)
+    ]
+    for t in guesses:
+        t.start()
+    try:
+        for _ in range(PENALTY_SLOTS):
+            assert asleep.acquire(timeout=30), "a guess never reached its wait"
+        assert status_with(api, "guess-0123456789") == 401  # every slot taken: no wait
+        assert len(api.sleeps) == PENALTY_SLOTS
+        assert failures(api)[0][1] == PENALTY_SLOTS + 1  # counted all the same
+        assert status_with(api, TOKENS[VIEWER]) == 200
+    finally:
+        release.set()
+        for t in guesses:
+            t.join(30)
+    assert status_with(api, "guess-0123456789") == 401
+    assert len(api.sleeps) == PENALTY_SLOTS + 1  # the slots are free again: this one waited
+
+
 @pytest.mark.parametrize("path", ["/tokens", "/tokens/00000000-0000-4000-8000-000000000000"])
 def test_tokens_are_admin_only(api: Api, path: str) -> None:
     method = "GET" if path == "/tokens" else "DELETE"
     assert api.call(method, path, role=VIEWER).status == 403
 
 
-def test_the_count_is_shared_by_every_gunicorn_worker(server: str, db_url: str) -> None:
-    """Real gunicorn with several workers, a new connection per guess: one count, one audit
-    row, whichever worker answered."""
-    guesser = ApiClient(server.removesuffix("/api/v1"), "guess-0123456789", timeout_s=30)
-    for _ in range(API_WORKERS + 1):
-        assert guesser.call("GET", "/pipelines")[0] == 401
+def answering_pids(log: Path, path: str) -> set[int]:
+    """The pids of the gunicorn workers whose access log lines name `path`."""
+    pids = set()
+    for line in log.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("logger") == "gunicorn.access" and path in entry.get("message", ""):
+            pids.add(entry["pid"])
+    return pids
+
+
+def answer_from_two_workers(client: ApiClient, log: Path, path: str) -> list[int]:
+    """Bursts of parallel `GET path` on new connections until two gunicorn workers have
+    answered (their pids in the access log); the statuses of every answer."""
+    statuses: list[int] = []
+    for _ in range(10):
+        burst = [
+            threading.Thread(target=lambda: statuses.append(client.call("GET", path)[0]))
+            for _ in range(API_WORKERS * 2)
+        ]
+        for t in burst:
+            t.start()
+        for t in burst:
+            t.join(30)
+        time.sleep(0.2)  # the access log line is written after the answer
+        if len(answering_pids(log, path)) >= 2:
+            return statuses
+    raise AssertionError(f"one worker answered every {path}: {answering_pids(log, path)}")
+
+
+def test_the_count_and_a_revocation_are_seen_by_every_gunicorn_worker(
+    server: str, gunicorn_log: Path, db_url: str
+) -> None:
+    """Real gunicorn with several workers, answers from two of them at least: one count of
+    failures and one audit row per burst, whichever worker answered; a revoked token is
+    refused by every worker at once."""
+    base = server.removesuffix("/api/v1")
+    guesser = ApiClient(base, "guess-0123456789", timeout_s=30)
+    guessed = answer_from_two_workers(guesser, gunicorn_log, "/pipelines?limit=1")
+    assert set(guessed) == {401}
+    admin = ApiClient(base, TOKENS[ADMIN], timeout_s=30)
+    status, made = admin.call("POST", "/tokens", {"name": "ci", "role": VIEWER})
+    assert status == 201
+    assert admin.call("DELETE", f"/tokens/{made['id']}")[0] == 204
+    revoked = answer_from_two_workers(
+        ApiClient(base, made["token"], timeout_s=30), gunicorn_log, "/pipelines?limit=2"
+    )
+    assert set(revoked) == {401}
     conn = psycopg2.connect(db_url)
     try:
         with conn, conn.cursor() as cur:
-            cur.execute("SELECT failures, unaudited FROM auth_failures")
-            assert cur.fetchall() == [(API_WORKERS + 1, API_WORKERS)]
-            cur.execute("SELECT count(*) FROM audit WHERE action = 'auth.failed'")
-            assert cur.fetchall() == [(1,)]
+            # the admin's calls cleared the guesses' count (their last penalty was over)
+            cur.execute("SELECT failures FROM auth_failures")
+            assert cur.fetchall() == [(len(revoked),)]
+            cur.execute("SELECT details FROM audit WHERE action = 'auth.failed' ORDER BY id")
+            assert [d["consecutive"] for (d,) in cur.fetchall()] == [1, 1]  # one per burst
     finally:
         conn.close()

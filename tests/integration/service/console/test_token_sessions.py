@@ -1,11 +1,13 @@
 """Console sessions follow their token (falcon's TestClient on a real database): a session
 signed in with a token ends at once when the token is revoked, rotated, expires, or when
 the admin token is re-seeded; failed sign-ins are counted, audited and slowed like bad
-bearer tokens. And a pipeline's Pause, Unpause and Delete (with its confirmation page)."""
+bearer tokens; a console request writes its token's last use. And a pipeline's Pause,
+Unpause and Delete (with its confirmation page), and a paused fire's reason in the table."""
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from service.console import ConsoleSettings
 from service.domain.db import Database
 from service.domain.principals import ADMIN, VIEWER, seed_admin
+from service.domain.schedules import fire_schedule
 from tests.integration.testapp import TOKENS, Api
 
 from .console_client import ConsoleClient
@@ -59,6 +62,27 @@ def test_revoking_a_token_ends_its_console_session_at_once(api: Api) -> None:
     (details,) = api.sql("SELECT details FROM audit WHERE action = 'token.revoke'")[0]
     assert details["sessions_ended"] == 1
     assert ConsoleClient(api.client.app).sign_in(token["token"]).status_code == 401
+
+
+def test_console_use_writes_the_token_s_last_use_at_most_once_a_minute(api: Api) -> None:
+    token = new_token(api)
+    c = browser(api, token["token"])
+
+    def used(ago_s: int) -> tuple:
+        api.sql(
+            "UPDATE principals SET last_used_at = now() - make_interval(secs => %s)"
+            " WHERE id = %s RETURNING last_used_at",
+            (ago_s, token["id"]),
+        )
+        before = api.sql("SELECT last_used_at FROM principals WHERE id = %s", (token["id"],))
+        assert c.get("/ui/").status_code == 200
+        after = api.sql("SELECT last_used_at FROM principals WHERE id = %s", (token["id"],))
+        return before[0][0], after[0][0]
+
+    before, after = used(30)
+    assert after == before  # used within the minute: not written again
+    before, after = used(61)
+    assert after > before
 
 
 def test_rotating_a_token_ends_its_console_sessions_and_the_new_secret_signs_in(api: Api) -> None:
@@ -181,3 +205,29 @@ def test_the_tokens_page_creates_rotates_and_revokes(api: Api) -> None:
 
 def status_of(api: Api, token: str) -> int:
     return api.call("GET", "/pipelines", token=token).status
+
+
+def test_a_paused_pipeline_s_fire_says_why_it_made_no_run(api: Api) -> None:
+    """The schedule's REST answer and the pipeline page's schedules table name the reason
+    (`paused`); a fire that admits a run clears it."""
+    pid = api.create_pipeline("sleepy")
+    made = api.call("POST", f"/pipelines/{pid}/schedules", {"every_minutes": 5}).body
+    assert made["last_skip_reason"] is None
+    assert api.call("POST", f"/pipelines/{pid}/pause").status == 200
+    fire_time = datetime(2026, 11, 29, 13, 5, tzinfo=UTC)
+    db = Database(api.db_url)
+    try:
+        with db.transaction() as cur:
+            fired = fire_schedule(cur, made["id"], fire_time, fire_time)
+        assert fired is not None and fired.admission is None and fired.skip == "paused"
+        (listed,) = api.call("GET", f"/pipelines/{pid}/schedules").body["items"]
+        assert (listed["last_skip_reason"], listed["last_run_id"]) == ("paused", None)
+        page = browser(api, TOKENS[VIEWER]).get(f"/ui/pipelines/{pid}").text
+        assert "no run: paused" in page
+        assert api.call("POST", f"/pipelines/{pid}/unpause").status == 200
+        with db.transaction() as cur:
+            fire_schedule(cur, made["id"], fire_time + timedelta(minutes=5), fire_time)
+        (listed,) = api.call("GET", f"/pipelines/{pid}/schedules").body["items"]
+        assert listed["last_skip_reason"] is None and listed["last_run_id"] is not None
+    finally:
+        db.close()
