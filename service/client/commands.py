@@ -15,6 +15,7 @@ import argparse
 import json
 import re
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -350,11 +351,20 @@ def runs_list(args: argparse.Namespace, client: ApiClient, console: Console) -> 
             _counts(r.get("step_counts") or {}, r.get("steps") or 0),
             r.get("trigger_key"),
             r.get("created_at"),
+            _run_took(r, client.answered_at),
         ]
         for r in items
     ]
-    _print_table(console, ["RUN", "PIPELINE", "STATUS", "STEPS", "TRIGGER KEY", "CREATED"], rows)
+    headers = ["RUN", "PIPELINE", "STATUS", "STEPS", "TRIGGER KEY", "CREATED", "DURATION"]
+    _print_table(console, headers, rows)
     return 0
+
+
+def _run_took(run: dict, now: datetime | None) -> str:
+    """`4.2 s` for a finished run, `running for 12.0 s` until then (`now`: the server's
+    clock), `-` for one that never started."""
+    text = watch.took_text(watch.elapsed(run, now), bool(run.get("finished_at")))
+    return text.removeprefix("took ")
 
 
 def _counts(step_counts: dict[str, int], total: int) -> str:
@@ -382,7 +392,8 @@ def runs_show(args: argparse.Namespace, client: ApiClient, console: Console) -> 
     if args.json:
         _print_json(console, {**run, "rejects": rejects} if args.rejects else run)
         return 0
-    watch.print_run(console, run, watch.plan_inputs(client, run))
+    now = client.answered_at  # the server's clock when it answered with the run
+    watch.print_run(console, run, watch.plan_inputs(client, run), now)
     if args.rejects:
         _print_rejects(console, rejects)
     return 0

@@ -5,12 +5,14 @@ a connection that cannot be made raises `ApiUnreachable`."""
 
 from __future__ import annotations
 
+import email.utils
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 API_PREFIX = "/api/v1"
@@ -36,13 +38,17 @@ class ApiError(ClientError):
 
 
 class ApiClient:
-    """The REST API at `base_url` (with or without the `/api/v1` suffix) as `token`."""
+    """The REST API at `base_url` (with or without the `/api/v1` suffix) as `token`.
+    `answered_at` is the server's clock at its last answer (its `Date` header, to the
+    second), what "running for" durations are measured against: never this machine's clock,
+    which may be set differently."""
 
     def __init__(self, base_url: str, token: str, *, timeout_s: float = 30.0):
         base = base_url.rstrip("/")
         self.base_url = base.removesuffix(API_PREFIX)
         self.token = token
         self.timeout_s = timeout_s
+        self.answered_at: datetime | None = None
 
     # --- transport ---
     def request(
@@ -69,6 +75,7 @@ class ApiClient:
         req = urllib.request.Request(url, data=data, method=method, headers=h)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                self.answered_at = _date(resp.headers.get("Date")) or self.answered_at
                 return resp.status, _decode(resp.read())
         except urllib.error.HTTPError as exc:
             payload = _decode(exc.read())
@@ -241,3 +248,14 @@ def _is_uuid(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _date(header: str | None) -> datetime | None:
+    """An HTTP `Date` header as an aware datetime; None when absent or unreadable."""
+    if not header:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)  # "-0000": UTC, source unknown

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dag import RUN_FINAL, RunStatus, StepStatus
+from dag.durations import elapsed_s, seconds_text
 from dag.labels import distinct_labels
 from service.client.http import ApiClient
 
@@ -65,6 +66,12 @@ class StepLine:
     attempts: int
     executor: str
     error: str | None
+    seconds: float | None = None  # how long it took, or has been running; None: not started
+    finished: bool = False
+
+    def took(self) -> str:
+        """`took 4.2 s`, `running for 3 min 04 s` (a step not finished), or `-`."""
+        return took_text(self.seconds, self.finished)
 
     def records(self) -> str:
         return f"{self.done}/{self.total}" if self.total is not None else str(self.done)
@@ -90,6 +97,25 @@ class RateMeter:
         return (done - n0) / (now - t0) if now > t0 and done > n0 else None
 
 
+def took_text(seconds: float | None, finished: bool) -> str:
+    """`took 4.2 s` once finished, `running for 4.2 s` until then, `-` if never started."""
+    if seconds is None:
+        return "-"
+    return f"{'took' if finished else 'running for'} {seconds_text(seconds)}"
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def elapsed(item: Mapping[str, Any], now: datetime | None) -> float | None:
+    """Seconds a run or step (of the API) took, or has been running until `now` (the
+    server's clock: `ApiClient.answered_at`; this machine's only when unknown)."""
+    return elapsed_s(
+        _time(item.get("started_at")), _time(item.get("finished_at")), now or datetime.now(UTC)
+    )
+
+
 def seconds_between(start: str | None, end: str | None) -> float | None:
     """Seconds between two ISO-8601 times of the API (both the server's clock), or None."""
     if not start or not end:
@@ -99,10 +125,14 @@ def seconds_between(start: str | None, end: str | None) -> float | None:
 
 
 def step_lines(
-    run: Mapping[str, Any], depends_on: Mapping[str, list[str]], meter: RateMeter
+    run: Mapping[str, Any],
+    depends_on: Mapping[str, list[str]],
+    meter: RateMeter,
+    now: datetime | None = None,
 ) -> list[StepLine]:
     """The progress lines of `run` (an API run). `depends_on` (step -> inputs, from the
-    run's revision) gives a step's total: what its inputs produced, once they all have."""
+    run's revision) gives a step's total: what its inputs produced, once they all have;
+    `now` (the server's clock) how long a running step has been running."""
     by_name = {s["name"]: s for s in run.get("steps", [])}
     lines = []
     for s in run.get("steps", []):
@@ -131,14 +161,20 @@ def step_lines(
                 attempts=len(attempts),
                 executor=executor.split(":", 1)[0],  # name:boot-id -> name
                 error=s.get("error"),
+                seconds=elapsed(s, now),
+                finished=bool(s.get("finished_at")),
             )
         )
     return lines
 
 
-def run_header(run: Mapping[str, Any]) -> str:
-    """`run ID STATUS` plus the queue position, skip reason or first error."""
+def run_header(run: Mapping[str, Any], now: datetime | None = None) -> str:
+    """`run ID STATUS` plus the queue position, skip reason or first error; with `now`
+    (the server's clock) also how long it took or has been running, once it started."""
     text = f"run {run['id']} {run['status']}"
+    seconds = elapsed(run, now) if now is not None else None
+    if seconds is not None:
+        text += f" ({took_text(seconds, bool(run.get('finished_at')))})"
     if run.get("queue_position"):
         text += f" (queue position {run['queue_position']})"
     if run.get("reason"):
@@ -148,21 +184,30 @@ def run_header(run: Mapping[str, Any]) -> str:
     return text
 
 
-COLUMNS = ("step", "type", "state", "records", "rate", "attempts", "executor")
-NAME_ROOM = 20  # a narrow terminal drops columns (first executor, then rate, then type) to keep
-# this much room for step names
-DROPPED_FIRST = ("executor", "rate", "type")
+COLUMNS = ("step", "type", "state", "duration", "records", "rate", "attempts", "executor")
+NAME_ROOM = 20  # a narrow terminal drops columns (first executor, then rate, type, duration)
+# to keep this much room for step names
+DROPPED_FIRST = ("executor", "rate", "type", "duration")
 
 
-def table(run: Mapping[str, Any], lines: list[StepLine], width: int | None = None) -> Table:
-    """The rich table of a run's steps (terminal display). Within `width` terminal columns:
-    the executor, rate and type columns go (in that order) while step names would get less
-    than NAME_ROOM characters, and names too long even then are shortened distinctly
+def table(
+    run: Mapping[str, Any],
+    lines: list[StepLine],
+    width: int | None = None,
+    now: datetime | None = None,
+) -> Table:
+    """The rich table of a run's steps (terminal display), titled by `run_header` (with
+    `now`: the run's duration). A step's duration is how long it took, or has been running
+    (the state column says which). Within `width` terminal columns: the executor, rate,
+    type and duration columns go (in that order) while step names would get less than
+    NAME_ROOM characters, and names too long even then are shortened distinctly
     (`dag.labels`): two names sharing a long prefix never print as the same text, as
     rich's own cut at the end would make them."""
     rows = [
-        {"step": ln.name, "type": ln.type, "state": ln.status, "records": ln.records(),
-         "rate": ln.rate_text(), "attempts": str(ln.attempts), "executor": ln.executor}
+        {"step": ln.name, "type": ln.type, "state": ln.status,
+         "duration": seconds_text(ln.seconds) if ln.seconds is not None else "-",
+         "records": ln.records(), "rate": ln.rate_text(), "attempts": str(ln.attempts),
+         "executor": ln.executor}
         for ln in lines
     ]  # fmt: skip
     shown = list(COLUMNS)
@@ -179,9 +224,9 @@ def table(run: Mapping[str, Any], lines: list[StepLine], width: int | None = Non
                 break
             shown.remove(column)
         labels = distinct_labels([ln.name for ln in lines], max(room(), len("step")))
-    t = Table(title=run_header(run), title_justify="left", expand=False)
+    t = Table(title=run_header(run, now), title_justify="left", expand=False)
     for column in shown:
-        right = column in ("records", "rate", "attempts")
+        right = column in ("duration", "records", "rate", "attempts")
         t.add_column(column, justify="right" if right else "left", no_wrap=True)
     for ln, row in zip(lines, rows, strict=True):
         cells: list[str | Text] = [row[c] for c in shown]
@@ -196,19 +241,27 @@ def plain_line(ln: StepLine, name_width: int = 24) -> str:
     text = (
         f"{ln.name:<{name_width}} {ln.status:<15} records {ln.records():>13}"
         f"  rate {ln.rate_text():>9}  attempts {ln.attempts}  executor {ln.executor or '-'}"
+        f"  {ln.took()}"
     )
     if ln.error and ln.status == StepStatus.FAILED:
         text += f"  error: {ln.error}"
     return text
 
 
-def print_run(console: Console, run: Mapping[str, Any], depends_on: Mapping[str, list[str]]):
-    """A run's steps once: a table on a terminal, plain lines otherwise."""
-    lines = step_lines(run, depends_on, RateMeter())
+def print_run(
+    console: Console,
+    run: Mapping[str, Any],
+    depends_on: Mapping[str, list[str]],
+    now: datetime | None = None,
+):
+    """A run's steps once, with how long the run and each step took or have been running
+    until `now` (the server's clock): a table on a terminal, plain lines otherwise."""
+    now = now or datetime.now(UTC)
+    lines = step_lines(run, depends_on, RateMeter(), now)
     if console.is_terminal:
-        console.print(table(run, lines, console.width))
+        console.print(table(run, lines, console.width, now))
     else:
-        console.print(run_header(run), soft_wrap=True, highlight=False)
+        console.print(run_header(run, now), soft_wrap=True, highlight=False)
         width = max((len(ln.name) for ln in lines), default=0)
         for ln in lines:
             console.print(plain_line(ln, width), soft_wrap=True, highlight=False, markup=False)
@@ -253,7 +306,8 @@ def watch(
     if console.is_terminal:
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             while True:
-                live.update(table(run, step_lines(run, inputs, meter), console.width))
+                now = client.answered_at
+                live.update(table(run, step_lines(run, inputs, meter, now), console.width, now))
                 if run["status"] in RUN_FINAL:
                     break
                 sleep(poll_s)
@@ -284,7 +338,7 @@ def _watch_plain(
         if run_header(run) != header:
             header = run_header(run)
             say(header)
-        lines = step_lines(run, inputs, meter)
+        lines = step_lines(run, inputs, meter, client.answered_at)
         width = max((len(ln.name) for ln in lines), default=0)
         for ln in lines:
             key = (ln.status, ln.attempts, ln.executor)

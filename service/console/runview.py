@@ -29,7 +29,8 @@ REJECTS_SHOWN = 20
 
 def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[str, Any]:
     """Everything the run page draws, read in the caller's transaction; `NotFound` for an
-    unknown run."""
+    unknown run. A deleted pipeline's run is still drawn, under its pipeline's name with
+    `pipeline_deleted` set (no link to its page, no Resume: both would be refused)."""
     view = get_run_view(cur, run_id)
     pipeline = get_pipeline(cur, str(view["pipeline_id"]), include_deleted=True)
     plan = get_revision(cur, str(view["pipeline_id"]), view["revision"])["plan"] or {}
@@ -47,6 +48,7 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
     return {
         "run": view,
         "pipeline_name": pipeline.get("name", "?"),
+        "pipeline_deleted": pipeline.get("deleted_at") is not None,
         "steps": steps,
         "by_name": by_name,
         "dag": layout_dag(plan_steps),

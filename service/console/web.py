@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import falcon
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from dag.durations import duration_text
 from service.domain.principals import ADMIN_ONLY, OPERATE
 from service.domain.sessions import SESSION_COOKIE, SESSION_TTL_S, csrf_matches, find_session
 from service.errors import ServiceError
@@ -91,26 +92,6 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def duration(start: datetime | None, end: datetime | None, now: datetime) -> str:
-    """How long something took (`start` to `end`), or "running for" how long until `now`
-    while it has no end; a dash when it never started."""
-    if start is None:
-        return "\u2014"
-    if end is None:
-        return f"running for {seconds_text(max((now - start).total_seconds(), 0.0))}"
-    return seconds_text(max((end - start).total_seconds(), 0.0))
-
-
-def seconds_text(seconds: float) -> str:
-    """A duration for people: `4.2 s`, `3 min 04 s`, `2 h 05 min`."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = round(seconds)
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60:02d} s"
-    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
-
-
 def _num(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else ("\u2014" if value is None else str(value))
 
@@ -132,7 +113,7 @@ class Console:
         self.env.filters["when"] = _when
         self.env.filters["num"] = _num
         self.env.filters["json_text"] = _json_text
-        self.env.globals["duration"] = duration
+        self.env.globals["duration"] = duration_text
 
     def render(self, req: falcon.Request, resp: falcon.Response, template: str, **ctx: Any) -> None:
         """Answer with `template` rendered for the signed-in caller (if any)."""

@@ -4,6 +4,11 @@
 // changed. The element that has focus, the scroll position and the <details> the user opened
 // or closed therefore stay as they were. It stops when the fresh page no longer asks for
 // refreshes (the run finished). No inline script anywhere: the CSP forbids it.
+//
+// Holding the refresh: while <body> has a data-paused attribute (document.body.dataset.paused
+// = "1"), no fetch starts and the answer of one already under way is dropped unapplied, so the
+// page stays exactly as it is (what a test running axe-core on the page needs); deleting the
+// attribute resumes the refresh at the next tick.
 (function () {
   "use strict";
   var ms = Number(document.body.dataset.refreshMs || 0);
@@ -66,7 +71,15 @@
     }
   }
 
+  function paused() {
+    return document.body.hasAttribute("data-paused");
+  }
+
   function tick() {
+    if (paused()) {
+      window.setTimeout(tick, ms);
+      return;
+    }
     fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
       .then(function (resp) {
         if (!resp.ok || resp.redirected) {
@@ -75,6 +88,10 @@
         return resp.text();
       })
       .then(function (html) {
+        if (paused()) {  // held while the answer was on its way: leave the page as it is
+          window.setTimeout(tick, ms);
+          return;
+        }
         var doc = new DOMParser().parseFromString(html, "text/html");
         var fresh = doc.getElementById("live");
         var current = document.getElementById("live");

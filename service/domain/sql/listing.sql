@@ -39,7 +39,8 @@ LIMIT %(limit)s;
 
 -- list_run_summaries --
 -- Runs newest first, filtered by statuses and pipeline: counts of steps by status instead of the steps.
-SELECT r.id, r.pipeline_id, p.name AS pipeline_name, r.revision, r.status, r.reason,
+SELECT r.id, r.pipeline_id, p.name AS pipeline_name, p.deleted_at IS NOT NULL AS pipeline_deleted,
+       r.revision, r.status, r.reason,
        r.trigger_key, r.trace_id, r.cancel_requested, r.created_by, r.created_at,
        r.started_at, r.finished_at, r.purged_at,
        CASE WHEN r.status = 'queued' THEN (

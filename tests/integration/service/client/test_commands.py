@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -153,6 +154,36 @@ def test_run_and_runs_commands(env: dict[str, str], db_url: str, tmp_path: Path)
     watched = etl(env, "runs", "watch", run_id)
     assert watched.returncode == 3, watched.stderr
     assert watched.stdout.splitlines()[-1] == f"run {run_id} canceled"
+
+
+def test_runs_show_and_list_say_how_long_runs_and_steps_took_or_have_been_running(
+    env: dict[str, str], db_url: str, tmp_path: Path
+) -> None:
+    ok(env, "pipelines", "apply", str(write_doc(tmp_path, "timed", plan_copy())))
+    done, going = (ok(env, "run", "timed", "--key", key).split()[2] for key in ("a", "b"))
+    sql(db_url, "UPDATE runs SET status = 'succeeded', started_at = now() - interval '1 minute',"
+        " finished_at = now() - interval '1 minute' + interval '4.25 seconds'"
+        " WHERE id = %s RETURNING id", done)  # fmt: skip
+    sql(db_url, "UPDATE runs SET status = 'running', started_at = now() - interval '754 seconds'"
+        " WHERE id = %s RETURNING id", going)  # fmt: skip
+    sql(db_url, "INSERT INTO step_runs (run_id, name, type, position, status, started_at,"
+        " finished_at) VALUES"
+        " (%s, 'read', 'ingest', 0, 'succeeded', now() - interval '754 seconds',"
+        "  now() - interval '751 seconds'),"
+        " (%s, 'clean', 'transform', 1, 'running', now() - interval '700 seconds', NULL),"
+        " (%s, 'to_file', 'export', 2, 'pending', NULL, NULL) RETURNING name",
+        going, going, going)  # fmt: skip
+    # the server's clock (its Date header, to the second) against the server's timestamps
+    shown = ok(env, "runs", "show", going).splitlines()
+    assert re.fullmatch(rf"run {going} running \(running for 12 min 3[2-5] s\)", shown[0]), shown
+    assert shown[1].split()[:2] == ["read", "succeeded"] and shown[1].endswith("  took 3.0 s")
+    assert re.search(r"  running for 11 min (3[89]|4[01]) s$", shown[2]), shown
+    assert shown[3].split()[:2] == ["to_file", "pending"] and shown[3].endswith("  -")
+    assert ok(env, "runs", "show", done).splitlines()[0] == f"run {done} succeeded (took 4.2 s)"
+    table = ok(env, "runs", "list", "--pipeline", "timed").splitlines()
+    assert table[0].split()[-1] == "DURATION"
+    assert re.search(r"  running for 12 min 3[2-5] s$", table[1]) and going in table[1], table
+    assert table[2].endswith("  4.2 s") and done in table[2], table
 
 
 def test_a_refused_trigger_and_a_refused_resume_exit_4(

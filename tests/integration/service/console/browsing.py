@@ -11,10 +11,13 @@ from playwright.sync_api import Page
 AXE = Path(__file__).with_name("vendor") / "axe.min.js"
 AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"  # 4.14.1
 
-# The drawn graph as the browser sees it: each box in SVG user units, each edge sampled every
-# 2 px along its path (getPointAtLength, so whatever the path's commands), plus its length and
-# whether it is painted at all.
+# The drawn graph as the browser sees it: the canvas (viewBox and size), each box in SVG user
+# units, each edge sampled every 2 px along its path (getPointAtLength, so whatever the path's
+# commands) with its exact first and last points, its length and whether it is painted at all.
 DAG_GEOMETRY = """svg => {
+  const vb = svg.viewBox.baseVal;
+  const canvas = {x: vb.x, y: vb.y, w: vb.width, h: vb.height,
+                  width: svg.width.baseVal.value, height: svg.height.baseVal.value};
   const boxes = [...svg.querySelectorAll('g.node')].map(g => {
     const m = g.transform.baseVal.consolidate().matrix, r = g.querySelector('rect.box');
     const name = g.querySelector('text.name');
@@ -27,11 +30,13 @@ DAG_GEOMETRY = """svg => {
     for (let at = 0; at <= length; at += 2) {
       const q = p.getPointAtLength(at); points.push([q.x, q.y]);
     }
+    const first = p.getPointAtLength(0), last = p.getPointAtLength(length);
     return {src: p.dataset.from, dst: p.dataset.to, length, points,
+            start: [first.x, first.y], end: [last.x, last.y],
             painted: style.stroke !== 'none' && style.visibility !== 'hidden'
                      && Number(style.opacity) > 0 && parseFloat(style.strokeWidth) > 0};
   });
-  return {boxes, edges};
+  return {canvas, boxes, edges};
 }"""
 
 
@@ -40,13 +45,37 @@ AXE_RUN = """() => axe.run(document).then(r => r.violations.map(v => ({
   nodes: v.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary.replace(/\\n/g, ' '))})))"""
 
 
+PORT_PX = 3  # how far an edge's end may be from its box's side and still touch it
+
+
 def assert_dag_readable(page: Page, plan: dict, where: str) -> None:
     """The page's DAG draws every dependency of `plan` as a painted path of non-zero length
-    that passes through no box (edges stop at their boxes' sides: not even their own ends'
-    insides), with enough of it that no other edge covers; boxes do not overlap, and each
-    box's name fits inside it."""
+    that starts on its source box's right side and ends on its target box's left side (a
+    port: within PORT_PX of the side, between its corners), stays on the canvas (the SVG's
+    viewBox, which is its size: nothing clipped), passes through no box (edges stop at their
+    boxes' sides: not even their own ends' insides), with enough of it that no other edge
+    covers; boxes do not overlap, lie on the canvas, and each box's name fits inside it."""
     page.wait_for_load_state("load")  # the stylesheet paints the edges
     geo = page.locator("svg.dag").evaluate(DAG_GEOMETRY)
+    assert_geometry_readable(geo, plan, where)
+
+
+def _on_side(point: list[float], x: float, box: dict) -> bool:
+    """Whether `point` touches the vertical side at `x` of `box`, between its corners."""
+    px, py = point
+    return abs(px - x) <= PORT_PX and box["y"] + 1 < py < box["y"] + box["h"] - 1
+
+
+def assert_geometry_readable(geo: dict, plan: dict, where: str) -> None:
+    """`assert_dag_readable` on geometry read back by DAG_GEOMETRY."""
+    canvas = geo["canvas"]
+    assert (canvas["x"], canvas["y"], canvas["w"], canvas["h"]) == (
+        0, 0, canvas["width"], canvas["height"]
+    ), f"{where}: the viewBox {canvas} is not the SVG's own size"  # fmt: skip
+
+    def on_canvas(x: float, y: float) -> bool:
+        return -0.5 <= x <= canvas["w"] + 0.5 and -0.5 <= y <= canvas["h"] + 0.5
+
     wanted = sorted((d, s["name"]) for s in plan["steps"] for d in s.get("depends_on", []))
     assert sorted((e["src"], e["dst"]) for e in geo["edges"]) == wanted, where
     assert sorted(b["step"] for b in geo["boxes"]) == sorted(s["name"] for s in plan["steps"])
@@ -57,10 +86,23 @@ def assert_dag_readable(page: Page, plan: dict, where: str) -> None:
                      or a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"])  # fmt: skip
             assert apart, f"{where}: boxes {a['step']} and {b['step']} overlap"
         assert a["text_right"] <= a["w"] - 4, f"{where}: the name of {a['step']} overflows its box"
+        assert on_canvas(a["x"], a["y"]) and on_canvas(a["x"] + a["w"], a["y"] + a["h"]), (
+            f"{where}: the box of {a['step']} is clipped by the canvas {canvas}"
+        )
+    by_step = {b["step"]: b for b in boxes}
     cells: dict[tuple[int, int], set[tuple[str, str]]] = {}
     for e in geo["edges"]:
         name = (e["src"], e["dst"])
         assert e["painted"] and e["length"] > 10, f"{where}: edge {name} is not drawn"
+        src, dst = by_step[e["src"]], by_step[e["dst"]]
+        assert _on_side(e["start"], src["x"] + src["w"], src), (
+            f"{where}: edge {name} starts at {e['start']}, not on the right side of {e['src']}"
+        )
+        assert _on_side(e["end"], dst["x"], dst), (
+            f"{where}: edge {name} ends at {e['end']}, not on the left side of {e['dst']}"
+        )
+        off = [(x, y) for x, y in [*e["points"], e["end"]] if not on_canvas(x, y)]
+        assert not off, f"{where}: edge {name} leaves the canvas {canvas} at {off[0]}"
         for x, y in e["points"]:
             inside = [b["step"] for b in boxes
                       if b["x"] + 0.5 < x < b["x"] + b["w"] - 0.5

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import Browser, expect
 
 from drills import ADMIN_TOKEN, Stack
@@ -52,6 +53,24 @@ LONG_NAMES = {"steps": [
     _transform(f"{PREFIX}south", f"{PREFIX}read"),
     _transform(f"{PREFIX}merge", f"{PREFIX}north", f"{PREFIX}south", f"{PREFIX}read"),
     _export(f"{PREFIX}save", f"{PREFIX}merge")]}  # fmt: skip
+# Drawings broken on purpose (the first edge of the drawn graph rewritten in the browser) and
+# what `assert_dag_readable` must then say: an edge still painted and crossing no box, yet
+# detached from its boxes or partly off the canvas (clipped).
+DOCTOR = """(svg, kind) => {
+  const p = svg.querySelector('path.edge'), d = p.getAttribute('d');
+  const a = p.getPointAtLength(0), b = p.getPointAtLength(p.getTotalLength());
+  const rest = d.replace(/^M[^A-Za-z]*/, ''), below = svg.viewBox.baseVal.height + 30;
+  p.setAttribute('d', {detached_start: `M${a.x + 25},${a.y} ${rest}`,
+                       start_off_the_side: `M${a.x},${a.y - 40} ${rest}`,
+                       detached_end: `${d} l-25,0`,
+                       off_the_canvas: `M${a.x},${a.y} V${below} H${b.x} V${b.y}`}[kind]);
+}"""
+DOCTORED = {
+    "detached_start": "starts at .*, not on the right side of",
+    "start_off_the_side": "starts at .*, not on the right side of",
+    "detached_end": "ends at .*, not on the left side of",
+    "off_the_canvas": "leaves the canvas",
+}
 PLANS = {"two_ingests": TWO_INGESTS, "diamonds": DIAMONDS, "thirty": THIRTY,
          "long_names": LONG_NAMES}  # fmt: skip
 
@@ -75,3 +94,8 @@ def test_awkward_plans_are_drawn_readably_on_every_page(browser: Browser, stack:
     expect(page.locator("h1 .badge")).to_have_text("succeeded")
     assert page.locator("svg.dag g.node[data-status=succeeded]").count() == 7
     assert_dag_readable(page, TWO_INGESTS, "run page of two_ingests")
+    for kind, problem in DOCTORED.items():  # the checks above catch a broken drawing
+        page.reload()
+        page.locator("svg.dag").evaluate(DOCTOR, kind)
+        with pytest.raises(AssertionError, match=problem):
+            assert_dag_readable(page, TWO_INGESTS, f"run page, {kind}")

@@ -1,6 +1,7 @@
 """The console on a phone and by keyboard, in Chromium: no page is wider than a 390 px
-screen, axe-core finds no violation on any page for a viewer, an operator and an admin, and
-the live refresh of a running run keeps focus, scroll position and open details."""
+screen, axe-core finds no violation on any page for a viewer, an operator and an admin (a
+running run's page held still while axe reads it), and the live refresh of a running run
+keeps focus, scroll position and open details."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .browsing import axe_violations
 from .test_browser import WAIT_MS, browser  # noqa: F401 (the fixture)
 
 PHONE = {"width": 390, "height": 844}
-ROWS = 20_000  # 40 batches of a second each: the run stays running while the test looks
+ROWS = 90_000  # 180 batches of a second each: the run stays running while the test looks
 STACK_ENV = {"ETL_FAULT": "slow_batches:step=save:ms=1000"}
 STACK_FILES = {
     "rows.csv": lambda: "id,name\n" + "".join(f"{i}, name {i} \n" for i in range(ROWS)),
@@ -65,11 +66,28 @@ def _trigger(page: Page, pipeline_id: str) -> str:
     return _run_of(page)
 
 
-def _problems(page: Page, path: str) -> list[str]:
-    """What is wrong with `path` on a phone: overflow, an unreachable Sign out, axe."""
+HOLD = "() => { document.body.dataset.paused = '1'; }"  # console.js: no refresh from now on
+REFRESHED = "() => Number(document.body.dataset.refreshed || 0)"
+
+
+def _problems(page: Page, path: str, *, status: str | None = None) -> list[str]:
+    """What is wrong with `path` on a phone: overflow, an unreachable Sign out, axe. A run
+    page is held still (no live refresh) while it is read; `status`: the run it shows must
+    be in that state (the page being checked is the one meant)."""
     page.goto(path)
+    return _problems_here(page, path, status=status)
+
+
+def _problems_here(page: Page, where: str, *, status: str | None = None) -> list[str]:
+    """`_problems` of the page as it is now (after a form's answer, say)."""
     expect(page.locator("main")).to_be_visible()
+    page.evaluate(HOLD)
+    refreshed = page.evaluate(REFRESHED)
     found = []
+    if status is not None:
+        shown = page.locator("h1 .badge").text_content()
+        if shown != status:
+            found.append(f"the run is {shown}, not {status}: its {status} page went unchecked")
     width = page.evaluate("() => document.documentElement.scrollWidth")
     if width > PHONE["width"]:
         found.append(f"{width} px wide, past the edge: {page.evaluate(WIDE, PHONE['width'])}")
@@ -79,7 +97,9 @@ def _problems(page: Page, path: str) -> list[str]:
         if box is None or box["x"] + box["width"] > PHONE["width"]:
             found.append(f"Sign out is off screen ({box})")
     found += axe_violations(page)
-    return [f"{path}: {p}" for p in found]
+    if page.evaluate(REFRESHED) != refreshed:
+        found.append("the live refresh rewrote the page while axe read it")
+    return [f"{where}: {p}" for p in found]
 
 
 def test_every_page_fits_a_phone_and_passes_axe_for_every_role(
@@ -100,21 +120,32 @@ def test_every_page_fits_a_phone_and_passes_axe_for_every_role(
     expect(admin.locator("h1 .badge")).to_have_text("succeeded")
     assert stack.req("POST", f"/pipelines/{quick}/pause")[0] == 200  # its page says so
     running = _trigger(admin, slow)
-    admin.goto(f"/ui/pipelines/{quick}")
-    admin.click(".preview-form button[type=submit]")
-    expect(admin).to_have_url(re.compile(r"/preview$"))
-    problems = [f"/preview: {p}" for p in axe_violations(admin)]
-    if admin.evaluate("() => document.documentElement.scrollWidth") > PHONE["width"]:
-        problems.append("/preview: wider than the phone")
+    problems = []
     pages = ["/ui/", "/ui/runs", f"/ui/pipelines/{slow}", f"/ui/pipelines/{quick}",
-             f"/ui/runs/{done}", f"/ui/runs/{running}", f"/ui/runs/{uuid.uuid4()}",
+             f"/ui/runs/{done}", f"/ui/runs/{uuid.uuid4()}",
              f"/ui/pipelines/{quick}?a=1&b=1"]  # fmt: skip
     admin_only = ["/ui/audit", "/ui/tokens", f"/ui/pipelines/{quick}/delete"]
     for token, extra in ((viewer, ["/ui/audit"]), (operator, []), (ADMIN_TOKEN, admin_only)):
         page = _phone(browser, stack, token)
+        # the running run first, while it surely runs (asserted: `status`)
+        problems += _problems(page, f"/ui/runs/{running}", status="running")
         for path in pages + extra:  # a viewer's /ui/audit is the 403 page
             problems += _problems(page, path)
-    problems += _problems(_phone(browser, stack, None), "/ui/login")
+    admin.goto(f"/ui/pipelines/{quick}")
+    admin.click(".preview-form button[type=submit]")
+    expect(admin).to_have_url(re.compile(r"/preview$"))
+    problems += _problems_here(admin, "/preview")
+    admin.goto("/ui/tokens")  # the answer to a new token: its secret, shown once
+    admin.fill(".token-create input[name=name]", "a_token_with_a_long_name_for_a_small_phone")
+    admin.click(".token-create button[type=submit]")
+    expect(admin.locator("#issued-secret")).to_be_visible()
+    problems += _problems_here(admin, "/ui/tokens (a new token's secret)")
+    signed_out = _phone(browser, stack, None)
+    problems += _problems(signed_out, "/ui/login")
+    signed_out.fill("input[name=token]", "not-a-token-of-anyone")
+    signed_out.click("#sign-in")
+    expect(signed_out.locator("p.error")).to_be_visible()
+    problems += _problems_here(signed_out, "/ui/login (a wrong token)")
     assert not problems, "\n".join(problems)
 
 
@@ -139,6 +170,12 @@ def test_the_live_refresh_keeps_focus_scroll_and_open_details(
     assert page.evaluate("() => document.activeElement.id") == "cancel"
     assert page.evaluate("() => window.scrollY") == 300
     assert read.evaluate("d => d.open") is not was_open
+    page.evaluate(HOLD)  # the documented hold: nothing changes until it is lifted
+    held = page.evaluate(REFRESHED)
+    page.wait_for_timeout(2500)
+    assert page.evaluate(REFRESHED) == held
+    page.evaluate("() => { delete document.body.dataset.paused; }")
+    page.wait_for_function(f"() => Number(document.body.dataset.refreshed || 0) > {held}")
     page.keyboard.press("Enter")  # the focused Cancel button, by keyboard
     expect(page.locator("p.notice")).to_have_text(re.compile("Cancel requested"))
     expect(page.locator("h1 .badge")).to_have_text("canceled")

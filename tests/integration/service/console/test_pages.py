@@ -407,6 +407,33 @@ def test_runs_show_how_long_they_took_or_have_been_running(env: Env) -> None:
     assert gone.status_code == 200 and "No runs match" in gone.text
 
 
+def test_a_deleted_pipelines_run_names_it_deleted_with_no_link_and_no_resume(env: Env) -> None:
+    pid = env.create("short_lived")
+    c = env.browser(OPERATOR)
+    c.get(f"/ui/pipelines/{pid}")
+    run_id = c.post(f"/ui/pipelines/{pid}/trigger", csrf=c.csrf).headers["location"]
+    run_id = run_id.split("/")[-1].split("?")[0]
+    env.sql(
+        "UPDATE runs SET status = 'failed', started_at = now(), finished_at = now()"
+        " WHERE id = %(id)s",
+        {"id": run_id},
+    )
+    link = f'<a href="/ui/pipelines/{pid}">short_lived</a>'
+    page = c.get(f"/ui/runs/{run_id}").text
+    assert link in page and 'id="resume"' in page  # a live pipeline's failed run
+    assert link in c.get("/ui/runs").text
+    admin = {"Authorization": f"Bearer {TOKENS[ADMIN]}"}
+    assert env.api.simulate_delete(f"/api/v1/pipelines/{pid}", headers=admin).status_code == 204
+    page = c.get(f"/ui/runs/{run_id}")
+    assert page.status_code == 200
+    assert '<span class="pipeline-deleted">short_lived (deleted)</span>' in page.text
+    assert f'href="/ui/pipelines/{pid}' not in page.text and 'id="resume"' not in page.text
+    listed = c.get("/ui/runs").text
+    assert "short_lived (deleted)" in listed and f'href="/ui/pipelines/{pid}"' not in listed
+    refused = c.post(f"/ui/runs/{run_id}/resume", csrf=c.csrf)  # a stale page's button
+    assert refused.status_code == 409 and "was deleted" in refused.text
+
+
 def test_audit_page_filters_for_admins(env: Env) -> None:
     pid = env.create("audited")
     c = env.browser(ADMIN)

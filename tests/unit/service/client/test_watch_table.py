@@ -1,13 +1,14 @@
 """The run table of `etl runs show` / `watch` at 80 columns: long step names that share a
-prefix stay distinguishable."""
+prefix stay distinguishable, and every step says how long it took or has been running."""
 
 from __future__ import annotations
 
 import io
+from datetime import UTC, datetime
 
 from rich.console import Console
 
-from service.client.watch import RateMeter, step_lines, table
+from service.client.watch import RateMeter, plain_line, run_header, step_lines, table
 
 PREFIX = "normalise_customer_addresses_of_region_"
 
@@ -20,10 +21,13 @@ def _run(*names: str) -> dict:
     return {"id": "8d0c5c7e-6f1e-4a4e-9a53-7d3c2b1a0f00", "status": "succeeded", "steps": steps}
 
 
+NOW = datetime(2026, 1, 1, 0, 12, 3, tzinfo=UTC)  # the server's clock, as the client saw it
+
+
 def _rendered(run: dict, width: int) -> list[str]:
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=True, color_system=None)
-    console.print(table(run, step_lines(run, {}, RateMeter()), console.width))
+    console.print(table(run, step_lines(run, {}, RateMeter(), NOW), console.width, NOW))
     return out.getvalue().splitlines()
 
 
@@ -31,11 +35,43 @@ def test_long_names_sharing_a_prefix_print_distinctly_at_80_columns() -> None:
     names = [f"{PREFIX}north_east", f"{PREFIX}north_west", f"{PREFIX}south", "load"]
     lines = _rendered(_run(*names), 80)
     assert all(len(line) <= 80 for line in lines)
-    cells = [line.split("\u2502")[1].strip() for line in lines if "transform" in line]
+    rows = [line.split("\u2502") for line in lines if "12345/12345" in line]
+    cells = [row[1].strip() for row in rows]
     assert len(cells) == 4 and len(set(cells)) == 4, cells
     assert cells[3] == "load"  # a name that fits stays whole
     assert cells[0].endswith("east") and cells[1].endswith("west")
     assert "succeeded" in lines[-2] and "12345/12345" in lines[-2]  # the other cells whole
+    assert all("2.0 s" in [c.strip() for c in row] for row in rows), rows  # the durations
+
+
+def test_a_running_step_and_run_say_how_long_they_have_been_running_at_80_columns() -> None:
+    names = [f"{PREFIX}north_east", f"{PREFIX}north_west", "load"]
+    run = _run(*names)
+    run.update(status="running", started_at="2026-01-01T00:00:00Z")
+    run["steps"][1].update(status="running", finished_at=None)
+    run["steps"][2].update(status="pending", started_at=None, finished_at=None)
+    lines = _rendered(run, 80)
+    assert lines[0].startswith(f"run {run['id']} running (running for 12 min 03 s)")
+    assert all(len(line) <= 80 for line in lines)
+    rows = {row[1].strip(): [c.strip() for c in row[2:]]
+            for row in (line.split("\u2502") for line in lines) if len(row) > 3}  # fmt: skip
+    assert len(rows) == 3, lines  # three steps, their names distinct
+    assert "duration" in lines[2]  # the column's heading
+    by_state = {cells[0]: cells[1] for cells in rows.values()}
+    assert by_state == {"succeeded": "2.0 s", "running": "12 min 03 s", "pending": "-"}
+
+
+def test_plain_lines_and_the_header_say_took_or_running_for() -> None:
+    run = _run("read", "save")
+    run.update(started_at="2026-01-01T00:00:00Z", finished_at="2026-01-01T00:00:04.25Z")
+    run["steps"][1].update(status="running", finished_at=None)
+    read, save = step_lines(run, {}, RateMeter(), NOW)
+    assert plain_line(read).endswith("  took 2.0 s")
+    assert plain_line(save).endswith("  running for 12 min 03 s")
+    assert run_header(run, NOW) == f"run {run['id']} succeeded (took 4.2 s)"
+    assert run_header(run) == f"run {run['id']} succeeded"  # what `watch` compares, unchanged
+    run.update(status="queued", started_at=None, finished_at=None, queue_position=2)
+    assert run_header(run, NOW) == f"run {run['id']} queued (queue position 2)"
 
 
 def test_a_wide_terminal_shows_whole_names() -> None:
