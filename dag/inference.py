@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dag.errors import ConfigValueError
-from dag.records import RawRecord
+from dag.records import ColumnRecords, RawRecord
 from dag.types import COLUMN_TYPES, convert_value, show_value
 
 # Canonical int64 text (the bound checked apart for 19 digits) and ISO date shapes, one per
@@ -47,14 +47,21 @@ class ColumnInference:
         self._doubts = {n: _Doubt() for n in header if n not in self.declared}
 
     def observe(self, records: Sequence[RawRecord]) -> None:
-        """Take one batch of records into account."""
+        """Take one batch of records into account. A batch read a column at a time
+        (`ColumnRecords`, text and null only) is checked by its distinct values."""
+        by_column = isinstance(records, ColumnRecords) and not records.built
         for name, doubt in self._doubts.items():
             if not (doubt.int_ok or doubt.date_ok):
                 continue  # a string already: no value can change that
-            values = [r.values.get(name) for r in records]
-            present = [v for v in values if v is not None and v != ""]
+            if by_column:
+                values = records.column(name)
+                count = len(values) - values.count(None) - values.count("")
+                present = list(set(values).difference((None, "")))
+            else:
+                present = [v for r in records if (v := r.values.get(name)) is not None and v != ""]
+                count = len(present)
             if present:
-                doubt.values += len(present)
+                doubt.values += count
                 _check(doubt, present, records, name)
 
     def columns(self) -> dict[str, str]:
@@ -117,14 +124,17 @@ def _any_bad_date(texts: list[object]) -> bool:
 
 def _first_failing(records: Sequence[RawRecord], name: str, column_type: str) -> tuple | None:
     """(line, value) of the first present value of column `name` that is not of the type."""
-    for record in records:
-        value = record.values.get(name)
+    if isinstance(records, ColumnRecords) and not records.built:
+        lined = zip(records.lines(), records.column(name), strict=True)
+    else:
+        lined = ((record.line, record.values.get(name)) for record in records)
+    for line, value in lined:
         if value is None or value == "":
             continue
         try:
             convert_value(value, column_type)
         except ValueError:
-            return record.line, value
+            return line, value
     return None
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,70 @@ class RawRecord:
     values: dict[str, Any]
 
 
+class ColumnRecords(Sequence[RawRecord]):
+    """The good records of a batch read a column at a time (`dag.csvparts`, a batch whose
+    records are one per line, from `first_line` on): their values by column, in header
+    order, null as None. The batch-level steps (null markers, inference, typing) work on
+    the columns; anything else sees a sequence of `RawRecord`s, built on first use."""
+
+    def __init__(self, header: Sequence[str], columns: list[list[Any]], first_line: int):
+        self.header = list(header)
+        self.columns = columns
+        self.first_line = first_line
+        self._records: list[RawRecord] | None = None
+        self._length = len(columns[0]) if columns else 0
+
+    def column(self, name: str) -> list[Any]:
+        """The values of column `name`, in record order (mutable: null markers go in place)."""
+        return self.columns[self.header.index(name)]
+
+    def lines(self) -> range:
+        """The line of each record, in record order."""
+        return range(self.first_line, self.first_line + self._length)
+
+    @property
+    def built(self) -> bool:
+        """True once the records were built (a change to the columns no longer shows)."""
+        return self._records is not None
+
+    def _built(self) -> list[RawRecord]:
+        if self._records is None:
+            header = self.header
+            self._records = [
+                RawRecord(line, dict(zip(header, row, strict=True)))
+                for line, row in zip(self.lines(), zip(*self.columns, strict=True), strict=True)
+            ]
+        return self._records
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> RawRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RawRecord]: ...
+    def __getitem__(self, index):
+        return self._built()[index]
+
+    def __iter__(self) -> Iterator[RawRecord]:
+        return iter(self._built())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ColumnRecords({len(self)} records from line {self.first_line})"
+
+
 @dataclass
 class RawBatch:
     """Up to `batch_size` input records (good ones and row errors) and where the next starts."""
 
-    records: list[RawRecord]
+    records: Sequence[RawRecord]
     row_errors: list[RowError]
     end: Position
     header: list[str] = field(default_factory=list)

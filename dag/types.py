@@ -28,7 +28,7 @@ from operator import itemgetter
 from typing import Any
 
 from dag.limits import INT64_MAX, INT64_MIN
-from dag.records import RawRecord, RowError
+from dag.records import ColumnRecords, RawRecord, RowError
 
 __all__ = [
     "COLUMN_TYPES",
@@ -148,10 +148,12 @@ def _type_columns(
     anything but text and null: the caller then converts record by record."""
     if not records or not columns:
         return None
-    rows = [record.values for record in records]
     names = list(columns)
     by_column: list = []
-    if len(names) > 1:  # one C-level pass per record, then a transposition
+    if isinstance(records, ColumnRecords) and not records.built:
+        by_column = [records.column(name) for name in names]  # read so: no transposition
+    rows = [] if by_column else [record.values for record in records]
+    if len(names) > 1 and not by_column:  # one C-level pass per record, then a transposition
         try:
             by_column = list(zip(*map(itemgetter(*names), rows), strict=True))
         except KeyError:  # a record without some column (JSON): null there
@@ -216,6 +218,11 @@ def null_out(records: Iterable[RawRecord], null_values: Collection[str]) -> None
     if not null_values:
         return
     nulls = frozenset(null_values)
+    if isinstance(records, ColumnRecords) and not records.built:
+        for column in records.columns:  # a column at a time: one C-level check each
+            if not nulls.isdisjoint(column):
+                column[:] = [None if v in nulls else v for v in column]
+        return
     for record in records:
         values = record.values
         try:

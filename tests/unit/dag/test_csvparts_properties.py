@@ -246,6 +246,7 @@ def test_property_any_bytes_give_records_and_row_errors_on_disjoint_lines(blob, 
 def _exact_only(data: bytes, **kwargs) -> list[RawBatch]:
     """`read` with every batch read by the exact line-by-line reader."""
     with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(csvparts, "_bare_batch", lambda *a: None)
         monkeypatch.setattr(csvparts, "_plain_batch", lambda *a: None)
         return read(data, **kwargs)
 
@@ -278,3 +279,33 @@ def test_property_the_plain_reader_agrees_on_well_formed_files(generated, batch_
     delimiter, data, *_ = generated
     exact = _exact_only(data, delimiter=delimiter, batch_size=batch_size)
     assert read(data, delimiter=delimiter, batch_size=batch_size) == exact
+
+
+BARE_PIECES = st.sampled_from(
+    [b"a", b"1", b",", b";", b'"x"', b'""', b'"a,b"', b'"q""q"', b"\n", b" ", b"\xc3\xa9", b""]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(BARE_PIECES, max_size=80), st.integers(1, 6), st.booleans())
+def test_property_the_bare_reader_agrees_with_the_exact_one(pieces, batch_size, plain_too):
+    """Bytes made mostly of batches the bare reader takes (quoted fields on one line, empty
+    and quoted-empty values, short and long rows): the same batches, records, lines, row
+    errors and positions as the exact reader alone, with or without the plain reader."""
+    data = b"h1,h2\n" + b"".join(pieces)
+    exact = _exact_only(data, batch_size=batch_size)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        if not plain_too:
+            monkeypatch.setattr(csvparts, "_plain_batch", lambda *a: None)
+        assert read(data, batch_size=batch_size) == exact
+
+
+def test_the_bare_reader_reads_one_record_per_line_a_column_at_a_time():
+    data = b'id,name,note\n1,"Ann ""A""","a, b"\n2,,x\n3,Bo,""'
+    batches = read(data, batch_size=2)
+    assert [type(b.records).__name__ for b in batches] == ["ColumnRecords", "list"]
+    assert batches[0].records.columns == [["1", "2"], ['Ann "A"', None], ["a, b", "x"]]
+    assert batches[1].records[0].values == {"id": "3", "name": "Bo", "note": ""}
+    assert [r.line for b in batches for r in b.records] == [2, 3, 4]
+    assert batches[1].end == Position(len(data), 4)
+    assert read(data, batch_size=2) == _exact_only(data, batch_size=2)
