@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
-from itertools import islice
+from itertools import islice, pairwise
 from typing import BinaryIO
 
 from dag.errors import CsvFormatError
@@ -296,23 +296,23 @@ def read_csv_batches(
 def _bare_batch(
     stream: BinaryIO, header: list[str], delimiter: str, batch_size: int, begin: Position
 ) -> RawBatch | None:
-    """The commonest batch: `batch_size` whole lines (fewer at the end of the file), each
-    one record of the header's width, in valid UTF-8 without CR, NUL or empty lines, and
-    every quoted field closed on its own line (an even number of `"` on each line), no line
-    with a quote longer than `LONG_LINE_BYTES` (see `_plain_batch`), and either no empty
-    value or no `""` on its line (so every empty value is null). Lines without a quote are
-    split by `str.split`, which gives what `csv.reader` gives for them; the batch's other
-    lines go through one `csv.reader` call. None for anything else, which the next reader
-    then reads from `begin` again."""
+    """The commonest batch: `batch_size` records (fewer at the end of the file) of the
+    header's width, in valid UTF-8 without CR, NUL or empty lines, each record the lines up
+    to the first one at which its count of `"` is even (`_bare_lines`), no record with a
+    quote longer than `LONG_LINE_BYTES` (see `_plain_batch`), and either no empty value or
+    no `""` in its record (so every empty value is null). A batch without a quote is split by
+    `str.split`, which gives what `csv.reader` gives for such lines; one with quotes goes
+    through one `csv.reader` call over its records, which must give one row per record (a
+    quote that does not open a field, say, gives fewer). Its records come a column at a time
+    (`ColumnRecords`). None for anything else, which the next reader reads from `begin`."""
     stream.seek(begin.offset)
-    raw = list(islice(stream, batch_size))
-    data = b"".join(raw)
+    read = _bare_lines(stream, batch_size)
+    if read is None:
+        return None
+    data, starts = read
     if not data or b"\r" in data or b"\x00" in data or b"\n\n" in data or data[:1] == b"\n":
         return None
-    size, quoted, empty_quoted = len(data), b'"' in data, b'""' in data
-    if quoted and max(map(len, raw)) > LONG_LINE_BYTES:
-        return None
-    del raw
+    size, empty_quoted = len(data), b'""' in data
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -321,30 +321,69 @@ def _bare_batch(
     ends_line = text.endswith("\n")
     lines = (text[:-1] if ends_line else text).split("\n")
     del text
-    if not quoted:
+    if starts is None:  # no quote: one record per line
+        texts, first_lines = lines, None
         rows = [line.split(delimiter) for line in lines]
     else:
-        if any(line.count('"') % 2 for line in lines):
-            return None  # a quoted field spans lines, or a stray quote
+        bounds = [*starts, len(lines)]
+        texts = [lines[i] if j == i + 1 else "\n".join(lines[i:j]) for i, j in pairwise(bounds)]
+        first_lines = [begin.line + i for i in starts]
         try:
-            rows = list(csv.reader(lines, delimiter=delimiter, strict=True))
+            rows = list(csv.reader(texts, delimiter=delimiter, strict=True))
         except csv.Error:
             return None
     width = len(header)
-    if len(rows) != len(lines) or any(len(row) != width for row in rows):
+    if len(rows) != len(texts) or set(map(len, rows)) != {width}:
         return None
     columns = [list(column) for column in zip(*rows, strict=True)]
     del rows
     for column in columns:
         if "" in column:
             if empty_quoted and any(
-                v == "" and '""' in t for v, t in zip(column, lines, strict=True)
+                v == "" and '""' in t for v, t in zip(column, texts, strict=True)
             ):
                 return None  # that empty value may be a quoted one (`""`), not null
             column[:] = [None if v == "" else v for v in column]
     end = Position(begin.offset + size, begin.line + len(lines) - (not ends_line))
     stream.seek(end.offset)
-    return RawBatch(ColumnRecords(header, columns, begin.line), [], end, list(header))
+    records = ColumnRecords(header, columns, begin.line, first_lines)
+    return RawBatch(records, [], end, list(header))
+
+
+def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | None] | None:
+    """The bytes of the next `batch_size` records as `_bare_batch` reads them (whole lines,
+    pulled in C), and the index of each record's first line, None when the batch holds no
+    quote (every line is then a record). A record ends at the first line at which its count
+    of `"` is even. None when a quote is still open at the end of the file, or a record with
+    a quote is longer than `LONG_LINE_BYTES`."""
+    raw = list(islice(stream, batch_size))
+    data = b"".join(raw)
+    if b'"' not in data:
+        return data, None
+    starts: list[int] = []
+    count, lines, open_at = 0, 0, 0
+    while len(starts) < batch_size or count % 2:
+        if not raw:
+            if count % 2:
+                return None  # a quote open to the end of the file: the exact reader's
+            break
+        for line in raw:
+            if not count % 2:
+                starts.append(lines)
+                open_at = len(line) if line.count(b'"') % 2 else 0
+            elif open_at:
+                open_at += len(line)
+            count += line.count(b'"')
+            lines += 1
+            if open_at > LONG_LINE_BYTES or (not count % 2 and len(line) > LONG_LINE_BYTES):
+                return None
+        more = batch_size - len(starts) if not count % 2 else 1
+        raw = list(islice(stream, more)) if more > 0 else []
+        if raw:
+            data += b"".join(raw)
+        elif not count % 2:
+            break
+    return data, starts
 
 
 def _plain_batch(

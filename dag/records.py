@@ -54,15 +54,22 @@ class RawRecord:
 
 
 class ColumnRecords(Sequence[RawRecord]):
-    """The good records of a batch read a column at a time (`dag.csvparts`, a batch whose
-    records are one per line, from `first_line` on): their values by column, in header
-    order, null as None. The batch-level steps (null markers, inference, typing) work on
+    """The good records of a batch read a column at a time (`dag.csvparts`: records one per
+    line from `first_line` on, or starting at `first_lines`): their values by column, in
+    header order, null as None. The batch-level steps (null markers, inference, typing) work on
     the columns; anything else sees a sequence of `RawRecord`s, built on first use."""
 
-    def __init__(self, header: Sequence[str], columns: list[list[Any]], first_line: int):
+    def __init__(
+        self,
+        header: Sequence[str],
+        columns: list[list[Any]],
+        first_line: int,
+        first_lines: list[int] | None = None,
+    ):
         self.header = list(header)
         self.columns = columns
         self.first_line = first_line
+        self._first_lines = first_lines  # each record's first line, when not one per line
         self._records: list[RawRecord] | None = None
         self._length = len(columns[0]) if columns else 0
 
@@ -70,8 +77,10 @@ class ColumnRecords(Sequence[RawRecord]):
         """The values of column `name`, in record order (mutable: null markers go in place)."""
         return self.columns[self.header.index(name)]
 
-    def lines(self) -> range:
-        """The line of each record, in record order."""
+    def lines(self) -> Sequence[int]:
+        """The first line of each record, in record order."""
+        if self._first_lines is not None:
+            return self._first_lines
         return range(self.first_line, self.first_line + self._length)
 
     @property

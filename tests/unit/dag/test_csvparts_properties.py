@@ -282,15 +282,32 @@ def test_property_the_plain_reader_agrees_on_well_formed_files(generated, batch_
 
 
 BARE_PIECES = st.sampled_from(
-    [b"a", b"1", b",", b";", b'"x"', b'""', b'"a,b"', b'"q""q"', b"\n", b" ", b"\xc3\xa9", b""]
+    [
+        b"a",
+        b"1",
+        b",",
+        b";",
+        b'"x"',
+        b'""',
+        b'"a,b"',
+        b'"q""q"',
+        b'"l\nm"',
+        b'"\n"',
+        b"\n",
+        b'a"b',
+        b" ",
+        b"\xc3\xa9",
+        b"",
+    ]
 )
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(BARE_PIECES, max_size=80), st.integers(1, 6), st.booleans())
 def test_property_the_bare_reader_agrees_with_the_exact_one(pieces, batch_size, plain_too):
-    """Bytes made mostly of batches the bare reader takes (quoted fields on one line, empty
-    and quoted-empty values, short and long rows): the same batches, records, lines, row
+    """Bytes made mostly of batches the bare reader takes (quoted fields, on one line or
+    across lines, quotes inside unquoted fields, empty and quoted-empty values, short and
+    long rows): the same batches, records, lines, row
     errors and positions as the exact reader alone, with or without the plain reader."""
     data = b"h1,h2\n" + b"".join(pieces)
     exact = _exact_only(data, batch_size=batch_size)
@@ -308,4 +325,13 @@ def test_the_bare_reader_reads_one_record_per_line_a_column_at_a_time():
     assert batches[1].records[0].values == {"id": "3", "name": "Bo", "note": ""}
     assert [r.line for b in batches for r in b.records] == [2, 3, 4]
     assert batches[1].end == Position(len(data), 4)
+    assert read(data, batch_size=2) == _exact_only(data, batch_size=2)
+
+
+def test_the_bare_reader_takes_quoted_fields_across_lines():
+    data = b'id,note\n1,"a\nb, c"\n2,x\n3,"p\n\nq"\n'
+    batches = read(data, batch_size=2)
+    assert type(batches[0].records).__name__ == "ColumnRecords"
+    assert batches[0].records.columns == [["1", "2"], ["a\nb, c", "x"]]
+    assert batches[0].records.lines() == [2, 4] and batches[0].end == Position(23, 5)
     assert read(data, batch_size=2) == _exact_only(data, batch_size=2)
