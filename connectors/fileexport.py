@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import orjson
+
 from connectors.errors import ChunkMissing, ExportPathRefused
 from dag.paths import relative_path_problem, split_relative_path
 from dag.records import RowError
@@ -168,8 +170,14 @@ def count_records(paths: Iterable[Path], fmt: str) -> int:
 
 
 def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
-    """One JSON object per line (UTF-8, not ASCII-escaped), keys in record order."""
-    return "".join(_encode_json(r) + "\n" for r in records).encode("utf-8")
+    """One JSON object per line (UTF-8, not ASCII-escaped), keys in record order: by
+    orjson, which writes the standard encoder's bytes several times faster, or by the
+    standard encoder for a batch orjson refuses (a lone surrogate, an int beyond 64 bits)."""
+    records = list(records)
+    try:
+        return b"".join([orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records])
+    except orjson.JSONEncodeError:
+        return "".join(_encode_json(r) + "\n" for r in records).encode("utf-8")
 
 
 # One encoder for every record: json.dumps with options builds a new one per call.

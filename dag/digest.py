@@ -32,7 +32,9 @@ from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
-__all__ = ["DIGEST_SEED", "chain_bytes", "chain_rows", "encode_rows"]
+import orjson
+
+__all__ = ["DIGEST_SEED", "chain_bytes", "chain_rows", "dumps_compact", "encode_rows"]
 
 DIGEST_SEED = hashlib.sha256(b"etl-digest-v2").hexdigest()
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -50,7 +52,19 @@ def encode_rows(records: Sequence[Mapping[str, Any]], names: Sequence[str]) -> b
             rows = [[r.get(n) for n in names] for r in records]
     else:
         rows = [[r.get(n) for n in names] for r in records]
-    return _encode(rows).encode("utf-8", "surrogatepass")
+    return dumps_compact(rows)
+
+
+def dumps_compact(value: Any) -> bytes:
+    """`value` (lists, tuples, dicts with str keys, str, int, None) as the compact JSON
+    of `json.dumps(value, separators=(",", ":"), ensure_ascii=False)` in UTF-8: by orjson,
+    which writes exactly those bytes several times faster; by the standard encoder (lone
+    surrogates kept with `surrogatepass`) for what orjson refuses: a lone surrogate, an int
+    beyond 64 bits."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return _encode(value).encode("utf-8", "surrogatepass")
 
 
 def encode_names(names: Sequence[str]) -> bytes:

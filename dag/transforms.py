@@ -38,7 +38,8 @@ Ops (docs/plan-format.md has the config shapes):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from dag.errors import ConfigValueError, Int64OverflowError
@@ -260,19 +261,32 @@ class _Aggregate(Transform):
         self, records: Sequence[Record], first_ordinal: int = 1
     ) -> tuple[list[Record], list[RowError]]:
         groups, column, group_by = self._groups, self._column, self._group_by
-        for record in records:
-            key = tuple(record[name] for name in group_by)
+        # The batch's values by group (C-level picks), then each group's values at once.
+        values = list(map(itemgetter(column), records))
+        if not group_by:
+            keys: Iterable[tuple] = [()] * len(values)
+        elif len(group_by) == 1:
+            keys = zip(map(itemgetter(group_by[0]), records))
+        else:
+            keys = map(itemgetter(*group_by), records)
+        by_key: dict[tuple, list] = {}
+        for key, value in zip(keys, values, strict=True):
+            bucket = by_key.get(key)
+            if bucket is None:
+                by_key[key] = [value]
+            else:
+                bucket.append(value)
+        for key, bucket in by_key.items():
             acc = groups.get(key)
             if acc is None:
                 acc = groups[key] = [0, 0, None, None]
-            acc[0] += 1
-            value = record[column]
-            if value is not None:
-                acc[1] += value  # Python ints are exact; the range is checked at finish()
-                if acc[2] is None or value < acc[2]:
-                    acc[2] = value
-                if acc[3] is None or value > acc[3]:
-                    acc[3] = value
+            acc[0] += len(bucket)
+            present = [v for v in bucket if v is not None]
+            if present:
+                acc[1] += sum(present)  # Python ints are exact; the range is checked at finish()
+                low, high = min(present), max(present)
+                acc[2] = low if acc[2] is None else min(acc[2], low)
+                acc[3] = high if acc[3] is None else max(acc[3], high)
         return [], []
 
     def state(self) -> dict[str, Any]:

@@ -372,3 +372,36 @@ def test_property_any_batch_split_gives_the_same_output(config, records, cuts):
     assert errors == expected_errors
     assert records == before  # inputs are never mutated
     assert all(list(r) == list(whole.output_columns) for r in out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", None]),
+            st.sampled_from([1, 2]),
+            st.one_of(st.none(), st.integers(-5, 5)),
+        ),
+        max_size=40,
+    ),
+    st.integers(1, 7),
+    st.sampled_from([[], ["g"], ["g", "h"]]),
+)
+def test_property_aggregate_matches_a_plain_computation(rows, batch, group_by):
+    """Any batch split, any group key (nulls included): the counts, sums, minima and maxima
+    of a naive loop over all records, groups in first-seen order."""
+    columns = {"g": "string", "h": "int", "v": "int"}
+    records = [dict(zip(columns, row, strict=True)) for row in rows]
+    transform = build_transform({"op": "aggregate", "column": "v", "group_by": group_by}, columns)
+    for i in range(0, len(records), batch):
+        assert transform.apply(records[i : i + batch]) == ([], [])
+    expected: dict[tuple, list] = {} if group_by or records else {(): []}
+    for r in records:
+        expected.setdefault(tuple(r[c] for c in group_by), []).append(r["v"])
+    want = []
+    for key, values in expected.items():
+        present = [v for v in values if v is not None]
+        want.append({**dict(zip(group_by, key, strict=True)), "count": len(values),
+                     "sum": sum(present), "min": min(present, default=None),
+                     "max": max(present, default=None)})  # fmt: skip
+    assert transform.finish() == want
