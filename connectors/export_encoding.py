@@ -194,18 +194,19 @@ def _encode_column(values: list[Any]) -> list[str] | None:
     column instead of Python code per value; None when it holds anything else, or a NUL
     (the separator here; COPY refuses it anyway)."""
     kinds = set(map(type, values))
+    nulls = type(None) in kinds
     if kinds <= _INT_OR_NULL:
-        fields = list(map(str, values))
-    elif kinds <= _TEXT_OR_NULL:
-        texts = ["" if v is None else v for v in values] if type(None) in kinds else values
-        joined = "\x00".join(texts)
-        if joined.count("\x00") != len(values) - 1:
-            return None
-        fields = ('"' + joined.replace('"', '""').replace("\x00", '"\x00"') + '"').split("\x00")
-    else:
+        if not nulls:
+            return list(map(str, values))
+        # str(None) is the only "None" an int column can give: one C-level replace
+        return "\x00".join(map(str, values)).replace("None", _NULL_FIELD).split("\x00")
+    if not kinds <= _TEXT_OR_NULL:
         return None
-    if type(None) in kinds:
-        for i, value in enumerate(values):
-            if value is None:
-                fields[i] = _NULL_FIELD
+    texts = ["" if v is None else v for v in values] if nulls else values
+    joined = "\x00".join(texts)
+    if joined.count("\x00") != len(values) - 1:
+        return None
+    fields = ('"' + joined.replace('"', '""').replace("\x00", '"\x00"') + '"').split("\x00")
+    if nulls:
+        fields = [_NULL_FIELD if v is None else f for v, f in zip(values, fields, strict=True)]
     return fields

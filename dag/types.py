@@ -44,6 +44,9 @@ COLUMN_TYPES = ("int", "string", "date")
 ISO_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 _INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+# What str() gives back for an int, one per line: `0`, or digits without a leading zero,
+# with a minus sign or not (not `-0`, `+1`, `1_000`, ` 1` or other scripts' digits).
+_CANONICAL_INTS = re.compile(r"(?:(?:0|-?[1-9][0-9]*)\n)*")
 # Longer text cannot be in range, and int() refuses very long digit strings anyway.
 _INT_TEXT_MAX_LEN = len(str(INT64_MIN))
 
@@ -184,18 +187,23 @@ def _parse_column(texts: list[str], column_type: str) -> list | None:
     real dates; None when one of them is neither. Canonical int text is what str() gives
     back for its int(), and a real date `YYYY-MM-DD` what isoformat() gives back for its
     date (`-0` and the year 0000 fail here and are left to the per-record path)."""
-    parse, show = (int, str) if column_type == "int" else (date.fromisoformat, date.isoformat)
+    if column_type == "int":
+        # Canonical int text, checked by one regular expression over the whole column
+        # (`_CANONICAL_INTS`), then converted by a C-level map; the range checked after.
+        lines = "\n".join(texts) + "\n"
+        if lines.count("\n") != len(texts) or not _CANONICAL_INTS.fullmatch(lines):
+            return None  # a value with a line break in it, or one that is not canonical
+        parsed = list(map(int, texts))
+        if parsed and (min(parsed) < INT64_MIN or max(parsed) > INT64_MAX):
+            return None
+        return parsed
     try:
-        parsed = list(map(parse, texts))
+        parsed = list(map(date.fromisoformat, texts))
     except ValueError:
         return None
-    if list(map(show, parsed)) != texts:
+    if list(map(date.isoformat, parsed)) != texts:
         return None
-    if column_type != "int":
-        return texts
-    if parsed and (min(parsed) < INT64_MIN or max(parsed) > INT64_MAX):
-        return None
-    return parsed
+    return texts
 
 
 def _row_error(

@@ -429,3 +429,29 @@ def test_a_value_a_declared_type_cannot_hold_is_a_row_error_never_converted(
     typed, errors = type_records(records, {"c": column_type}, first_ordinal=6)
     assert typed == []
     assert [(e.line, e.record, e.column, e.reason) for e in errors] == [(7, 6, "c", reason)]
+
+
+INT_TEXTS = st.one_of(
+    st.sampled_from(["0", "-0", "7", "-12", "007", "+1", "1_0", " 1", "1 ", "1\n2", "\n",
+                     "\u0661", "9223372036854775807", "9223372036854775808",
+                     "-9223372036854775808", "-9223372036854775809", "", "x"]),
+    st.integers(-(2**65), 2**65).map(str),
+    st.none(),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(INT_TEXTS, max_size=30))
+def test_property_typing_a_column_at_a_time_is_typing_each_value(texts):
+    """The column-at-a-time int typing gives what `convert_value` gives value by value:
+    the same records, and a row error for exactly the records with a bad value."""
+    records = [RawRecord(i + 2, {"n": t}) for i, t in enumerate(texts)]
+    typed, errors = type_records(records, {"n": "int"})
+    want, bad = [], []
+    for i, t in enumerate(texts):
+        try:
+            want.append({"n": convert_value(t, "int")})
+        except ValueError:
+            bad.append(i + 1)
+    assert typed == want
+    assert [e.record for e in errors] == bad
