@@ -16,7 +16,8 @@ the map, both group-bys (count, sum, min, max), the filter, both tables through 
 with the COPY recipe of the pandas documentation, and the three files. It needs the
 `bench` extra (`pip install -e '.[bench]'`: pandas, SQLAlchemy), which the product does not.
 
-Each repeat runs, interleaved so that a change in the machine's load hits all three: the
+Each repeat runs, interleaved so that a change in the machine's load hits all three (each
+platform run starts with the plan's two sandbox tables emptied, as pandas replaces its own): the
 platform with stage fusion (POST trigger -> run succeeded, two executors, production
 timings), the platform with `ETL_FUSION=0`, and the pandas script. Printed: the median of
 the repeats and their range, each platform figure's ratio to the pandas run of the same
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 
 from bench.import_100k import run_pipeline
+from ddl import connect
 from drills.datasets import flights_csv
 from drills.report import seconds
 from drills.topology import Topology
@@ -104,6 +106,23 @@ def pandas_script(path: Path, db_url: str, out: Path) -> float:
     return elapsed
 
 
+def _empty_tables(topo: Topology) -> None:
+    """Empty the plan's two sandbox tables before a run: the pandas script replaces its
+    tables every time, so each run writes into an empty table, not one a previous repeat
+    filled (a run's rows stay in its table export's table by design)."""
+    conn = connect(topo.db_url, "bench-real-dag")
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT to_regclass('sandbox.bench_flights'), to_regclass('sandbox.bench_jfk')"
+            )
+            tables = [t for t in cur.fetchone() if t is not None]
+            if tables:
+                cur.execute(f"TRUNCATE {', '.join(tables)}")
+    finally:
+        conn.close()
+
+
 def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f} .. {max(values):.2f})"
 
@@ -128,6 +147,7 @@ def main() -> None:
         pandas_db = topologies["fused"].db_url
         for i in range(args.repeat):
             for label, topo in topologies.items():
+                _empty_tables(topo)
                 took, run = run_pipeline(topo, pipelines[label])
                 times[label].append(took)
                 last[label] = run
