@@ -73,7 +73,9 @@ class FileSource:
     resumed attempt gets the types its step recorded. `null_values` are null before
     inference and typing. With `limit` (a preview) it reads only the first `limit` input
     records after inferring over the whole file as a run does, and a cut batch has no
-    resumable position."""
+    resumable position. It touches no connection: a run reads it ahead (`actors.prefetch`)."""
+
+    reads_ahead = True
 
     def __init__(
         self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
@@ -149,7 +151,10 @@ class FileSource:
 
 class TableSource:
     """Ingest from a sandbox table in primary-key order (keyset pagination); with `limit` (a
-    preview) only its first `limit` rows."""
+    preview) only its first `limit` rows. It reads on a sandbox connection of its own,
+    opened where it is read: a run reads it ahead (`actors.prefetch`)."""
+
+    reads_ahead = True
 
     def __init__(
         self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
