@@ -29,6 +29,7 @@ from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
 from connectors.table_export import (
     TableExport,
     check_export_columns,
+    cluster_id,
     count_run_rows,
     drop_staging,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "check_export_columns",
     "check_rel_path",
     "check_table_name",
+    "cluster_id",
     "count_records",
     "count_run_rows",
     "drop_staging",
