@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -41,7 +41,6 @@ from actors.group import (
 )
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
 from actors.outputs import commit_batch, write_batch
-from actors.prefetch import ReadAhead
 from actors.progress import fresh_progress, load_context
 from actors.settings import ExecutorSettings
 from actors.sql import QUERIES
@@ -271,14 +270,10 @@ class StepRunner:
             started = self._clock()
             checkpoint = root.ctx.progress.checkpoint if root.claim else None
             records_before = root.ctx.progress.records_in if root.claim else 0
-            source = root.work.source
-            batches = source.batches(checkpoint, records_before)
-            depth = self.settings.read_ahead if getattr(source, "reads_ahead", False) else 0
-            with ReadAhead(batches, depth) if depth else nullcontext(batches) as batches:
-                for batch in batches:
-                    self._check(conn, heartbeat, started)
-                    if batch.records_in > 0:
-                        self._run_batch(conn, claim.run_id, batch, heartbeat)
+            for batch in root.work.source.batches(checkpoint, records_before):
+                self._check(conn, heartbeat, started)
+                if batch.records_in > 0:
+                    self._run_batch(conn, claim.run_id, batch, heartbeat)
             self._check(conn, heartbeat, started)
             self._complete(conn, claim.run_id)
         except StepCanceled:

@@ -23,4 +23,3 @@ class ExecutorSettings:
     reject_dir: Path
     faults: Faults = field(default_factory=Faults)
     fusion: bool = True  # run the steps that hang off a step in one pass with it
-    read_ahead: int = 2  # input batches of a file or table made ahead (`actors.prefetch`)

@@ -74,9 +74,7 @@ class FileSource:
     resumed attempt gets the types its step recorded. `null_values` are null before
     inference and typing. With `limit` (a preview) it reads only the first `limit` input
     records after inferring over the whole file as a run does, and a cut batch has no
-    resumable position. It touches no connection: a run reads it ahead (`actors.prefetch`)."""
-
-    reads_ahead = True
+    resumable position."""
 
     def __init__(
         self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
@@ -152,10 +150,7 @@ class FileSource:
 
 class TableSource:
     """Ingest from a sandbox table in primary-key order (keyset pagination); with `limit` (a
-    preview) only its first `limit` rows. It reads on a sandbox connection of its own,
-    opened where it is read: a run reads it ahead (`actors.prefetch`)."""
-
-    reads_ahead = True
+    preview) only its first `limit` rows."""
 
     def __init__(
         self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None

@@ -50,7 +50,6 @@ def run_executor(cfg: Config, name: str) -> int:
         reject_dir=cfg.reject_dir,
         faults=Faults.parse(cfg.fault),
         fusion=cfg.fusion,
-        read_ahead=cfg.read_ahead,
     )
     runner = StepRunner(
         settings,
