@@ -174,10 +174,9 @@ def _type_columns(
             if parsed is None:
                 return None
             if len(present) < len(column):
-                values = iter(parsed)
-                column = [next(values) if v else None for v in column]
-            else:
-                column = parsed
+                for i in _falsy_positions(column):  # ascending: each lands where it was
+                    parsed.insert(i, None)
+            column = parsed
         converted.append(column)
     return list(map(dict, map(partial(zip, names), zip(*converted, strict=True))))
 
@@ -206,6 +205,22 @@ def _parse_column(texts: list[str], column_type: str) -> list | None:
     return texts
 
 
+def _positions(values: list, value: object) -> list[int]:
+    """The indexes of `value` in `values`, ascending, found by C-level `list.index`."""
+    found, i = [], -1
+    try:
+        while True:
+            i = values.index(value, i + 1)
+            found.append(i)
+    except ValueError:
+        return found
+
+
+def _falsy_positions(column: list) -> list[int]:
+    """The indexes of the nulls (`None` and `""`) of a text column, ascending."""
+    return sorted([*_positions(column, None), *_positions(column, "")])
+
+
 def _row_error(
     record: RawRecord, ordinal: int, converters: list[tuple[str, Callable[[Any], Any]]]
 ) -> RowError:
@@ -227,9 +242,10 @@ def null_out(records: Iterable[RawRecord], null_values: Collection[str]) -> None
         return
     nulls = frozenset(null_values)
     if isinstance(records, ColumnRecords) and not records.built:
-        for column in records.columns:  # a column at a time: one C-level check each
-            if not nulls.isdisjoint(column):
-                column[:] = [None if v in nulls else v for v in column]
+        for column in records.columns:  # a column at a time: C-level checks and finds
+            for marker in nulls.intersection(column):
+                for i in _positions(column, marker):
+                    column[i] = None
         return
     for record in records:
         values = record.values
