@@ -184,13 +184,10 @@ def open_member(
     run_id: str,
     settings: ExecutorSettings,
     connect_sandbox: Callable[[], Any],
-    state_cluster: int | None = None,
 ) -> None:
     """Open a member's source, computation, sink and reject file (`m.work`); a fused or
     replayed member reads its upstream member's output, with that member's columns. A
-    member with an attempt and no checkpoint starts fresh, fenced. `state_cluster` is the
-    state database's `connectors.cluster_id` (a table export on the same cluster lets its
-    checkpoint's commit flush its staged batches)."""
+    member with an attempt and no checkpoint starts fresh, fenced."""
     s, ctx = settings, m.ctx
     step, cp = ctx.step, ctx.progress.checkpoint or {}
     env = StepEnv(
@@ -201,7 +198,6 @@ def open_member(
         state_conn=conn,
         sandbox_connect=connect_sandbox,
         upstream=ctx.upstream,
-        state_cluster=state_cluster,
     )
     if m.upstream is not None:
         up = m.upstream

@@ -55,7 +55,6 @@ __all__ = ["LEASE_LOST", "ExecutorSettings", "StepRunner"]
 log = logging.getLogger("etl.executor")
 # Pauses between tries to reach a database that went away (restart, terminated sessions).
 MAX_TAKE_BACKS = 10  # per attempt
-_UNKNOWN = object()
 RECONNECT_WAITS_S = (0.2, 0.5, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0)
 
 
@@ -84,7 +83,6 @@ class StepRunner:
         self._group: list[Member] = []  # the running attempt's members, in order
         self._heartbeat: Heartbeat | None = None  # the running attempt's
         self._spans: AttemptSpans | None = None  # the running attempt's (`actors.tracing`)
-        self._state_cluster: Any = _UNKNOWN  # `_cluster`, once read
 
     def _state_conn(self):
         if self._conn is None or self._conn.closed:
@@ -288,19 +286,7 @@ class StepRunner:
 
     def _open(self, conn, m: Member, run_id: str) -> None:
         """Open a member's parts (`group.open_member`) with this executor's settings."""
-        s = self.settings
-        open_member(conn, m, self._group, run_id, s, self._connect_sandbox, self._cluster())
-
-    def _cluster(self) -> int | None:
-        """The state database's cluster (`connectors.cluster_id`), read once on a connection
-        of its own (the attempt's may be inside a transaction)."""
-        if self._state_cluster is _UNKNOWN:
-            conn = self._connect_state()
-            try:
-                self._state_cluster = connectors.cluster_id(conn)
-            finally:
-                conn.close()
-        return self._state_cluster
+        open_member(conn, m, self._group, run_id, self.settings, self._connect_sandbox)
 
     def _leave(self, conn, m: Member, exc: Exception) -> None:
         """`m`, a fused follower, failed: it leaves the group (`endings.leave`)."""

@@ -63,7 +63,6 @@ class StepEnv:
     state_conn: Any
     sandbox_connect: Callable[[], Any]
     upstream: dict[str, tuple[dict[str, str], int]] = field(default_factory=dict)
-    state_cluster: int | None = None  # `connectors.cluster_id` of the state database
 
 
 class FileSource:
@@ -314,11 +313,6 @@ class TableSink:
 
     def __init__(self, step: Step, env: StepEnv, columns: dict[str, str]):
         self.conn = env.sandbox_connect()
-        # The batch's checkpoint commits on the state database after the staged batch: on
-        # the same cluster that commit flushes the batch too (one WAL, flushed in order).
-        same_wal = env.state_cluster is not None and connectors.cluster_id(self.conn) == (
-            env.state_cluster
-        )
         self.export = connectors.TableExport(
             self.conn,
             step.config["table"],
@@ -326,7 +320,6 @@ class TableSink:
             step.name,
             columns,
             step.config.get("key"),
-            flushed_by_caller=same_wal,
         )
         self.table = step.config["table"]
 

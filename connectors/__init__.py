@@ -29,7 +29,6 @@ from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
 from connectors.table_export import (
     TableExport,
     check_export_columns,
-    cluster_id,
     count_run_rows,
     drop_staging,
 )
@@ -59,7 +58,6 @@ __all__ = [
     "check_export_columns",
     "check_rel_path",
     "check_table_name",
-    "cluster_id",
     "count_records",
     "count_run_rows",
     "drop_staging",

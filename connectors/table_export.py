@@ -68,14 +68,7 @@ class TableExport:
 
     `conn` is a sandbox connection (not autocommit) used by this export alone; every method
     is one sandbox transaction. Call `prepare()` at the start of every attempt; a step that
-    starts over calls `discard()` first.
-
-    `flushed_by_caller`: the caller commits each batch's checkpoint after its `write_batch`,
-    on a connection to the same PostgreSQL cluster (`cluster_id`), whose one WAL is flushed
-    in order. The batch's staging commit then does not wait for its own flush
-    (`synchronous_commit = off` for the staged batches only): the checkpoint's commit
-    flushes it with its own, and a crash before that loses both, so the batch is written
-    again. Publish and discard still wait."""
+    starts over calls `discard()` first."""
 
     def __init__(
         self,
@@ -85,8 +78,6 @@ class TableExport:
         step_name: str,
         columns: Mapping[str, str],
         key_column: str | None = None,
-        *,
-        flushed_by_caller: bool = False,
     ):
         if conn.autocommit:
             raise ValueError("TableExport needs a connection with autocommit off")
@@ -96,7 +87,6 @@ class TableExport:
         self.step_name = step_name
         self.columns = check_export_columns(columns, key_column)
         self.key_column = key_column
-        self.flushed_by_caller = flushed_by_caller
         digest = _staging_digest(self.run_id, step_name)
         self.staging_name = f"s_{digest}"
         self._staging = sql.Identifier(STAGE_SCHEMA, self.staging_name)
@@ -117,10 +107,6 @@ class TableExport:
         """Create `sandbox.<table>` if missing (else check it fits: a missing column is
         added, a type conflict is `TableConflict`) and the staging table if missing."""
         with self._conn, self._conn.cursor() as cur:
-            # for this session's staged batches from the next transaction on (publish and
-            # discard set it back for theirs); this one waits, as it creates tables
-            cur.execute("SET synchronous_commit = " + ("off" if self.flushed_by_caller else "on"))
-            cur.execute("SET LOCAL synchronous_commit = on")
             cur.execute(QUERIES["lock_export_table"], {"lock_key": _lock_key(self.table)})
             relation = get_relation(cur, SANDBOX_SCHEMA, self.table)
             if relation is None:
@@ -236,7 +222,6 @@ class TableExport:
         conn = self._conn
         try:
             with conn.cursor() as cur:
-                cur.execute("SET LOCAL synchronous_commit = on")
                 try:
                     cur.execute(sql.SQL(QUERIES["lock_staging"]).format(staging=self._staging))
                 except psycopg2.errors.UndefinedTable:
@@ -284,7 +269,6 @@ class TableExport:
         """Drop the staging table (an uncommitted or abandoned step); `sandbox.<table>` is
         left alone."""
         with self._conn, self._conn.cursor() as cur:
-            cur.execute("SET LOCAL synchronous_commit = on")
             cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=self._staging))
 
     def _encode_batch(
@@ -360,18 +344,6 @@ def drop_staging(conn: Connection, run_id: object, step_name: str) -> bool:
         staging = sql.Identifier(STAGE_SCHEMA, name)
         cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=staging))
     return True
-
-
-def cluster_id(conn: Connection) -> int | None:
-    """The PostgreSQL cluster `conn` talks to (its `system_identifier`, set by initdb), or
-    None when the server does not tell; read in a transaction of its own (`conn` must have
-    none open)."""
-    try:
-        with conn, conn.cursor() as cur:
-            cur.execute("SELECT system_identifier FROM pg_control_system()")
-            return int(cur.fetchone()[0])
-    except psycopg2.Error:
-        return None
 
 
 def count_run_rows(conn: Connection, table: str, run_id: object, step_name: str) -> int | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import uuid
 
-import psycopg2
 import pytest
 
 from connectors import (
@@ -14,7 +13,6 @@ from connectors import (
     TableConflict,
     TableExport,
     TableRefused,
-    cluster_id,
 )
 from connectors.sql import QUERIES
 from connectors.table_export import STAGE_SCHEMA, count_run_rows
@@ -427,64 +425,3 @@ def test_an_attempt_going_on_from_a_checkpoint_checks_what_is_staged(conn, other
     run(other, f"DROP TABLE {STAGE_SCHEMA}.{export.staging_name}")
     with pytest.raises(StagingLost, match="is gone where 1 committed batch"):
         export.check_staged(1, 5)
-
-
-# ---------------------------------------------------------------- commits flushed by the caller
-
-
-def test_one_cluster_is_known_as_one_from_any_database(conn, other, template_db) -> None:
-    """`cluster_id` tells the same cluster apart from another: two connections (and another
-    database of the server) give one identifier, PostgreSQL's own."""
-    assert cluster_id(conn) is not None
-    assert cluster_id(conn) == cluster_id(other)
-    admin = psycopg2.connect(dbname=template_db, host=conn.info.host, port=conn.info.port,
-                             user=conn.info.user)  # fmt: skip
-    try:
-        assert cluster_id(admin) == cluster_id(conn)
-        assert conn.info.transaction_status == psycopg2.extensions.TRANSACTION_STATUS_IDLE
-    finally:
-        admin.close()
-
-
-class _CommitsSeen(psycopg2.extensions.connection):
-    """A connection that notes the `synchronous_commit` each of its commits ran with."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.commits: list[str] = []
-
-    def commit(self) -> None:
-        with self.cursor() as cur:
-            cur.execute("SHOW synchronous_commit")
-            self.commits.append(cur.fetchone()[0])
-        super().commit()
-
-
-def test_staged_batches_flushed_by_the_caller_do_not_wait_publish_does(db_url) -> None:
-    """With `flushed_by_caller`, the staged batches commit without waiting for their WAL
-    flush (the caller's checkpoint commit on the same cluster flushes them); publish and
-    discard still wait; without it every commit waits. The rows are the same either way."""
-    conn = psycopg2.connect(db_url, connection_factory=_CommitsSeen)
-    try:
-        run_id = uuid.uuid4()
-        records = sample_records(1_000)
-        export = TableExport(conn, "customers", run_id, "to_table", COLUMNS, "id",
-                             flushed_by_caller=True)  # fmt: skip
-        export.prepare()
-        for seq in range(2):
-            batch = records[seq * 500 : (seq + 1) * 500]
-            assert export.write_batch(seq, batch, seq * 500 + 1) == []
-        assert conn.commits == ["on", "off", "off"]  # prepare set it for the session
-        assert export.publish() == 1_000
-        assert conn.commits[-1] == "on"
-        assert count_published(conn, run_id) == 1_000
-        gone = TableExport(conn, "customers", uuid.uuid4(), "x", COLUMNS, "id",
-                           flushed_by_caller=True)  # fmt: skip
-        gone.prepare()
-        gone.discard()
-        assert conn.commits[-1] == "on"
-        plain = staged_export(conn, uuid.uuid4(), step="other")
-        plain.write_batch(0, records[:500], 1)
-        assert conn.commits[-2:] == ["on", "on"]
-    finally:
-        conn.close()
