@@ -298,8 +298,8 @@ def _bare_batch(
 ) -> RawBatch | None:
     """The commonest batch: `batch_size` records (fewer at the end of the file) of the
     header's width, in valid UTF-8 without CR, NUL or empty lines, each record the lines up
-    to the first one at which its count of `"` is even (`_bare_lines`), no record with a
-    quote longer than `LONG_LINE_BYTES` (see `_plain_batch`), and either no empty value or
+    to the first one at which its count of `"` is even (`_bare_lines`), no line or record
+    longer than `LONG_LINE_BYTES` (see `_plain_batch`), and either no empty value or
     no `""` in its record (so every empty value is null). A batch without a quote is split by
     `str.split`, which gives what `csv.reader` gives for such lines; one with quotes goes
     through one `csv.reader` call over its records, which must give one row per record (a
@@ -354,9 +354,11 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
     """The bytes of the next `batch_size` records as `_bare_batch` reads them (whole lines,
     pulled in C), and the index of each record's first line, None when the batch holds no
     quote (every line is then a record). A record ends at the first line at which its count
-    of `"` is even. None when a quote is still open at the end of the file, or a record with
-    a quote is longer than `LONG_LINE_BYTES`."""
+    of `"` is even. None when a quote is still open at the end of the file, or a line or a
+    record with a quote is longer than `LONG_LINE_BYTES`."""
     raw = list(islice(stream, batch_size))
+    if raw and max(map(len, raw)) > LONG_LINE_BYTES:
+        return None  # `_plain_batch` splits a long line holding one copy of it at a time
     data = b"".join(raw)
     if b'"' not in data:
         return data, None
