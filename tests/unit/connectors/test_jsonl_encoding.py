@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors import encode_jsonl
-
-_STANDARD = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-VALUES = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.text(),  # any code point, lone surrogates included
-    st.sampled_from(["\u2028\u2029", "\x7f", "\ud800", 'a"\\/\b\f\n\r\t', "\U0001f600"]),
-)
+from tests.unit.jsonvalues import STANDARD, VALUES
 
 
 @settings(max_examples=300, deadline=None)
@@ -25,7 +15,7 @@ VALUES = st.one_of(
 def test_property_jsonl_lines_are_the_standard_encoders(records):
     """Byte for byte the standard encoder's lines; a lone surrogate is refused as before."""
     try:
-        expected = "".join(_STANDARD(r) + "\n" for r in records).encode("utf-8")
+        expected = "".join(STANDARD(r) + "\n" for r in records).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: refused as before
         with pytest.raises(UnicodeEncodeError):
             encode_jsonl(records)

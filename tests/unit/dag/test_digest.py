@@ -6,7 +6,6 @@ Property tests use hypothesis with `max_examples=200, deadline=None`.
 from __future__ import annotations
 
 import hashlib
-import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +18,7 @@ from dag.digest import (
     encode_rows,
 )
 from dag.types import INT64_MAX, INT64_MIN
+from tests.unit.jsonvalues import STANDARD, VALUES
 
 PROPERTY = settings(max_examples=200, deadline=None)
 NAMES = ["id", "name", "day"]
@@ -118,16 +118,6 @@ def test_property_a_different_order_gives_a_different_digest(records, rnd):
 
 # --- orjson writes the standard encoder's bytes --------------------------------------------
 
-_STANDARD = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-VALUES = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.text(),  # any code point, lone surrogates included
-    st.text(alphabet=st.characters(max_codepoint=0x7F)),
-    st.sampled_from(["\u2028\u2029", "\x7f", "\ud800", 'a"\\/\b\f\n\r\t', "\U0001f600"]),
-)
-
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.tuples(VALUES, VALUES, VALUES), max_size=8))
@@ -137,5 +127,5 @@ def test_property_the_canonical_bytes_are_the_standard_encoders(rows):
     not used to read them back: it reads an int beyond 64 bits as a float)."""
     names = ["a", "b", "c"]
     records = [dict(zip(names, row, strict=True)) for row in rows]
-    expected = _STANDARD([list(row) for row in rows]).encode("utf-8", "surrogatepass")
+    expected = STANDARD([list(row) for row in rows]).encode("utf-8", "surrogatepass")
     assert encode_rows(records, names) == expected
