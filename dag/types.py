@@ -186,6 +186,8 @@ def _parse_column(texts: list[str], column_type: str) -> list | None:
     real dates; None when one of them is neither. Canonical int text is what str() gives
     back for its int(), and a real date `YYYY-MM-DD` what isoformat() gives back for its
     date (`-0` and the year 0000 fail here and are left to the per-record path)."""
+    if not texts:
+        return []
     if column_type == "int":
         # Canonical int text, checked by one regular expression over the whole column
         # (`_CANONICAL_INTS`), then converted by a C-level map; the range checked after.

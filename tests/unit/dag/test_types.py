@@ -455,3 +455,16 @@ def test_property_typing_a_column_at_a_time_is_typing_each_value(texts):
             bad.append(i + 1)
     assert typed == want
     assert [e.record for e in errors] == bad
+
+
+def test_a_batch_whose_int_column_is_all_null_is_typed_a_column_at_a_time(monkeypatch):
+    """No fallback to the per-value path for a column without a value in the batch."""
+    import dag.types
+
+    def no_slow_path(*_args):
+        raise AssertionError("converted value by value")
+
+    monkeypatch.setitem(dag.types._CONVERTERS, "int", no_slow_path)
+    records = [RawRecord(2, {"n": None, "m": "4"}), RawRecord(3, {"n": "", "m": "5"})]
+    typed, errors = type_records(records, {"n": "int", "m": "int"})
+    assert typed == [{"n": None, "m": 4}, {"n": None, "m": 5}] and errors == []
