@@ -19,11 +19,10 @@ import csv
 import datetime as dt
 import io
 from collections.abc import Iterable, Mapping
-from operator import itemgetter
 from typing import Any
 
 from dag.limits import INT64_MAX, INT64_MIN
-from dag.records import RowError
+from dag.records import RowError, column_values
 from dag.types import ISO_DATE_TEXT
 
 # How the fast path writes null: QUOTE_NONNUMERIC quotes every string and leaves numbers bare,
@@ -57,7 +56,7 @@ def encode_batch(
         keys = [str(k) for k in raw]
         if len(set(keys)) != len(keys):
             return None
-    values = _columns_of(records, list(columns))
+    values = column_values(records, list(columns))
     fields = [_encode_column(column) for column in [*values, keys]]
     if None not in fields:
         if seq is not None:
@@ -72,17 +71,6 @@ def encode_batch(
         for *row, key in zip(*values, keys, strict=True)
     )
     return buf, keys
-
-
-def _columns_of(records: list[Mapping[str, Any]], names: list[str]) -> list[list[Any]]:
-    """The records' values column by column (a missing column is null): one C-level
-    `itemgetter` pass per record and a transposition, not a Python call per value."""
-    if len(names) > 1 and records:
-        try:
-            return [list(c) for c in zip(*map(itemgetter(*names), records), strict=True)]
-        except KeyError:  # a record without some column: null there
-            pass
-    return [[r.get(c) for r in records] for c in names]
 
 
 def screen_export_batch(

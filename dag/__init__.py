@@ -2,7 +2,7 @@
 decisions, CSV/JSON batching, column types, transforms and digests. No I/O of its own."""
 
 from dag.csvparts import read_csv_batches
-from dag.digest import DIGEST_SEED, chain_bytes, chain_rows, dumps_compact, encode_rows
+from dag.digest import DIGEST_SEED, chain_bytes, chain_rows, encode_rows
 from dag.errors import (
     ConfigValueError,
     CsvFormatError,
@@ -91,7 +91,6 @@ __all__ = [
     "chain_rows",
     "decide",
     "decide_retry",
-    "dumps_compact",
     "encode_rows",
     "fusion_group",
     "infer_columns",

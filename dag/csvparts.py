@@ -354,8 +354,8 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
     """The bytes of the next `batch_size` records as `_bare_batch` reads them (whole lines,
     pulled in C), and the index of each record's first line, None when the batch holds no
     quote (every line is then a record). A record ends at the first line at which its count
-    of `"` is even. None when a quote is still open at the end of the file, or a line or a
-    record with a quote is longer than `LONG_LINE_BYTES`."""
+    of `"` is even. None when a quote is still open at the end of the file, or a line (or,
+    in a batch with quotes, a record) is longer than `LONG_LINE_BYTES`."""
     raw = list(islice(stream, batch_size))
     if raw and max(map(len, raw)) > LONG_LINE_BYTES:
         return None  # `_plain_batch` splits a long line holding one copy of it at a time
@@ -363,7 +363,7 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
     if b'"' not in data:
         return data, None
     starts: list[int] = []
-    count, lines, open_at = 0, 0, 0
+    count, lines, record_bytes = 0, 0, 0
     while len(starts) < batch_size or count % 2:
         if not raw:
             if count % 2:
@@ -372,13 +372,12 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
         for line in raw:
             if not count % 2:
                 starts.append(lines)
-                open_at = len(line) if line.count(b'"') % 2 else 0
-            elif open_at:
-                open_at += len(line)
+                record_bytes = 0
+            record_bytes += len(line)
             count += line.count(b'"')
             lines += 1
-            if open_at > LONG_LINE_BYTES or (not count % 2 and len(line) > LONG_LINE_BYTES):
-                return None
+            if record_bytes > LONG_LINE_BYTES:
+                return None  # a long quoted record: `csv.reader` would hold 4 bytes a char
         more = batch_size - len(starts) if not count % 2 else 1
         raw = list(islice(stream, more)) if more > 0 else []
         if raw:

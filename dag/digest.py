@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DIGEST_SEED", "chain_bytes", "chain_rows", "dumps_compact", "encode_rows"]
+__all__ = ["DIGEST_SEED", "chain_bytes", "chain_rows", "encode_rows"]
 
 DIGEST_SEED = hashlib.sha256(b"etl-digest-v2").hexdigest()
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -52,10 +52,10 @@ def encode_rows(records: Sequence[Mapping[str, Any]], names: Sequence[str]) -> b
             rows = [[r.get(n) for n in names] for r in records]
     else:
         rows = [[r.get(n) for n in names] for r in records]
-    return dumps_compact(rows)
+    return _dumps_compact(rows)
 
 
-def dumps_compact(value: Any) -> bytes:
+def _dumps_compact(value: Any) -> bytes:
     """`value` (lists, tuples, dicts with str keys, str, int, None) as the compact JSON
     of `json.dumps(value, separators=(",", ":"), ensure_ascii=False)` in UTF-8: by orjson,
     which writes exactly those bytes several times faster; by the standard encoder (lone

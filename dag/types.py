@@ -24,11 +24,10 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
 from functools import partial
-from operator import itemgetter
 from typing import Any
 
 from dag.limits import INT64_MAX, INT64_MIN
-from dag.records import ColumnRecords, RawRecord, RowError
+from dag.records import ColumnRecords, RawRecord, RowError, column_values
 
 __all__ = [
     "COLUMN_TYPES",
@@ -152,19 +151,13 @@ def _type_columns(
     if not records or not columns:
         return None
     names = list(columns)
-    by_column: list = []
     if isinstance(records, ColumnRecords) and not records.built:
-        by_column = [records.column(name) for name in names]  # read so: no transposition
-    rows = [] if by_column else [record.values for record in records]
-    if len(names) > 1 and not by_column:  # one C-level pass per record, then a transposition
-        try:
-            by_column = list(zip(*map(itemgetter(*names), rows), strict=True))
-        except KeyError:  # a record without some column (JSON): null there
-            pass
-    if not by_column:
-        by_column = [[row.get(name) for row in rows] for name in names]
+        # read so: no transposition (copies: the batch's columns stay as they were read)
+        by_column = [list(records.column(name)) for name in names]
+    else:
+        by_column = column_values([record.values for record in records], names)
     converted = []
-    for column, column_type in zip(map(list, by_column), columns.values(), strict=True):
+    for column, column_type in zip(by_column, columns.values(), strict=True):
         if not set(map(type, column)) <= _TEXT_OR_NULL:
             return None
         if column_type != "string":
