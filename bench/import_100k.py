@@ -10,9 +10,9 @@ change in the machine's load hits both):
 - shape (b): the same plus a JSONL file export of the normalised records; its baseline also
   writes the JSONL file (json.dumps per record, fsync at the end).
 
-- (a) pipeline: POST trigger -> run succeeded through the API and two executors,
-  production timings; (b) the baseline; (c) their ratio (median, and the range over the
-  runs); (d) peak RSS of each executor (/proc, VmHWM);
+- (a) pipeline: POST trigger -> the run's `finished_at` (`run_pipeline`), through the API
+  and two executors, production timings; (b) the baseline; (c) their ratio (median, and
+  the range over the runs); (d) peak RSS of each executor (/proc, VmHWM);
 - (e) a 30-step chain of small transforms vs a 1-step run: (chain - one) / 29 per step;
 - (f) trigger -> first attempt started, median of 50 (run.created_at and the attempt's
   started_at, both on the database clock).

@@ -18,7 +18,7 @@ with the COPY recipe of the pandas documentation, and the three files. It needs 
 
 Each repeat runs, interleaved so that a change in the machine's load hits all three (each
 platform run starts with the plan's two sandbox tables emptied, as pandas replaces its own): the
-platform with stage fusion (POST trigger -> run succeeded, two executors, production
+platform with stage fusion (POST trigger -> the run's `finished_at`, two executors, production
 timings), the platform with `ETL_FUSION=0`, and the pandas script. Printed: the median of
 the repeats and their range, each platform figure's ratio to the pandas run of the same
 repeat, every step's time of the last fused run, and the executors' peak RSS."""
