@@ -13,6 +13,11 @@ class LeaseLost(ActorError):
     """Our lease on a step attempt was taken over: stop without committing anything."""
 
 
+class StagingRefused(ActorError):
+    """A batch's staging rows, sent with its commit, were refused: compute it again and stage
+    it by the table export's per-batch path, which reports what was wrong as row errors."""
+
+
 class StepTimeout(ActorError):
     """The attempt ran past the step timeout (retryable)."""
 

@@ -3,7 +3,9 @@
 Grammar: `KIND:key=value:key=value[,KIND:...]`. Kinds, named for what they do:
 - `crash_after_export:step=S:batch=N[:attempt=A]` - the executor kills itself (SIGKILL)
   right after exporting batch N (1-based) of step S and before that batch's checkpoint
-  commits; only in attempt A (default 1), so the recovery attempt goes through.
+  commits (the batches before it committed); only in attempt A (default 1), so the
+  recovery attempt goes through. A table export's batch that is staged in its commit
+  (`actors.committer`) is not staged then either.
 - `fail_attempts:step=S:times=K` - attempts 1..K of step S fail with a transient error.
 - `slow_batches:step=S:ms=M` - each batch of step S takes M ms longer (to aim kills)."""
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from actors.errors import InjectedCrash
@@ -60,11 +63,16 @@ class Faults:
         if fault:
             time.sleep(int(fault.params.get("ms", "100")) / 1000)
 
-    def after_export(self, step: str, batch_number: int, attempt: int) -> None:
+    def after_export(
+        self, step: str, batch_number: int, attempt: int, before_kill: Callable[[], None]
+    ) -> None:
+        """`crash_after_export`: `before_kill` first (the executor lets the batches before
+        this one finish committing), then SIGKILL."""
         fault = self._find("crash_after_export", step)
         if (
             fault
             and int(fault.params.get("batch", "1")) == batch_number
             and int(fault.params.get("attempt", "1")) == attempt
         ):
+            before_kill()
             os.kill(os.getpid(), signal.SIGKILL)

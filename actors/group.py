@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import connectors
 from actors import lineage
+from actors.committer import StagedRows
 from actors.errors import ReplayMismatch
 from actors.leases import Claim, Heartbeat, fence
 from actors.progress import StepContext, StepWork, fresh_progress, load_context
@@ -46,6 +47,7 @@ class Member:
     upstream: Member | None = None  # the member whose output it reads; None for the first
     work: StepWork | None = None  # opened at its first input
     out: MemberOutput | None = None  # this batch's output
+    staged: StagedRows | None = None  # this batch's table rows, staged in its commit
     skip: float = 0  # replayed: output batches the next member has consumed already
     expected_digest: str = ""  # replayed: the output digest its step recorded
     done: bool = False  # processed this batch (its checkpoint commits with the batch)

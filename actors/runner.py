@@ -4,7 +4,10 @@ For every input batch the executor computes the output, writes exports and rejec
 idempotent per batch number and invisible until the step commits), then commits the output
 batch, the checkpoint (input position, counters, running digests, aggregate state) in ONE
 transaction that starts with the lease fence. A crash re-runs only the unfinished batch; a
-stale executor's commit changes nothing.
+stale executor's commit changes nothing. That transaction is sent while the next batch is
+computed (`actors.committer`); when the sandbox is the state database, a table export's
+rows of the batch are staged in it too, and rows it refuses (a key another batch staged)
+send the attempt back to its checkpoint to stage them batch by batch (`StagingRefused`).
 
 The claimed step runs with its fusion group (`actors.group`): every input batch goes through
 all of its members in one pass; each member still commits its own checkpoint, counters and
@@ -27,8 +30,15 @@ from dramatiq.middleware.time_limit import TimeLimitExceeded
 
 import connectors
 from actors import lineage
+from actors.committer import BatchCommitter, StepCommit
 from actors.endings import LEASE_LOST, end_canceled, fail, finish, leave, release, unfuse
-from actors.errors import ExecutorStopping, LeaseLost, StepCanceled, StepTimeout
+from actors.errors import (
+    ExecutorStopping,
+    LeaseLost,
+    StagingRefused,
+    StepCanceled,
+    StepTimeout,
+)
 from actors.faults import Faults
 from actors.group import (
     Member,
@@ -40,7 +50,7 @@ from actors.group import (
     open_member,
 )
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
-from actors.outputs import commit_batch, write_batch
+from actors.outputs import write_batch
 from actors.progress import fresh_progress, load_context
 from actors.settings import ExecutorSettings
 from actors.sql import QUERIES
@@ -69,10 +79,16 @@ class StepRunner:
         connect_sandbox: Callable[[], Any],
         wake_run: Callable[[str, str, int | None], None],
         wake_attempt: Callable[[int, str], None],
+        connect_commits: Callable[[], Any] | None = None,
         stopping: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
+        """`connect_commits` opens the asynchronous session the batches commit on while
+        the next batch is computed (`ddl.connect(..., asynchronous=True)`); without it, or
+        with `settings.overlap` off, each batch commits on the state connection and waits."""
         self.settings = settings
+        self._committer = BatchCommitter(connect_commits if settings.overlap else None)
+        self._defer_staging = False  # the running attempt stages table rows in its commits
         self._connect_state = connect_state
         self._connect_sandbox = connect_sandbox
         self._wake_run = wake_run
@@ -131,6 +147,7 @@ class StepRunner:
             max_age_s=s.step_timeout_s + 2 * s.heartbeat_s,
         )
         self._group, self._heartbeat = [], heartbeat
+        self._defer_staging = s.overlap and s.sandbox_in_state
         with heartbeat:
             outcome, delay_ms = self._run_claimed(claim, heartbeat, ctx)
         self._group, self._heartbeat = [], None
@@ -182,6 +199,11 @@ class StepRunner:
                 _rollback(conn)
                 log.warning("lease lost, stopping: %s", exc, extra=ctx)
                 return LEASE_LOST, None
+            except StagingRefused as exc:
+                _rollback(conn)
+                self._defer_staging = False
+                log.info("%s; going on from the checkpoint, batch by batch", exc, extra=ctx)
+                continue
             except ExecutorStopping:
                 _rollback(conn)
                 next_attempt = release(conn, claim, self._follower_claims(), s, heartbeat)
@@ -272,6 +294,7 @@ class StepRunner:
                 self._check(conn, heartbeat, started)
                 if batch.records_in > 0:
                     self._run_batch(conn, claim.run_id, batch, heartbeat)
+            self._wait_commits()
             self._check(conn, heartbeat, started)
             self._complete(conn, claim.run_id)
         except StepCanceled:
@@ -280,16 +303,26 @@ class StepRunner:
                     m.work.sink.discard()  # a canceled step's export never becomes visible
             raise
         finally:
+            self._committer.settle()  # what ends the attempt finds nothing in flight
             for m in self._group:
                 if m.work is not None and m.work.sink is not None:
                     m.work.sink.close()
 
+    def _wait_commits(self) -> None:
+        """Wait for the batch in flight (its error raises here); its cancel flag counts."""
+        if self._committer.wait():
+            self._heartbeat.cancel.set()
+
     def _open(self, conn, m: Member, run_id: str) -> None:
-        """Open a member's parts (`group.open_member`) with this executor's settings."""
+        """Open a member's parts (`group.open_member`) with this executor's settings, with
+        no batch in flight (a member starting fresh fences its attempt and clears leftovers)."""
+        self._wait_commits()
         open_member(conn, m, self._group, run_id, self.settings, self._connect_sandbox)
 
     def _leave(self, conn, m: Member, exc: Exception) -> None:
-        """`m`, a fused follower, failed: it leaves the group (`endings.leave`)."""
+        """`m`, a fused follower, failed: it leaves the group (`endings.leave`) once the
+        batch in flight, which holds its checkpoint, has committed."""
+        self._wait_commits()
         self._group = leave(conn, self._group, m, exc, self.settings, self._heartbeat)
 
     @contextmanager
@@ -310,7 +343,7 @@ class StepRunner:
         group; the claimed step's failure is the attempt's."""
         group = self._group
         for m in group:
-            m.out, m.done = None, False
+            m.out, m.done, m.staged = None, False, None
         for m in list(group):
             if m not in self._group:
                 continue  # left with a failed member upstream of it
@@ -321,9 +354,9 @@ class StepRunner:
             with self._own_failure(conn, m):
                 if m.work is None:
                     self._open(conn, m, run_id)
-                _process(m, given, self.settings.faults)
+                _process(m, given, self.settings.faults, self._defer_staging, self._committer)
             m.spent_s += self._clock() - began
-        if _commit_batch(conn, self._group, run_id, self.settings):
+        if _commit_batch(conn, self._committer, self._group, run_id, self.settings):
             heartbeat.cancel.set()
 
     def _complete(self, conn, run_id: str) -> None:
@@ -363,25 +396,27 @@ class StepRunner:
             raise _timeout(elapsed, limit_s)
 
 
-def _commit_batch(conn, group: list[Member], run_id: str, s: ExecutorSettings) -> bool:
-    """The batch's one transaction: every member that processed it commits its output
-    (when kept) and checkpoint, each behind its own fence, in one statement. Returns the
-    run's cancel flag (False when no member had anything to commit)."""
-    steps = []
+def _commit_batch(
+    conn, committer: BatchCommitter, group: list[Member], run_id: str, s: ExecutorSettings
+) -> bool:
+    """The batch's one transaction: the table rows its members defer, then every member
+    that processed it commits its output (when kept) and checkpoint, each behind its own
+    fence, in one statement; sent by `committer` (maybe still in flight on return).
+    Returns the run's cancel flag as a commit that finished saw it."""
+    steps, staged = [], []
     for m in group:
         if not m.done or m.claim is None:
             continue
         progress, out = m.ctx.progress, m.out
         rows = out.rows if out is not None and m.work.keep_output else None
         seq, n = (out.seq, len(out.records)) if out is not None else (progress.batches, 0)
-        steps.append((m.claim.attempt_id, progress.values(m.name), seq, n, rows))
+        steps.append(StepCommit(m.claim.attempt_id, progress.values(m.name), seq, n, rows))
+        if m.staged is not None:
+            staged.append(m.staged)
     if not steps:
         return False
-    with conn.cursor() as cur:
-        fenced = {"owner": s.owner, "ttl_s": s.lease_ttl_s}
-        cancel = commit_batch(cur, run_id, fenced, steps)
-    conn.commit()
-    return cancel
+    fenced = {"owner": s.owner, "ttl_s": s.lease_ttl_s}
+    return committer.commit(conn, run_id, fenced, steps, staged)
 
 
 def _commit_succeeded(conn, group: list[Member], s: ExecutorSettings) -> None:
@@ -402,15 +437,19 @@ def _commit_succeeded(conn, group: list[Member], s: ExecutorSettings) -> None:
     lineage.steps_ended([m.claim for m in group], AttemptOutcome.SUCCEEDED)
 
 
-def _process(m: Member, batch: InputBatch, faults: Faults) -> None:
+def _process(
+    m: Member, batch: InputBatch, faults: Faults, defer: bool, committer: BatchCommitter
+) -> None:
     """One member's batch: compute, write the export chunk and rejects (invisible until
-    the step commits), count it in its progress."""
+    the step commits) or, with `defer`, keep a table export's rows for the batch's commit
+    (`m.staged`), count it in its progress."""
     step, progress, work = m.ctx.step, m.ctx.progress, m.work
     faults.before_batch(step.name)
     first = progress.records_in + 1
     out, errors = compute_batch(work.compute, batch, first)
     if work.sink is not None:
-        sink_errors = work.sink.write(work.chunks, out, first)
+        m.staged = work.sink.defer(work.chunks, out, first) if defer else None
+        sink_errors = [] if m.staged is not None else work.sink.write(work.chunks, out, first)
         if sink_errors:
             bad = {e.record for e in sink_errors}
             out = [r for i, r in enumerate(out) if first + i not in bad]
@@ -423,8 +462,8 @@ def _process(m: Member, batch: InputBatch, faults: Faults) -> None:
         work.rejects.write_chunk(work.reject_chunks, connectors.encode_rejects(errors))
         work.reject_chunks += 1
     work.n_batches += 1
-    if m.claim is not None:
-        faults.after_export(step.name, work.n_batches, m.claim.number)
+    if m.claim is not None:  # a crash here finds the batches before this one committed
+        faults.after_export(step.name, work.n_batches, m.claim.number, committer.settle)
     rows = progress.advance(batch, out, errors, work)
     m.done = True
     if rows is not None:

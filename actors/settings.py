@@ -23,3 +23,5 @@ class ExecutorSettings:
     reject_dir: Path
     faults: Faults = field(default_factory=Faults)
     fusion: bool = True  # run the steps that hang off a step in one pass with it
+    overlap: bool = True  # commit a batch while the next one is computed (`actors.committer`)
+    sandbox_in_state: bool = False  # the sandbox is the state database: stage in the commit

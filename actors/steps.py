@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import connectors
+from actors.committer import StagedRows
 from actors.outputs import decode_rows, read_batches
 from dag import (
     BATCH_SIZE,
@@ -278,6 +279,10 @@ class FileSink:
         else:
             self.file.staged(chunks)
 
+    def defer(self, chunk: int, records: list[dict], first_ordinal: int) -> None:
+        """A file chunk is written by `write`, never in the batch's commit."""
+        return None
+
     def write(self, chunk: int, records: list[dict], first_ordinal: int) -> list[RowError]:
         if self.format == "csv":
             data = connectors.encode_csv(records, self.columns, header=chunk == 0)
@@ -332,6 +337,13 @@ class TableSink:
         else:
             self.export.check_staged(chunks, records)
         self.export.prepare()
+
+    def defer(self, chunk: int, records: list[dict], first_ordinal: int) -> StagedRows | None:
+        """Batch `chunk`'s rows to be staged in the batch's commit (the sandbox is the
+        state database), or None: this batch goes through `write` (see
+        `TableExport.deferred_batch`)."""
+        deferred = self.export.deferred_batch(chunk, records, first_ordinal)
+        return None if deferred is None else StagedRows(*deferred)
 
     def write(self, chunk: int, records: list[dict], first_ordinal: int) -> list[RowError]:
         return self.export.write_batch(chunk, records, first_ordinal)

@@ -47,15 +47,9 @@ def encode_batch(
     (COPY refuses a value that does not fit, and the caller then takes the per-record path),
     with `seq` as the last field of every line unless it is None; and the record keys, in
     record order. None when a key is null or repeated in the batch."""
-    if key_column is None:
-        keys = [str(first_ordinal + i) for i in range(len(records))]
-    else:
-        raw = [r.get(key_column) for r in records]
-        if None in raw:
-            return None
-        keys = [str(k) for k in raw]
-        if len(set(keys)) != len(keys):
-            return None
+    keys = record_keys(key_column, records, first_ordinal)
+    if keys is None:
+        return None
     values = column_values(records, list(columns))
     fields = [_encode_column(column) for column in [*values, keys]]
     if None not in fields:
@@ -71,6 +65,20 @@ def encode_batch(
         for *row, key in zip(*values, keys, strict=True)
     )
     return buf, keys
+
+
+def record_keys(
+    key_column: str | None, records: list[Mapping[str, Any]], first_ordinal: int
+) -> list[str] | None:
+    """The record keys of a batch (records with ordinals `first_ordinal`, ...), in record
+    order; None when a key is null or repeated in the batch."""
+    if key_column is None:
+        return [str(first_ordinal + i) for i in range(len(records))]
+    raw = [r.get(key_column) for r in records]
+    if None in raw:
+        return None
+    keys = [str(k) for k in raw]
+    return keys if len(set(keys)) == len(keys) else None
 
 
 def screen_export_batch(

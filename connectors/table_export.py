@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 import psycopg2
 import psycopg2.errors
 from psycopg2 import sql
@@ -35,6 +36,7 @@ from connectors.export_encoding import (
     csv_text,
     duplicate_key_error,
     encode_batch,
+    record_keys,
     screen_export_batch,
 )
 from connectors.sandbox import (
@@ -199,6 +201,38 @@ class TableExport:
                     )
         errors.sort(key=lambda e: e.record or 0)
         return errors
+
+    def deferred_batch(
+        self, seq: int, records: list[Mapping[str, Any]], first_ordinal: int
+    ) -> tuple[sql.Composed, dict[str, Any]] | None:
+        """Batch `seq` as a statement and its parameters that stage it inside another
+        transaction on the sandbox database (a batch's commit), or None when this batch is
+        for `write_batch`: a key that is null or repeated within it, a value JSON cannot
+        carry as PostgreSQL reads it (a NUL, a lone surrogate, an int beyond 64 bits). The
+        statement fails as a whole on a key another batch staged or a value that does not
+        fit its column; the caller then stages the batch by `write_batch`, which reports
+        them as row errors."""
+        keys = record_keys(self.key_column, records, first_ordinal)
+        if keys is None or not records:
+            return None
+        try:
+            payload = orjson.dumps(records)
+        except TypeError:  # orjson's error for what it cannot encode exactly
+            return None
+        if b"\\u0000" in payload:
+            return None
+        query = sql.SQL(QUERIES["stage_json"]).format(
+            staging=self._staging,
+            columns=self._user_columns,
+            batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
+            column_defs=self._column_defs,
+        )
+        params = {
+            "batch_seq": seq,
+            "records": payload.decode(),
+            "keys": orjson.dumps(keys).decode(),
+        }
+        return query, params
 
     def publish(self, n_batches: int | None = None, rows: int | None = None) -> int:
         """Move the staged rows (of batches `< n_batches`, or all) into `sandbox.<table>`

@@ -1,7 +1,14 @@
 """The schema: numbered migrations (state, broker, sandbox) and their runner; the named-SQL
 loader and the one way to open a connection, which every layer above uses."""
 
-from ddl.connect import Connection, connect, connection_kwargs, connection_lost, connector
+from ddl.connect import (
+    Connection,
+    connect,
+    connection_kwargs,
+    connection_lost,
+    connector,
+    wait,
+)
 from ddl.migrate import (
     DatabaseNotUtf8,
     MigrationError,
@@ -25,4 +32,5 @@ __all__ = [
     "create_database_if_missing",
     "load_queries",
     "migrate",
+    "wait",
 ]

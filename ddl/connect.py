@@ -1,9 +1,13 @@
 """The one way to open a PostgreSQL connection: every process, pool, test harness and
 benchmark names itself (`application_name`, shown in `pg_stat_activity`), runs its session
-in UTC, gives up connecting after a bounded time, and may cap statements and lock waits."""
+in UTC, gives up connecting after a bounded time, and may cap statements and lock waits.
+An asynchronous connection (`asynchronous=True`) sends a query and returns; `wait` waits
+for its answer."""
 
 from __future__ import annotations
 
+import select
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -42,14 +46,42 @@ def connection_kwargs(
     }
 
 
-def connect(url: str, app: str, **kwargs: Any) -> Connection:
-    """A new connection to `url` for `app` (see `connection_kwargs` for the options)."""
-    return psycopg2.connect(url, **connection_kwargs(app, **kwargs))
+def connect(url: str, app: str, *, asynchronous: bool = False, **kwargs: Any) -> Connection:
+    """A new connection to `url` for `app` (see `connection_kwargs` for the options). An
+    asynchronous one is in autocommit (each query its own transaction) and answers through
+    `wait`; it is connected when this returns, or refused within the connect timeout."""
+    options = connection_kwargs(app, **kwargs)
+    if not asynchronous:
+        return psycopg2.connect(url, **options)
+    conn = psycopg2.connect(url, async_=1, **options)
+    try:
+        wait(conn, timeout_s=options["connect_timeout"])
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def connector(url: str, app: str, **kwargs: Any) -> Callable[[], Connection]:
     """A function that opens a new such connection each time it is called."""
     return lambda: connect(url, app, **kwargs)
+
+
+def wait(conn: Connection, *, timeout_s: float | None = None) -> None:
+    """Wait until the asynchronous `conn` has finished what it was doing (connecting, or
+    the query it sent), raising what the server answered with an error; after `timeout_s`
+    (None: no limit) `psycopg2.OperationalError`."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        state = conn.poll()
+        if state == psycopg2.extensions.POLL_OK:
+            return
+        fd = conn.fileno()
+        reading = state == psycopg2.extensions.POLL_READ
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise psycopg2.OperationalError(f"no answer from the database in {timeout_s:g} s")
+        select.select([fd] if reading else [], [] if reading else [fd], [], left)
 
 
 def connection_lost(exc: BaseException | None) -> bool:

@@ -140,10 +140,11 @@ RETURNING r.cancel_requested;
 -- One batch's commit in ONE statement for every step of a group that processed it (a
 -- single step is a group of one): the fences of their attempts (lock and extend each attempt
 -- if its lease is ours, count the batch) and, only when every fence held, each step's output
--- batch (if kept) and checkpoint. No row returned: a lease is lost and nothing may commit
--- (the caller rolls back). `steps` is a JSON array of the steps' `save_checkpoint` values
--- plus attempt_id, seq and i (1, 2, ...); `payloads` their output batches (null: none), the
--- i-th for the i-th step.
+-- batch (if kept) and checkpoint. A lease that is lost raises SQLSTATE EL001
+-- (`etl_lease_lost`, migration 0015), so nothing of the transaction commits: not the other
+-- fences, nor the batch's staging rows sent in the same query (`actors.committer`).
+-- `steps` is a JSON array of the steps' `save_checkpoint` values plus attempt_id, seq and
+-- i (1, 2, ...); `payloads` their output batches (null: none), the i-th for the i-th step.
 WITH v AS (
     SELECT v.*, p.payload
     FROM jsonb_to_recordset(%(steps)s::jsonb) AS v(
@@ -178,7 +179,9 @@ WITH v AS (
     FROM v
     WHERE s.run_id = %(run_id)s AND s.name = v.name AND (SELECT ok FROM held)
 )
-SELECT cancel FROM held WHERE ok;
+SELECT CASE WHEN ok THEN coalesce(cancel, false)
+            ELSE etl_lease_lost(%(owner)s, ARRAY(SELECT attempt_id FROM v)) END
+FROM held;
 
 -- get_step_context --
 -- What an attempt needs to run its step: the plan, policy, and the step's progress.

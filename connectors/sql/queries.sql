@@ -89,6 +89,16 @@ COPY {batch} ({columns}) FROM STDIN WITH (FORMAT csv, NULL 'nan');
 -- staging; a key staged already fails it as a whole (unique violation, nothing written).
 COPY {staging} ({columns}, {batch_seq}) FROM STDIN WITH (FORMAT csv, NULL 'nan');
 
+-- stage_json --
+-- A batch inside the caller's transaction (the batch's commit, `actors.committer`): its typed
+-- records as one JSON array of objects keyed by column, its record keys as another, row i
+-- of one with row i of the other, the batch seq last. A key staged already fails it as a
+-- whole, as `copy_staging` does.
+INSERT INTO {staging} ({columns}, record_key, {batch_seq})
+SELECT {columns}, x.record_key, %(batch_seq)s
+FROM ROWS FROM (json_to_recordset(%(records)s::json) AS ({column_defs}),
+                json_array_elements_text(%(keys)s::json)) AS x({columns}, record_key);
+
 -- upsert_staging --
 -- Move the batch into staging. A key already staged by the same batch (re-run after a
 -- crash) is updated; one staged by another batch is left alone and not returned (the

@@ -50,6 +50,8 @@ def run_executor(cfg: Config, name: str) -> int:
         reject_dir=cfg.reject_dir,
         faults=Faults.parse(cfg.fault),
         fusion=cfg.fusion,
+        overlap=cfg.overlap,
+        sandbox_in_state=cfg.sandbox_url == cfg.database_url,
     )
     runner = StepRunner(
         settings,
@@ -69,6 +71,14 @@ def run_executor(cfg: Config, name: str) -> int:
             cfg.sandbox_url,
             f"etl-{name}-sandbox",
             statement_timeout_s=cfg.step_timeout_s,
+            idle_in_transaction_timeout_s=2 * cfg.lease_ttl_s,
+        ),
+        # The batches' commits, sent while the next batch is computed: the same limits.
+        connect_commits=connector(
+            cfg.database_url,
+            f"etl-{name}-commits",
+            asynchronous=True,
+            statement_timeout_s=60,
             idle_in_transaction_timeout_s=2 * cfg.lease_ttl_s,
         ),
         wake_run=lambda run_id, trace_id, delay_ms: send_advance_run(

@@ -1,0 +1,214 @@
+"""A batch's one transaction, sent while the executor computes the next batch.
+
+Every batch of a group ends in ONE transaction: each member's fence, output batch and
+checkpoint (`commit_batch`), and the rows its table exports stage (`StagedRows`, when the
+sandbox is the state database). The committer sends that transaction as one query on a
+session of its own (an asynchronous connection: the server commits a query of several
+statements as one implicit transaction) and returns at once; the executor computes the next
+batch meanwhile, and the next commit first waits for this one and raises its error there.
+So at most one batch is in flight, the batches commit in order, and what a batch stages
+commits with its checkpoint or not at all.
+
+Without a session of its own (`connect` None), a commit runs on the caller's connection and
+waits for its answer: the same transaction, nothing in flight."""
+
+from __future__ import annotations
+
+import json
+import weakref
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import psycopg2
+import psycopg2.errors
+
+from actors.errors import LeaseLost, StagingRefused
+from actors.sql import QUERIES
+from ddl import connection_lost, wait
+
+# SQLSTATE of `etl_lease_lost` (migration 0015): a fence of the batch did not hold.
+LEASE_LOST_SQLSTATE = "EL001"
+# What a staging insert of the batch may fail with that the per-batch path of the table
+# export handles (a key staged by another batch, a value that does not fit, the staging
+# table gone): the batch is computed again and staged by that path (`StagingRefused`).
+_STAGING_ERRORS = (
+    psycopg2.errors.UniqueViolation,
+    psycopg2.DataError,
+    psycopg2.errors.UndefinedTable,
+)
+
+
+class StagedRows(NamedTuple):
+    """A table export's rows of one batch, to be staged in the batch's transaction: a
+    statement (`psycopg2.sql.Composed`) and its parameters."""
+
+    query: Any
+    params: dict[str, Any]
+
+
+class StepCommit(NamedTuple):
+    """One member's part of a batch's commit: its attempt, its `Progress.values`, the seq
+    and record count of its output batch and that batch's `encode_rows` bytes (None: not
+    stored)."""
+
+    attempt_id: int
+    progress: dict[str, Any]
+    seq: int
+    records: int
+    rows: bytes | None
+
+
+class BatchCommitter:
+    """Commits a group's batches, each in one transaction, the last one possibly still in
+    flight (see the module). `connect` opens its asynchronous session (`ddl.connect` with
+    `asynchronous=True`); None: every commit waits on the caller's connection."""
+
+    def __init__(self, connect: Callable[[], Any] | None):
+        self._connect = connect
+        self._conn: Any = None
+        self._cursor: Any = None  # the cursor of the batch in flight (its answer comes there)
+        self._staging = False  # the batch in flight stages table rows
+
+    def commit(
+        self,
+        conn: Any,
+        run_id: str,
+        fence: dict[str, Any],
+        steps: Sequence[StepCommit],
+        staged: Sequence[StagedRows] = (),
+    ) -> bool:
+        """Commit one batch: its `staged` rows, then each of `steps` behind its fence
+        (`fence` holds owner and ttl_s). First waits for the batch in flight, raising its
+        error (`LeaseLost`, `StagingRefused`, a lost session); then sends this one and,
+        without a session of its own, waits for it on `conn`. Returns True when a commit
+        that finished here saw the run's cancel flag.
+
+        Everything the query needs is encoded before this returns: the caller may change
+        its progress at once."""
+        cancel = self.wait()
+        params = _commit_params(run_id, fence, steps)
+        if self._connect is None:
+            with conn.cursor() as cur:
+                _prepare_commit_batch(cur)
+                try:
+                    cur.execute(_query(cur, params, staged))
+                    cancel = bool(cur.fetchone()[0]) or cancel
+                except psycopg2.Error as exc:
+                    raise _converted(exc, bool(staged)) from exc
+            conn.commit()
+            return cancel
+        cur = self._session().cursor()
+        try:
+            cur.execute(_query(cur, params, staged))
+        except BaseException as exc:
+            self._lost(exc)
+            raise
+        self._cursor, self._staging = cur, bool(staged)
+        return cancel
+
+    def wait(self) -> bool:
+        """Wait for the batch in flight, if any: True when it saw the run's cancel flag;
+        raises its error."""
+        cur, self._cursor = self._cursor, None
+        if cur is None:
+            return False
+        try:
+            wait(self._conn)
+            with cur:
+                return bool(cur.fetchone()[0])
+        except psycopg2.Error as exc:
+            self._lost(exc)
+            raise _converted(exc, self._staging) from exc
+        except BaseException as exc:
+            self._lost(exc)
+            raise
+
+    def settle(self) -> None:
+        """Wait for the batch in flight and forget its error: for a caller that is failing
+        anyway, or about to die, and must know nothing of ours is still on its way."""
+        try:
+            self.wait()
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        """Close the session of its own, if open (after `settle`)."""
+        if self._conn is not None:
+            self._conn.close()
+        self._conn, self._cursor = None, None
+
+    def _session(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            conn = self._connect()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(_prepare_statement())
+                wait(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _lost(self, exc: BaseException) -> None:
+        """A session that is gone, or left mid-query by an interruption, is closed (the
+        next commit opens a new one); a statement's error leaves it usable."""
+        if connection_lost(exc) or not isinstance(exc, psycopg2.Error):
+            self.close()
+
+
+def _query(cur, params: dict[str, Any], staged: Sequence[StagedRows]) -> bytes:
+    """The batch's one query: the staging inserts, then the fenced commit."""
+    parts = [cur.mogrify(query, values) for query, values in staged]
+    return b";\n".join([*parts, cur.mogrify(_EXECUTE_COMMIT_BATCH, params)])
+
+
+def _converted(exc: psycopg2.Error, staging: bool) -> Exception:
+    """The driver's error of a batch's commit as the engine's (or itself)."""
+    if exc.pgcode == LEASE_LOST_SQLSTATE:
+        return LeaseLost(str(exc.diag.message_primary or exc))
+    if staging and isinstance(exc, _STAGING_ERRORS):
+        return StagingRefused(f"a batch's staging rows were refused: {exc.pgerror or exc}")
+    return exc
+
+
+def _commit_params(run_id: str, fence: dict[str, Any], steps: Sequence[StepCommit]) -> dict:
+    values, payloads = [], []
+    for i, (attempt_id, progress, seq, records, rows) in enumerate(steps, start=1):
+        values.append(
+            {**progress, "attempt_id": attempt_id, "seq": seq, "n_records": records, "i": i}
+        )
+        payloads.append(None if rows is None else zlib.compress(rows, 1))
+    return {**fence, "run_id": run_id, "steps": json.dumps(values), "payloads": payloads}
+
+
+# `commit_batch` runs once per batch: prepared once per session, it is planned once, not
+# every time (planning took as long as running it: bench/README.md, "Figures behind design
+# choices").
+_COMMIT_BATCH_PARAMS = (("steps", "jsonb"), ("payloads", "bytea[]"), ("ttl_s", "float8"),
+                        ("owner", "text"), ("run_id", "uuid"))  # fmt: skip
+_EXECUTE_COMMIT_BATCH = "EXECUTE etl_commit_batch ({})".format(
+    ", ".join(f"%({name})s" for name, _ in _COMMIT_BATCH_PARAMS)
+)
+_prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # connection -> backend pid
+
+
+def _prepare_statement() -> str:
+    query = QUERIES["commit_batch"]
+    for number, (name, _) in enumerate(_COMMIT_BATCH_PARAMS, start=1):
+        query = query.replace(f"%({name})s", f"${number}")
+    types = ", ".join(kind for _, kind in _COMMIT_BATCH_PARAMS)
+    return f"PREPARE etl_commit_batch ({types}) AS {query}"
+
+
+def _prepare_commit_batch(cur) -> None:
+    """PREPARE `commit_batch` in the cursor's session unless it is there already (a session
+    keeps it across rollbacks; a new connection, or a new session behind it, prepares it
+    again)."""
+    conn = cur.connection
+    pid = conn.info.backend_pid
+    if _prepared.get(conn) == pid:
+        return
+    cur.execute(_prepare_statement())
+    _prepared[conn] = pid
