@@ -127,6 +127,51 @@ def test_sigkill_during_table_export_loses_and_doubles_nothing(stack: Stack) -> 
     assert seen.count(0) > 10
 
 
+DUPLICATES = 3000  # records; key ids cycle over 1300, so batches 2.. repeat earlier keys
+# Three ways a table export's batch reaches staging: in the batch's commit (the sandbox is
+# the state database: the default), by the export's own transaction before an overlapped
+# commit (a sandbox URL of its own, here the same database), and with nothing overlapped.
+COMMIT_PATHS = {
+    "staged_in_commit": {},
+    "staged_apart": {"ETL_SANDBOX_URL": "{db_url}?application_name=etl-sandbox"},
+    "no_overlap": {"ETL_OVERLAP": "0"},
+}
+
+
+@pytest.mark.parametrize("path", list(COMMIT_PATHS))
+def test_keys_exported_by_an_earlier_batch_are_rejected_on_every_commit_path(
+    stack_factory, path: str
+) -> None:
+    ids = [i % 1300 for i in range(1, DUPLICATES + 1)]
+    text = "id,name,amount\n" + "".join(f"{k},n{i},{i}\n" for i, k in enumerate(ids, 1))
+    stack = stack_factory(files={"people.csv": text})
+    stack.topology_env.update(
+        {k: v.format(db_url=stack.db_url) for k, v in COMMIT_PATHS[path].items()}
+    )
+    stack.env.update(stack.topology_env)
+    stack.start()
+    plan = {**_export_plan(), "on_row_error": "reject"}
+    run = stack.wait_run(stack.trigger(stack.create("people", plan))[1]["id"], timeout=120)
+    assert run["status"] == "succeeded", run
+    # independently: the first record of each key is exported, every later one rejected
+    first: dict[int, int] = {}
+    for i, k in enumerate(ids, 1):
+        first.setdefault(k, i)
+    step = next(s for s in run["steps"] if s["name"] == "to_table")
+    assert (step["records_in"], step["records_out"]) == (DUPLICATES, len(first))
+    assert step["rejected"] == DUPLICATES - len(first)
+    got = stack.sql(
+        "SELECT id, amount FROM sandbox.people WHERE run_id = %s ORDER BY id", run["id"]
+    )
+    assert got == sorted(first.items())
+    rejects = (stack.rejects / run["id"] / "to_table.jsonl").read_text().splitlines()
+    rejected = [json.loads(line)["record"] for line in rejects]
+    assert rejected == [i for i, k in enumerate(ids, 1) if first[k] != i]
+    # batch 2 was refused in its commit and staged again batch by batch
+    redone = "going on from the checkpoint, batch by batch"
+    assert (redone in stack.log_text(10**7)) == (path == "staged_in_commit")
+
+
 def test_two_runs_write_two_sets_of_rows(stack: Stack) -> None:
     stack.start()
     pid = stack.create("people", _export_plan())
