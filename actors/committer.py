@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import orjson
 import psycopg2
 import psycopg2.errors
 
@@ -41,9 +42,9 @@ _STAGING_ERRORS = (
 
 class StagedRows(NamedTuple):
     """A table export's rows of one batch, to be staged in the batch's transaction: a
-    statement (`psycopg2.sql.Composed`) and its parameters."""
+    statement and its parameters."""
 
-    query: Any
+    query: str
     params: dict[str, Any]
 
 
@@ -180,7 +181,11 @@ def _commit_params(run_id: str, fence: dict[str, Any], steps: Sequence[StepCommi
             {**progress, "attempt_id": attempt_id, "seq": seq, "n_records": records, "i": i}
         )
         payloads.append(None if rows is None else zlib.compress(rows, 1))
-    return {**fence, "run_id": run_id, "steps": json.dumps(values), "payloads": payloads}
+    try:
+        steps_json = orjson.dumps(values).decode()
+    except TypeError:  # what orjson refuses (an int beyond 64 bits in a row error's raw)
+        steps_json = json.dumps(values)
+    return {**fence, "run_id": run_id, "steps": steps_json, "payloads": payloads}
 
 
 # `commit_batch` runs once per batch: prepared once per session, it is planned once, not

@@ -363,7 +363,14 @@ class StepRunner:
         """After the last batch: check every replayed output against its recorded digest,
         then for each member the computation's final records (aggregates), its export and
         reject file published; then one transaction commits every member as succeeded,
-        each behind its fence."""
+        each behind its fence. Before anything is published, a fenced commit that waits for
+        its WAL flush: the batches' commits may not have waited for theirs
+        (`actors.committer`), and nothing may become visible on batches a crash of the
+        database could take back."""
+        head = next(m for m in self._group if m.head)
+        with conn.cursor() as cur:
+            fence(cur, head.claim.attempt_id, self.settings.owner, self.settings.lease_ttl_s)
+        conn.commit()
         for m in list(self._group):
             if m not in self._group:
                 continue

@@ -104,6 +104,7 @@ class TableExport:
         self._assignments = sql.SQL(", ").join(
             sql.SQL("{} = EXCLUDED.{}").format(n, n) for n in names
         )
+        self._stage_json: str | None = None  # `deferred_batch`'s statement, once composed
 
     def prepare(self) -> None:
         """Create `sandbox.<table>` if missing (else check it fits: a missing column is
@@ -204,7 +205,7 @@ class TableExport:
 
     def deferred_batch(
         self, seq: int, records: list[Mapping[str, Any]], first_ordinal: int
-    ) -> tuple[sql.Composed, dict[str, Any]] | None:
+    ) -> tuple[str, dict[str, Any]] | None:
         """Batch `seq` as a statement and its parameters that stage it inside another
         transaction on the sandbox database (a batch's commit), or None when this batch is
         for `write_batch`: a key that is null or repeated within it, a value JSON cannot
@@ -221,18 +222,20 @@ class TableExport:
             return None
         if b"\\u0000" in payload:
             return None
-        query = sql.SQL(QUERIES["stage_json"]).format(
-            staging=self._staging,
-            columns=self._user_columns,
-            batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
-            column_defs=self._column_defs,
-        )
+        if self._stage_json is None:  # the same text for every batch: composed once
+            query = sql.SQL(QUERIES["stage_json"]).format(
+                staging=self._staging,
+                columns=self._user_columns,
+                batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
+                column_defs=self._column_defs,
+            )
+            self._stage_json = query.as_string(self._conn)
         params = {
             "batch_seq": seq,
             "records": payload.decode(),
             "keys": orjson.dumps(keys).decode(),
         }
-        return query, params
+        return self._stage_json, params
 
     def publish(self, n_batches: int | None = None, rows: int | None = None) -> int:
         """Move the staged rows (of batches `< n_batches`, or all) into `sandbox.<table>`

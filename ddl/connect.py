@@ -28,11 +28,17 @@ def connection_kwargs(
     statement_timeout_s: float | None = None,
     idle_in_transaction_timeout_s: float | None = None,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    synchronous_commit: bool = True,
 ) -> dict[str, Any]:
     """The keyword arguments `psycopg2.connect` (or a pool) takes for a session of `app`.
     `idle_in_transaction_timeout_s` ends a session that sits in an open transaction that
-    long (a process frozen mid-commit must not hold its row locks forever)."""
+    long (a process frozen mid-commit must not hold its row locks forever). Without
+    `synchronous_commit` a commit returns before its WAL is flushed: a crash of the server
+    may take back the last such commits, whole and in order, until a later synchronous
+    commit of any session flushes them."""
     options = "-c timezone=UTC"
+    if not synchronous_commit:
+        options += " -c synchronous_commit=off"
     if statement_timeout_s is not None:
         ms = int(statement_timeout_s * 1000)
         options += f" -c statement_timeout={ms} -c lock_timeout={ms}"
