@@ -16,10 +16,11 @@ the map, both group-bys (count, sum, min, max), the filter, both tables through 
 with the COPY recipe of the pandas documentation, and the three files. It needs the
 `bench` extra (`pip install -e '.[bench]'`: pandas, SQLAlchemy), which the product does not.
 
-Each repeat runs, interleaved so that a change in the machine's load hits all three (each
+Each repeat runs, interleaved so that a change in the machine's load hits all four (each
 platform run starts with the plan's two sandbox tables emptied, as pandas replaces its own): the
 platform with stage fusion (POST trigger -> the run's `finished_at`, two executors, production
-timings), the platform with `ETL_FUSION=0`, and the pandas script. Printed: the median of
+timings), the same with `ETL_OVERLAP=0` (each batch commits before the next is computed), the
+platform with `ETL_FUSION=0`, and the pandas script. Printed: the median of
 the repeats and their range, each platform figure's ratio to the pandas run of the same
 repeat, every step's time of the last fused run, and the executors' peak RSS."""
 
@@ -134,6 +135,9 @@ def main() -> None:
     source = flights_csv()
     topologies = {
         "fused": Topology("bench-real-dag", fast=False),
+        "ETL_OVERLAP=0": Topology(
+            "bench-real-dag-no-overlap", fast=False, env={"ETL_OVERLAP": "0"}
+        ),
         "ETL_FUSION=0": Topology("bench-real-dag-unfused", fast=False, env={"ETL_FUSION": "0"}),
     }
     pipelines, times = {}, {k: [] for k in [*topologies, "pandas"]}
