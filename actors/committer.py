@@ -18,7 +18,7 @@ import json
 import weakref
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import orjson
 import psycopg2
@@ -96,7 +96,7 @@ class BatchCommitter:
                     cur.execute(_query(cur, params, staged))
                     cancel = bool(cur.fetchone()[0]) or cancel
                 except psycopg2.Error as exc:
-                    raise _converted(exc, bool(staged)) from exc
+                    _raise_converted(exc, bool(staged))
             conn.commit()
             return cancel
         cur = self._session().cursor()
@@ -120,7 +120,7 @@ class BatchCommitter:
                 return bool(cur.fetchone()[0])
         except psycopg2.Error as exc:
             self._lost(exc)
-            raise _converted(exc, self._staging) from exc
+            _raise_converted(exc, self._staging)
         except BaseException as exc:
             self._lost(exc)
             raise
@@ -165,13 +165,14 @@ def _query(cur, params: dict[str, Any], staged: Sequence[StagedRows]) -> bytes:
     return b";\n".join([*parts, cur.mogrify(_EXECUTE_COMMIT_BATCH, params)])
 
 
-def _converted(exc: psycopg2.Error, staging: bool) -> Exception:
-    """The driver's error of a batch's commit as the engine's (or itself)."""
+def _raise_converted(exc: psycopg2.Error, staging: bool) -> NoReturn:
+    """Raise the driver's error of a batch's commit as the engine's, or as it is."""
     if exc.pgcode == LEASE_LOST_SQLSTATE:
-        return LeaseLost(str(exc.diag.message_primary or exc))
+        raise LeaseLost(str(exc.diag.message_primary or exc)) from exc
     if staging and isinstance(exc, _STAGING_ERRORS):
-        return StagingRefused(f"a batch's staging rows were refused: {exc.pgerror or exc}")
-    return exc
+        why = exc.diag.message_primary or str(exc).strip()
+        raise StagingRefused(f"a batch's staging rows were refused: {why}") from exc
+    raise exc
 
 
 def _commit_params(run_id: str, fence: dict[str, Any], steps: Sequence[StepCommit]) -> dict:
