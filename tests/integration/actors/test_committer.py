@@ -6,7 +6,6 @@ batch commits then."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -17,6 +16,7 @@ from actors.committer import BatchCommitter, StagedRows, StepCommit
 from actors.errors import LeaseLost, StagingRefused
 from connectors import TableExport
 from ddl import connect
+from tests.integration.actors.seeds import seed_running_run
 
 pytestmark = pytest.mark.timeout(60)
 OWNER = "executor-t:boot"
@@ -25,25 +25,8 @@ COLUMNS = {"id": "int", "name": "string", "signup": "date"}
 
 def _seed_attempt(conn) -> tuple[str, int]:
     """A running run of one step `to_table` with a live attempt leased to OWNER."""
-    pid, rid = str(uuid.uuid4()), str(uuid.uuid4())
-    plan = {"steps": [{"name": "to_table", "type": "ingest",
-                       "config": {"source": "file", "path": "p.csv"}}]}  # fmt: skip
+    _, rid = seed_running_run(conn, "to_table")
     with conn.cursor() as cur:
-        cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, %s, 1)", (pid, pid))
-        cur.execute(
-            "INSERT INTO revisions (pipeline_id, number, plan, created_by) VALUES (%s, 1, %s, 't')",
-            (pid, json.dumps(plan)),
-        )
-        cur.execute(
-            "INSERT INTO runs (id, pipeline_id, revision, status, trigger_key, trace_id,"
-            " created_by) VALUES (%s, %s, 1, 'running', 'k', 't', 't')",
-            (rid, pid),
-        )
-        cur.execute(
-            "INSERT INTO step_runs (run_id, name, type, position, status)"
-            " VALUES (%s, 'to_table', 'ingest', 0, 'running')",
-            (rid,),
-        )
         cur.execute(
             "INSERT INTO attempts (run_id, step_name, number, executor, lease_owner,"
             " lease_expires_at, started_at) VALUES (%s, 'to_table', 1, %s, %s,"

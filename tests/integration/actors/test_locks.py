@@ -7,41 +7,16 @@ this was a deadlock (the executor's attempt failed); with FOR NO KEY UPDATE both
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import uuid
 
 import psycopg2
 import pytest
 
 from actors.sql import QUERIES
+from tests.integration.actors.seeds import seed_running_run
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _seed_running_run(conn) -> tuple[str, str]:
-    pid, rid = str(uuid.uuid4()), str(uuid.uuid4())
-    plan = {"steps": [{"name": "read", "type": "ingest",
-                       "config": {"source": "file", "path": "p.csv"}}]}  # fmt: skip
-    with conn.cursor() as cur:
-        cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, 'p', 1)", (pid,))
-        cur.execute(
-            "INSERT INTO revisions (pipeline_id, number, plan, created_by) VALUES (%s, 1, %s, 't')",
-            (pid, json.dumps(plan)),
-        )
-        cur.execute(
-            "INSERT INTO runs (id, pipeline_id, revision, status, trigger_key, trace_id,"
-            " created_by) VALUES (%s, %s, 1, 'running', 'k', 't', 't')",
-            (rid, pid),
-        )
-        cur.execute(
-            "INSERT INTO step_runs (run_id, name, type, position, status)"
-            " VALUES (%s, 'read', 'ingest', 0, 'running')",
-            (rid,),
-        )
-    conn.commit()
-    return pid, rid
 
 
 def _wait_for_lock_wait(db_url: str, pid: int, timeout_s: float = 10) -> None:
@@ -65,7 +40,7 @@ def test_advancer_locks_do_not_deadlock_with_an_executor_commit(db_url: str) -> 
     executor = psycopg2.connect(db_url)
     advancer = psycopg2.connect(db_url)
     try:
-        pid, rid = _seed_running_run(executor)
+        pid, rid = seed_running_run(executor)
         step = {"run_id": rid, "name": "read"}
         with executor.cursor() as ex:
             # 1. The executor's commit begins: its checkpoint update locks the step row.
