@@ -49,6 +49,14 @@ def test_stage_fusion_is_on_unless_switched_off(raw: str | None, fusion: bool) -
     assert Config.from_env(env).fusion is fusion
 
 
+@pytest.mark.parametrize(("raw", "overlap"), [(None, True), ("1", True), ("0", False)])
+def test_batches_commit_ahead_unless_switched_off(raw: str | None, overlap: bool) -> None:
+    env = {} if raw is None else {"ETL_OVERLAP": raw}
+    assert Config.from_env(env).overlap is overlap
+
+
 def test_a_bad_flag_names_its_variable() -> None:
     with pytest.raises(ConfigError, match="ETL_FUSION: expected 1/true/yes/on or 0/false"):
         Config.from_env({"ETL_FUSION": "sometimes"})
+    with pytest.raises(ConfigError, match="ETL_OVERLAP: expected 1/true/yes/on or 0/false"):
+        Config.from_env({"ETL_OVERLAP": "later"})
