@@ -59,16 +59,27 @@ def cluster() -> Iterator[PrivateCluster]:
     c.destroy()
 
 
-def test_a_restart_of_postgresql_does_not_wait_out_the_lease(
-    cluster: PrivateCluster, tmp_path: Path
-) -> None:
+def _run_on(cluster: PrivateCluster, tmp_path: Path, plan: dict) -> tuple[Stack, str]:
+    """A stack on the private cluster running `plan`, once its export committed 3 batches:
+    (stack, run id). The caller stops the stack."""
     stack = Stack(f"{cluster.url}/etl", tmp_path, env=SLOW_EXPORT)
     try:
         stack.etl("migrate")
         _write_input(stack)
         stack.start()
-        run_id = stack.trigger(stack.create("nums", PLAN))[1]["id"]
+        run_id = stack.trigger(stack.create("nums", plan))[1]["id"]
         stack.wait_for(lambda: (a := _committed(stack, run_id)) and a[1] >= 3, what="3 batches")
+    except BaseException:
+        stack.stop()
+        raise
+    return stack, run_id
+
+
+def test_a_restart_of_postgresql_does_not_wait_out_the_lease(
+    cluster: PrivateCluster, tmp_path: Path
+) -> None:
+    stack, run_id = _run_on(cluster, tmp_path, PLAN)
+    try:
         cluster.restart(down_s=1)
         run = stack.wait_run(run_id, timeout=120)
         out = _check_run(stack, run)
@@ -94,13 +105,8 @@ def test_a_crash_of_postgresql_takes_back_unflushed_batches_and_loses_nothing(
              "config": {"target": "file", "path": "nums.jsonl"}},
         ]
     }  # fmt: skip
-    stack = Stack(f"{cluster.url}/etl", tmp_path, env=SLOW_EXPORT)
+    stack, run_id = _run_on(cluster, tmp_path, plan)
     try:
-        stack.etl("migrate")
-        _write_input(stack)
-        stack.start()
-        run_id = stack.trigger(stack.create("nums", plan))[1]["id"]
-        stack.wait_for(lambda: (a := _committed(stack, run_id)) and a[1] >= 3, what="3 batches")
         cluster.stop(mode="immediate")
         cluster.start()
         run = stack.wait_run(run_id, timeout=180)
