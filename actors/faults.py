@@ -66,8 +66,8 @@ class Faults:
     def after_export(
         self, step: str, batch_number: int, attempt: int, before_kill: Callable[[], None]
     ) -> None:
-        """`crash_after_export`: `before_kill` first (the executor lets the batches before
-        this one finish committing), then SIGKILL."""
+        """`crash_after_export`: `before_kill` first (the executor waits for the batch
+        before this one to commit), then SIGKILL."""
         fault = self._find("crash_after_export", step)
         if (
             fault

@@ -354,7 +354,7 @@ class StepRunner:
             with self._own_failure(conn, m):
                 if m.work is None:
                     self._open(conn, m, run_id)
-                _process(m, given, self.settings.faults, self._defer_staging, self._committer)
+                _process(m, given, self.settings.faults, self._defer_staging, self._wait_commits)
             m.spent_s += self._clock() - began
         if _commit_batch(conn, self._committer, self._group, run_id, self.settings):
             heartbeat.cancel.set()
@@ -445,17 +445,25 @@ def _commit_succeeded(conn, group: list[Member], s: ExecutorSettings) -> None:
 
 
 def _process(
-    m: Member, batch: InputBatch, faults: Faults, defer: bool, committer: BatchCommitter
+    m: Member,
+    batch: InputBatch,
+    faults: Faults,
+    defer: bool,
+    wait_commits: Callable[[], None],
 ) -> None:
     """One member's batch: compute, write the export chunk and rejects (invisible until
     the step commits) or, with `defer`, keep a table export's rows for the batch's commit
-    (`m.staged`), count it in its progress."""
+    (`m.staged`), count it in its progress. `wait_commits` waits for the batch in flight."""
     step, progress, work = m.ctx.step, m.ctx.progress, m.work
     faults.before_batch(step.name)
     first = progress.records_in + 1
     out, errors = compute_batch(work.compute, batch, first)
     if work.sink is not None:
         m.staged = work.sink.defer(work.chunks, out, first) if defer else None
+        if defer and m.staged is None:
+            # Staged apart, this batch must not overtake the one in flight: a key both
+            # hold goes to the earlier batch, as it does when each is staged in turn.
+            wait_commits()
         sink_errors = [] if m.staged is not None else work.sink.write(work.chunks, out, first)
         if sink_errors:
             bad = {e.record for e in sink_errors}
@@ -470,7 +478,7 @@ def _process(
         work.reject_chunks += 1
     work.n_batches += 1
     if m.claim is not None:  # a crash here finds the batches before this one committed
-        faults.after_export(step.name, work.n_batches, m.claim.number, committer.settle)
+        faults.after_export(step.name, work.n_batches, m.claim.number, wait_commits)
     rows = progress.advance(batch, out, errors, work)
     m.done = True
     if rows is not None:

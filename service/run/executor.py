@@ -73,7 +73,8 @@ def run_executor(cfg: Config, name: str) -> int:
             statement_timeout_s=cfg.step_timeout_s,
             idle_in_transaction_timeout_s=2 * cfg.lease_ttl_s,
         ),
-        # The batches' commits, sent while the next batch is computed: the same limits, and
+        # The batches' commits, sent while the next batch is computed: the state session's
+        # statement limit (each query is a transaction of its own: never idle in one), and
         # no wait for each commit's WAL flush (the step's fenced commit before it publishes
         # waits for all of them: docs/decisions.md, "Batches committed ahead").
         connect_commits=connector(
@@ -81,7 +82,6 @@ def run_executor(cfg: Config, name: str) -> int:
             f"etl-{name}-commits",
             asynchronous=True,
             statement_timeout_s=60,
-            idle_in_transaction_timeout_s=2 * cfg.lease_ttl_s,
             synchronous_commit=False,
         ),
         wake_run=lambda run_id, trace_id, delay_ms: send_advance_run(

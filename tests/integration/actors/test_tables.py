@@ -143,6 +143,7 @@ def test_keys_exported_by_an_earlier_batch_are_rejected_on_every_commit_path(
     stack_factory, path: str
 ) -> None:
     ids = [i % 1300 for i in range(1, DUPLICATES + 1)]
+    ids[1100] = ids[1099]  # a key repeated inside batch 2: that batch is staged apart
     text = "id,name,amount\n" + "".join(f"{k},n{i},{i}\n" for i, k in enumerate(ids, 1))
     stack = stack_factory(files={"people.csv": text})
     stack.topology_env.update(
