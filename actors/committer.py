@@ -18,7 +18,7 @@ import json
 import weakref
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 import orjson
 import psycopg2
@@ -70,6 +70,7 @@ class BatchCommitter:
         self._conn: Any = None
         self._cursor: Any = None  # the cursor of the batch in flight (its answer comes there)
         self._staging = False  # the batch in flight stages table rows
+        self._raised: BaseException | None = None  # what the last `wait` raised
 
     def commit(
         self,
@@ -96,7 +97,10 @@ class BatchCommitter:
                     cur.execute(_query(cur, params, staged))
                     cancel = bool(cur.fetchone()[0]) or cancel
                 except psycopg2.Error as exc:
-                    _raise_converted(exc, bool(staged))
+                    error = _converted(exc, bool(staged))
+                    if error is exc:
+                        raise
+                    raise error from exc
             conn.commit()
             return cancel
         cur = self._session().cursor()
@@ -118,12 +122,18 @@ class BatchCommitter:
             wait(self._conn)
             with cur:
                 return bool(cur.fetchone()[0])
-        except psycopg2.Error as exc:
-            self._lost(exc)
-            _raise_converted(exc, self._staging)
         except BaseException as exc:
             self._lost(exc)
-            raise
+            error = _converted(exc, self._staging) if isinstance(exc, psycopg2.Error) else exc
+            self._raised = error
+            if error is exc:
+                raise
+            raise error from exc
+
+    def raised(self, exc: BaseException) -> bool:
+        """Whether `exc` is the error of a batch in flight that `wait` raised (the
+        attempt's, whoever waited for it)."""
+        return exc is self._raised
 
     def settle(self) -> None:
         """Wait for the batch in flight and forget its error: for a caller that is failing
@@ -165,14 +175,14 @@ def _query(cur, params: dict[str, Any], staged: Sequence[StagedRows]) -> bytes:
     return b";\n".join([*parts, cur.mogrify(_EXECUTE_COMMIT_BATCH, params)])
 
 
-def _raise_converted(exc: psycopg2.Error, staging: bool) -> NoReturn:
-    """Raise the driver's error of a batch's commit as the engine's, or as it is."""
+def _converted(exc: psycopg2.Error, staging: bool) -> Exception:
+    """The driver's error of a batch's commit as the engine's, or itself."""
     if exc.pgcode == LEASE_LOST_SQLSTATE:
-        raise LeaseLost(str(exc.diag.message_primary or exc)) from exc
+        return LeaseLost(str(exc.diag.message_primary or exc))
     if staging and isinstance(exc, _STAGING_ERRORS):
         why = exc.diag.message_primary or str(exc).strip()
-        raise StagingRefused(f"a batch's staging rows were refused: {why}") from exc
-    raise exc
+        return StagingRefused(f"a batch's staging rows were refused: {why}")
+    return exc
 
 
 def _commit_params(run_id: str, fence: dict[str, Any], steps: Sequence[StepCommit]) -> dict:

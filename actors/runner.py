@@ -328,11 +328,12 @@ class StepRunner:
     @contextmanager
     def _own_failure(self, conn, m: Member) -> Iterator[None]:
         """A fused follower's failure in the block is its own: it leaves the group and the
-        others go on. The claimed step's failure, or a lost session, is the attempt's."""
+        others go on. The claimed step's failure, a lost session, or the error of the batch
+        in flight (waited for in the block) is the attempt's."""
         try:
             yield
         except Exception as exc:
-            if connection_lost(exc) or not m.follower:
+            if connection_lost(exc) or not m.follower or self._committer.raised(exc):
                 raise
             _rollback(conn)
             self._leave(conn, m, exc)
@@ -459,11 +460,12 @@ def _process(
     first = progress.records_in + 1
     out, errors = compute_batch(work.compute, batch, first)
     if work.sink is not None:
-        m.staged = work.sink.defer(work.chunks, out, first) if defer else None
-        if defer and m.staged is None:
-            # Staged apart, this batch must not overtake the one in flight: a key both
-            # hold goes to the earlier batch, as it does when each is staged in turn.
-            wait_commits()
+        if defer and work.sink.stages_in_commit:
+            m.staged = work.sink.defer(work.chunks, out, first)
+            if m.staged is None:
+                # Staged apart, this batch must not overtake the one in flight: a key both
+                # hold goes to the earlier batch, as it does when each is staged in turn.
+                wait_commits()
         sink_errors = [] if m.staged is not None else work.sink.write(work.chunks, out, first)
         if sink_errors:
             bad = {e.record for e in sink_errors}

@@ -261,6 +261,8 @@ class Passthrough(Transform):
 class FileSink:
     """An export to `ETL_EXPORT_DIR/<run_id>/<path>`, published when the step commits."""
 
+    stages_in_commit = False  # a chunk is a file, written by `write`
+
     def __init__(self, step: Step, env: StepEnv, columns: dict[str, str]):
         self.format = step.config.get("format", "jsonl")
         self.columns = columns
@@ -278,10 +280,6 @@ class FileSink:
             self.file.discard()
         else:
             self.file.staged(chunks)
-
-    def defer(self, chunk: int, records: list[dict], first_ordinal: int) -> None:
-        """A file chunk is written by `write`, never in the batch's commit."""
-        return None
 
     def write(self, chunk: int, records: list[dict], first_ordinal: int) -> list[RowError]:
         if self.format == "csv":
@@ -315,6 +313,8 @@ class FileSink:
 
 class TableSink:
     """An export to `sandbox.NAME`, staged per run/step and published when the step commits."""
+
+    stages_in_commit = True  # a batch's rows may go in the batch's commit (`defer`)
 
     def __init__(self, step: Step, env: StepEnv, columns: dict[str, str]):
         self.conn = env.sandbox_connect()
