@@ -112,7 +112,9 @@ class _Attempt:
                 conn.request("POST", target, body=self.body, headers=self.headers)
                 answer = conn.getresponse()
                 answer.read(MAX_ANSWER_BYTES)
-                self._status, self._reason = answer.status, answer.reason
+                with self._lock:  # an answer cut off by `expire()` ends early: never a 2xx
+                    if not self._expired:
+                        self._status, self._reason = answer.status, answer.reason
             finally:
                 conn.close()
         except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, TLS, ...
@@ -145,10 +147,9 @@ class _Attempt:
 
     def outcome(self) -> int:
         """The 2xx status, else `DeliveryFailed`; after `expire()`, a timeout unless the
-        answer had arrived complete."""
+        answer had been read in full before it."""
         with self._lock:
-            expired = self._expired
-        status = self._status
+            expired, status = self._expired, self._status
         if status is None:
             if expired:
                 raise DeliveryFailed(f"timed out after {self.timeout_s:g} s")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -18,7 +19,7 @@ import pytest
 from dag import PIPELINE_ACTIVE_LIMIT
 from ddl import connector
 from drills import free_port
-from service.notifier import Backoff, DeliveryFailed, Notifier, post_webhook
+from service.notifier import Backoff, DeliveryFailed, Notifier, _Attempt, post_webhook
 from tests.integration.service.webhook_receiver import Receiver, end_run
 from tests.integration.testapp import Api
 
@@ -184,6 +185,25 @@ def test_an_attempt_has_a_wall_clock_limit_while_the_receiver_trickles_its_answe
         assert sent.hung_up_at is not None  # the sender hung up on the trickle ...
         assert sent.hung_up_at - sent.arrived_at < 3.0  # ... at its deadline ...
         assert sent.hung_up_at < next_one.arrived_at  # ... before it sent the event again
+
+
+def test_an_answer_cut_off_by_the_deadline_is_a_timeout_though_its_status_line_came(
+    receiver: Receiver,
+) -> None:
+    # The status line "200 OK" arrives within the deadline, the headers never do. Cut off,
+    # http.client reads the early end as the end of the headers and sees a 200: the sender
+    # thread may finish before its caller looks, and it must still be a timeout.
+    receiver.trickles, receiver.trickle_every_s = 1, 0.01
+    attempt = _Attempt(receiver.url, b"{}", {}, 5.0)
+    sender = threading.Thread(target=attempt.run, daemon=True)
+    sender.start()
+    wait(lambda: receiver.received, what="the request")
+    time.sleep(0.6)  # 17 bytes of status line at 10 ms each, and some of the headers
+    attempt.expire()
+    sender.join(5)
+    assert not sender.is_alive()
+    with pytest.raises(DeliveryFailed, match="timed out after 5 s"):
+        attempt.outcome()
 
 
 def test_a_receiver_on_ipv6_loopback_gets_its_delivery(api: Api, notifier_factory) -> None:
