@@ -26,13 +26,13 @@ class Command:
     configure: str | None = None
 
 
-_ADMIN, _SERVE, _CLIENT = "service.cli.admin", "service.cli.serve", "service.client.commands"
+_ADMIN, _SERVE = "service.cli.admin", "service.cli.serve"
 COMMANDS: dict[str, Command] = {
     "migrate": Command("apply ddl/ migrations (idempotent)", _ADMIN, "run_migrate"),
     "seed": Command("create the pipeline_admin token", _ADMIN, "run_seed"),
     "token": Command(
         "create, list, revoke or rotate tokens (API client, admin)",
-        _CLIENT,
+        "service.client.tokens",
         "run_token",
         "configure_token",
     ),
@@ -55,22 +55,25 @@ COMMANDS: dict[str, Command] = {
     "drill": Command("failure drills and the report", _SERVE, "run_drill", "configure_drill"),
     "pipelines": Command(
         "list, show, apply, pause, unpause or delete pipelines (API client)",
-        _CLIENT,
+        "service.client.pipelines",
         "run_pipelines",
         "configure_pipelines",
     ),
     "run": Command(
-        "trigger a run of PIPELINE (API client)", _CLIENT, "run_trigger", "configure_run"
+        "trigger a run of PIPELINE (API client)",
+        "service.client.runs",
+        "run_trigger",
+        "configure_run",
     ),
     "runs": Command(
         "list, show, watch, cancel or resume runs (API client)",
-        _CLIENT,
+        "service.client.runs",
         "run_runs",
         "configure_runs",
     ),
     "schedules": Command(
         "list, add or delete schedules (API client)",
-        _CLIENT,
+        "service.client.schedules",
         "run_schedules",
         "configure_schedules",
     ),

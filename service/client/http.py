@@ -1,5 +1,5 @@
 """A small client of the REST API (`/api/v1`, bearer token) over urllib: what the `etl`
-client commands (service/client_cli.py) use to talk to the coordinator like any other
+client commands (service/client/) use to talk to the coordinator like any other
 client. Error answers raise `ApiError` with the API's error `code`, `message` and `details`;
 a connection that cannot be made raises `ApiUnreachable`."""
 
