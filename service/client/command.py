@@ -4,7 +4,7 @@ API's JSON instead of text) and its exit statuses. The commands, one module per 
 (schedules.py), `token` (tokens.py). They read `ETL_API_URL` and `ETL_TOKEN`
 (service/config.py).
 
-Exit statuses (also in README.md): 0 success (a waited-for run succeeded); 1 the run failed;
+Exit statuses (also in docs/cli.md): 0 success (a waited-for run succeeded); 1 the run failed;
 2 usage or configuration error (e.g. no ETL_TOKEN); 3 the run was canceled; 4 the trigger or
 resume was refused, or the run was skipped; 5 the API answered with an error; 6 the API
 could not be reached; 130 interrupted while watching (the run goes on)."""

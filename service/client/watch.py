@@ -25,7 +25,7 @@ from dag.durations import elapsed_s, seconds_text
 from dag.labels import distinct_labels
 from service.client.http import ApiClient
 
-# `--wait` / `watch` exit statuses by how the run ended (documented in README.md).
+# `--wait` / `watch` exit statuses by how the run ended (documented in docs/cli.md).
 EXIT_STATUS = {
     RunStatus.SUCCEEDED: 0,
     RunStatus.FAILED: 1,

@@ -4,7 +4,7 @@ is counted in process memory. Counters, histograms and last-success/failure time
 the totals that state changes keep (migration 0009: triggers append deltas in the changing
 transaction, the sweep folds them): a scrape costs the same whatever the history. Gauges of
 the present read the live rows. `service.api.metrics` serves it at `GET /metrics`;
-README.md ("Metrics") documents each metric and the label sets."""
+docs/metrics.md ("Metrics") documents each metric and the label sets."""
 
 from __future__ import annotations
 

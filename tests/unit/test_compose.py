@@ -1,6 +1,6 @@
 """Static checks of the container topology (docker-compose.yml, Dockerfile): the files are
-parsed and compared with README.md ("Configuration"). `etl drill compose` runs them for real
-on Docker Engine (docs/compose.md)."""
+parsed and compared with docs/configuration.md ("Configuration"). `etl drill compose` runs
+them for real on Docker Engine (docs/compose.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ CONFIG_SOURCE = ROOT / "service" / "config.py"
 SERVICES = {"postgres", "coordinator", "executor-1", "executor-2"}
 ETL_SERVICES = ("coordinator", "executor-1", "executor-2")
 EXECUTORS = ("executor-1", "executor-2")
-# README.md, "Configuration": the variables every deployment may set.
+# docs/configuration.md, "Configuration": the variables every deployment may set.
 CONTRACT_VARIABLES = {
     "ETL_DATABASE_URL",
     "ETL_SANDBOX_URL",
@@ -298,8 +298,8 @@ def test_only_contract_variables(compose, name):
     env = environment(name, service(compose, name))
     unknown = sorted(k for k in env if k.startswith("ETL_") and k not in allowed)
     assert not unknown, (
-        f"service {name!r}: key `environment` sets {unknown}, which neither README.md nor "
-        "service/config.py knows"
+        f"service {name!r}: key `environment` sets {unknown}, which neither"
+        " docs/configuration.md nor service/config.py knows"
     )
 
 
