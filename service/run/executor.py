@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
+from contextlib import ExitStack
+
+from dramatiq import Broker
 
 from actors import (
     STEPS_QUEUE,
@@ -35,11 +39,42 @@ log = logging.getLogger("etl.process")
 def run_executor(cfg: Config, name: str) -> int:
     """One executor: a dramatiq worker for the `steps` queue running one step at a time."""
     configure_logging(name, cfg.log_level)
-    tracing = setup_tracing("executor", enabled=cfg.tracing, service_name=cfg.otel_service_name)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = stop_on_signals()
-    broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
-    settings = ExecutorSettings(
+    with ExitStack() as stack:
+        tracing = setup_tracing("executor", enabled=cfg.tracing, service_name=cfg.otel_service_name)
+        stack.callback(shutdown_tracing, tracing)
+        stack.callback(stop_lineage)  # what the last attempt told goes out
+        broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
+        stack.callback(broker.close)
+        runner = _step_runner(cfg, _settings(cfg, name, owner), broker, stop)
+        register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
+        start_lineage(connector(cfg.database_url, f"etl-{name}-lineage"), **lineage_places(cfg))
+        conn = connect(cfg.database_url, f"etl-{name}-boot")
+        try:
+            taken = release_own_leases(conn, broker, name=name, owner=owner)
+        finally:
+            conn.close()
+        log.info("executor %s started (pid %s), took over %d leases", owner, os.getpid(), taken)
+        stack.enter_context(
+            Presence(
+                connector(cfg.database_url, f"etl-{name}-presence"),
+                name=name,
+                owner=owner,
+                interval_s=cfg.heartbeat_s,
+                stale_after_s=cfg.lease_ttl_s,
+            )
+        )
+        worker = start_worker(broker, [STEPS_QUEUE], threads=1)
+        stop.wait()
+        # A running step sees `stop` at its next batch boundary and hands the step over.
+        worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
+    log.info("executor %s stopped", owner)
+    return 0
+
+
+def _settings(cfg: Config, name: str, owner: str) -> ExecutorSettings:
+    return ExecutorSettings(
         name=name,
         owner=owner,
         lease_ttl_s=cfg.lease_ttl_s,
@@ -53,7 +88,13 @@ def run_executor(cfg: Config, name: str) -> int:
         overlap=cfg.overlap,
         sandbox_in_state=cfg.sandbox_url == cfg.database_url,
     )
-    runner = StepRunner(
+
+
+def _step_runner(
+    cfg: Config, settings: ExecutorSettings, broker: Broker, stop: threading.Event
+) -> StepRunner:
+    name = settings.name
+    return StepRunner(
         settings,
         # No statement may outlive the step timeout: a lock held by some reader of the
         # sandbox must fail the attempt (retryable), not hang the run. An executor frozen
@@ -90,28 +131,3 @@ def run_executor(cfg: Config, name: str) -> int:
         wake_attempt=lambda attempt_id, trace_id: send_run_step(broker, attempt_id, trace_id),
         stopping=stop,
     )
-    register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
-    start_lineage(connector(cfg.database_url, f"etl-{name}-lineage"), **lineage_places(cfg))
-    conn = connect(cfg.database_url, f"etl-{name}-boot")
-    try:
-        taken = release_own_leases(conn, broker, name=name, owner=owner)
-    finally:
-        conn.close()
-    log.info("executor %s started (pid %s), took over %d leases", owner, os.getpid(), taken)
-    presence = Presence(
-        connector(cfg.database_url, f"etl-{name}-presence"),
-        name=name,
-        owner=owner,
-        interval_s=cfg.heartbeat_s,
-        stale_after_s=cfg.lease_ttl_s,
-    )
-    with presence:
-        worker = start_worker(broker, [STEPS_QUEUE], threads=1)
-        stop.wait()
-        # A running step sees `stop` at its next batch boundary and hands the step over.
-        worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
-    broker.close()
-    shutdown_tracing(tracing)
-    log.info("executor %s stopped", owner)
-    stop_lineage()  # what the last attempt told goes out
-    return 0
