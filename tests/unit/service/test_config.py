@@ -60,3 +60,24 @@ def test_a_bad_flag_names_its_variable() -> None:
         Config.from_env({"ETL_FUSION": "sometimes"})
     with pytest.raises(ConfigError, match="ETL_OVERLAP: expected 1/true/yes/on or 0/false"):
         Config.from_env({"ETL_OVERLAP": "later"})
+
+
+@pytest.mark.parametrize(("lease", "heartbeat"), [("30", "30"), ("3", "10"), ("1", "1.5")])
+def test_a_heartbeat_not_shorter_than_the_lease_is_refused(lease: str, heartbeat: str) -> None:
+    with pytest.raises(ConfigError, match="ETL_HEARTBEAT_S: must be shorter than ETL_LEASE_TTL_S"):
+        Config.from_env({"ETL_LEASE_TTL_S": lease, "ETL_HEARTBEAT_S": heartbeat})
+
+
+def test_every_variable_is_declared_once_with_its_field() -> None:
+    env = {
+        "ETL_SANDBOX_URL": "",
+        "ETL_API_BIND": "0.0.0.0:9000",
+        "ETL_PUBLIC_URL": "https://etl.example/",
+        "ETL_TOKEN": "",
+    }
+    cfg = Config.from_env(env)
+    assert cfg.sandbox_url == cfg.database_url  # empty: the fallback
+    assert cfg.api_url == "http://0.0.0.0:9000"
+    assert cfg.public_url == "https://etl.example"
+    assert cfg.token is None
+    assert cfg.data_dir.is_absolute()
