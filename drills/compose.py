@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -208,9 +207,8 @@ class ComposeDrill:
         """SIGKILL of executor-1's main process inside its container: the restart policy
         brings the container back, and it alone then runs the sample plan."""
         before = int(self.project.inspect("executor-1", "{{.RestartCount}}"))
-        pid = self.project.main_pid("executor-1")
         killed = time.monotonic()
-        os.kill(pid, signal.SIGKILL)
+        pid = self.project.docker.kill_main_process(self.project.container("executor-1"))
 
         def restarted() -> bool:
             count, state = self.project.inspect(
@@ -220,7 +218,7 @@ class ComposeDrill:
 
         wait_until(restarted, timeout=120, what="executor-1 restarted by its policy", every=0.2)
         self.res.figures["restart policy"] = {
-            "killed": f"pid {pid} (etl executor, the child of docker-init)",
+            "killed": f"pid {pid} in the container (etl executor, the child of docker-init)",
             "kill_to_running_again_s": round(time.monotonic() - killed, 2),
         }
         self.res.check("executor-1 restarted by the restart policy", True, f"restarts: {before}+1")

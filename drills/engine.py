@@ -17,6 +17,21 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 SETUP_HINT = "docker/engine-setup installs Docker Engine and Compose v2 and starts dockerd"
 
 
+# Run by `python` inside a container: SIGKILL the one process whose parent is pid 1 (a
+# `docker exec` process has parent 0 there); print its pid, or exit 1 naming what was found.
+_KILL_CHILD_OF_INIT = """
+import os, signal, sys
+def parent(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+kids = [int(p) for p in os.listdir("/proc") if p.isdigit() and parent(p) == 1]
+if len(kids) != 1:
+    sys.exit(f"expected one child of pid 1, found {kids}")
+os.kill(kids[0], signal.SIGKILL)
+print(kids[0])
+"""
+
+
 class EngineMissing(RuntimeError):
     """No Docker Engine answers, or its `docker compose` is not v2."""
 
@@ -46,6 +61,13 @@ class Docker:
         if check and done.returncode != 0:
             raise RuntimeError(f"docker {' '.join(args)} exited {done.returncode}: {err[-3000:]}")
         return out
+
+    def kill_main_process(self, container: str) -> int:
+        """SIGKILL, from inside `container`, its main process: the one child of its init
+        (`init: true`, docker-init as pid 1). Its pid in the container; no host pid is read
+        or signalled (under Docker Desktop `docker top` shows the VM's pids)."""
+        out = self("exec", container, "python", "-c", _KILL_CHILD_OF_INIT, timeout=60)
+        return int(out.strip())
 
     def summary(self) -> list[str]:
         """Every distinct command in the order first run: how often, total seconds, exit codes."""
@@ -94,15 +116,6 @@ class ComposeProject:
 
     def inspect(self, service: str, template: str) -> str:
         return self.docker("inspect", "-f", template, self.container(service)).strip()
-
-    def main_pid(self, service: str) -> int:
-        """The host pid of the service's main process: the child of docker-init (tini)."""
-        rows = self.docker("top", self.container(service), "-o", "pid,ppid,args").splitlines()
-        init = int(self.inspect(service, "{{.State.Pid}}"))
-        children = [int(r.split()[0]) for r in rows[1:] if int(r.split()[1]) == init]
-        if len(children) != 1:
-            raise RuntimeError(f"{service}: expected one child of docker-init, got {rows}")
-        return children[0]
 
     def sql(self, query: str) -> list[list[str]]:
         """`query` through psql inside the postgres container, on database etl; its rows."""

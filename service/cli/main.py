@@ -31,8 +31,8 @@ COMMANDS: dict[str, Command] = {
     "migrate": Command("apply ddl/ migrations (idempotent)", _ADMIN, "run_migrate"),
     "seed": Command("create the pipeline_admin token", _ADMIN, "run_seed"),
     "token": Command(
-        "create, list, revoke or rotate tokens (API client, admin)",
-        "service.client.tokens",
+        "create (on the server host, or through the API), list, revoke or rotate tokens",
+        "service.cli.tokens",
         "run_token",
         "configure_token",
     ),

@@ -1,4 +1,5 @@
-"""`etl token create|list|revoke|rotate`: tokens through the REST API (admin)."""
+"""`etl token create|list|revoke|rotate` through the REST API (admin); `create` without
+`ETL_TOKEN` runs on the server host instead (service/cli/tokens.py)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def configure_token(parser: argparse.ArgumentParser) -> None:
     add_json(rotate)
 
 
-def _print_issued(args: argparse.Namespace, console: Console, issued: dict, what: str) -> None:
+def print_issued(args: argparse.Namespace, console: Console, issued: dict, what: str) -> None:
     """The secret alone on stdout (for a script to capture), what it is on stderr."""
     if args.json:
         print_json(console, issued)
@@ -68,7 +69,7 @@ def _print_issued(args: argparse.Namespace, console: Console, issued: dict, what
 
 def token_create(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     issued = client.create_token(args.name, args.role, args.expires_in)
-    _print_issued(args, console, issued, "created")
+    print_issued(args, console, issued, "created")
     return 0
 
 
@@ -104,7 +105,7 @@ def token_revoke(args: argparse.Namespace, client: ApiClient, console: Console) 
 def token_rotate(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     token = client.find_token(args.token)
     issued = client.rotate_token(token["id"], args.expires_in)
-    _print_issued(args, console, issued, "rotated")
+    print_issued(args, console, issued, "rotated")
     return 0
 
 

@@ -28,8 +28,11 @@ touched AS (
 SELECT id, name, role, token_hash FROM found;
 
 -- find_principal_by_name --
--- The live principal of a name (seed idempotency).
-SELECT id, name, role, token_hash FROM principals WHERE name = %(name)s AND revoked_at IS NULL;
+-- The unrevoked principal of a name (seed idempotency), whether it never expires and whether
+-- it is expired (on the database clock).
+SELECT id, name, role, token_hash, expires_at IS NULL AS permanent,
+       expires_at IS NOT NULL AND expires_at <= now() AS expired
+FROM principals WHERE name = %(name)s AND revoked_at IS NULL;
 
 -- insert_principal --
 -- A new principal; returns nothing when the name or token hash is taken.
@@ -39,8 +42,8 @@ ON CONFLICT DO NOTHING
 RETURNING id, name, role;
 
 -- update_principal_token --
--- Give a live principal a new token hash and role (seed with a changed ETL_ADMIN_TOKEN).
-UPDATE principals SET token_hash = %(token_hash)s, role = %(role)s
+-- Give an unrevoked principal a token hash and role that never expire (`etl seed`).
+UPDATE principals SET token_hash = %(token_hash)s, role = %(role)s, expires_at = NULL
 WHERE name = %(name)s AND revoked_at IS NULL
 RETURNING id, name, role;
 
@@ -282,17 +285,19 @@ FROM principals WHERE id = %(id)s;
 
 -- lock_token --
 -- Lock a token's row for a revocation or rotation (a sign-in's find waits, then sees it).
-SELECT id, name, role, token_hash, revoked_at FROM principals WHERE id = %(id)s FOR UPDATE;
+SELECT id, name, role, token_hash, expires_at, revoked_at FROM principals
+WHERE id = %(id)s FOR UPDATE;
 
 -- lock_admin_tokens --
--- Serialise revocations of admin tokens (two admins revoking each other's last two tokens
--- at once would leave none): taken before counting the admin tokens that stay.
+-- Serialise revocations and expiries of admin tokens (two admins revoking each other's last
+-- two tokens at once would leave none): taken before counting the admin tokens that stay.
 SELECT pg_advisory_xact_lock(hashtext('etl.admin_tokens'));
 
 -- other_live_admin_tokens --
 -- How many live (unrevoked, unexpired on the database clock) admin tokens there are besides
--- one (a revocation of the last one is refused).
-SELECT count(*) AS n FROM principals
+-- one, and how many of them never expire (the last live one, and the last permanent one, are
+-- never revoked; the last permanent one is never given an expiry).
+SELECT count(*) AS n, count(*) FILTER (WHERE expires_at IS NULL) AS permanent FROM principals
 WHERE role = %(role)s AND id <> %(id)s AND revoked_at IS NULL
   AND (expires_at IS NULL OR expires_at > now());
 

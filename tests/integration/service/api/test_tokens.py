@@ -145,6 +145,31 @@ def test_the_last_live_admin_token_cannot_be_revoked(api: Api) -> None:
         assert gone.status == 204
 
 
+def test_the_last_permanent_admin_token_cannot_be_revoked_or_expired_away(api: Api) -> None:
+    # Regression: an expiring admin revoked the last permanent one; once it expired, nobody
+    # was admin.
+    seeded = admin_id(api)
+    expiring = create(api, "temporary", role=ADMIN, expires_in_s=3600)
+    for method, path, body in [
+        ("DELETE", f"/tokens/{seeded}", None),
+        ("POST", f"/tokens/{seeded}/rotate", {"expires_in_s": 60}),
+    ]:
+        refused = api.call(method, path, body, token=expiring["token"])
+        assert (refused.status, refused.body["error"]["code"]) == (409, "last_admin"), path
+    own = api.call("POST", f"/tokens/{seeded}/rotate", {"expires_in_s": 60})
+    assert (own.status, own.body["error"]["code"]) == (409, "last_admin")
+    assert status_with(api, TOKENS[ADMIN]) == 200
+    assert api.sql("SELECT expires_at FROM principals WHERE id = %s", (seeded,)) == [(None,)]
+    # the expiring one may go, and with another permanent admin the seeded one may too
+    assert api.call("DELETE", f"/tokens/{expiring['id']}").status == 204
+    other = create(api, "second", role=ADMIN)
+    rotated = api.call("POST", f"/tokens/{seeded}/rotate", {"expires_in_s": 60})
+    assert rotated.status == 200 and rotated.body["expires_at"] is not None
+    last = api.call("DELETE", f"/tokens/{other['id']}", token=rotated.body["token"])
+    assert (last.status, last.body["error"]["code"]) == (409, "last_admin")
+    assert api.call("DELETE", f"/tokens/{seeded}", token=other["token"]).status == 204
+
+
 def test_an_expired_token_answers_401(api: Api) -> None:
     made = create(api, expires_in_s=3600)
     assert status_with(api, made["token"]) == 200

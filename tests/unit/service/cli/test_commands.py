@@ -12,7 +12,9 @@ import pytest
 
 from service.cli.main import COMMANDS, build_parser
 
-SERVER_SIDE = ("dramatiq", "dramatiq_pg", "psycopg2", "apscheduler", "falcon", "actors", "ddl")
+SERVER_SIDE = (
+    "dramatiq", "dramatiq_pg", "psycopg2", "apscheduler", "falcon", "marshmallow", "actors", "ddl"
+)  # fmt: skip
 PROBE = """
 import importlib, sys
 from service.cli.main import COMMANDS, build_parser
@@ -49,6 +51,7 @@ def test_help_lists_every_command_with_its_help_line(capsys) -> None:
         ["run", "customers", "--wait"],
         ["pipelines", "list"],
         ["schedules", "list", "customers"],
+        ["token", "list"],
     ],
 )
 def test_the_api_client_commands_load_nothing_of_the_server(argv: list[str]) -> None:
