@@ -91,7 +91,9 @@ def check_declared(header: Sequence[str], declared: Mapping[str, str] | None) ->
     declared = dict(declared or {})
     for name, column_type in declared.items():
         if name not in header:
-            raise ConfigValueError(f"declared column {name!r} is not in the input", column=name)
+            raise ConfigValueError.missing_column(
+                f"declared column {name!r} is not in the input", name, header
+            )
         if column_type not in COLUMN_TYPES:
             raise ConfigValueError(
                 f"unknown type {column_type!r} (expected one of {', '.join(COLUMN_TYPES)})",

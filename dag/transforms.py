@@ -83,7 +83,9 @@ class Transform:
 def _need_columns(names: Sequence[str], input_columns: Mapping[str, str], op: str) -> None:
     for name in names:
         if name not in input_columns:
-            raise ConfigValueError(f"{op}: no column {name!r} in the input", column=name)
+            raise ConfigValueError.missing_column(
+                f"{op}: no column {name!r} in the input", name, input_columns
+            )
 
 
 def _config_list(config: Mapping[str, Any], key: str, op: str) -> list[str]:

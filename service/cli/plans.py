@@ -16,12 +16,13 @@ def configure_validate(parser: argparse.ArgumentParser) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     """Validate a plan offline: a `{"name", "plan"}` document or a bare plan object. Exit 0
-    with `ok: N steps: a -> b -> c` (execution order), or 1 with one `field: message` line
-    per problem."""
+    with `ok: N steps: a -> b -> c` (execution order), 1 with one `field: message` line
+    per problem, or 2 when the file cannot be read as JSON (as `etl pipelines apply` and
+    `etl preview`)."""
     doc = read_plan_document(args.path)
     if doc.unreadable is not None:
-        print(f"{args.path}: {doc.unreadable}", file=sys.stderr)
-        return 1
+        print(f"etl: {args.path}: {doc.unreadable}", file=sys.stderr)
+        return 2
     if doc.problems:
         for field, message in doc.problems:
             print(f"{field}: {message}")

@@ -21,6 +21,7 @@ from actors.preview import DEFAULT_RECORDS, MAX_RECORDS, PlanPreview, StepPrevie
 from dag import StepStatus
 from dag.plan import parse_plan
 from ddl import connector
+from service.client.command import new_console
 from service.config import Config
 from service.plandoc import read_plan_document
 
@@ -83,7 +84,7 @@ def run_preview(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.json:
         out.write(json.dumps(preview.as_dict(), ensure_ascii=False, indent=2, default=str) + "\n")
     else:
-        render_preview(preview, Console(file=out, highlight=False, soft_wrap=False))
+        render_preview(preview, new_console(file=out, soft_wrap=False))
     return 1 if preview.failed else 0
 
 

@@ -15,6 +15,7 @@ import argparse
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.table import Table
@@ -42,11 +43,34 @@ def api_client(cfg: Config) -> ApiClient:
             "ETL_TOKEN is not set: export a token of this API (e.g. the pipeline_admin token"
             " from `etl seed`, or one from `etl token create --role pipeline_viewer --name N`)"
         )
+    url = urlsplit(cfg.api_url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise UsageError(
+            f"ETL_API_URL {cfg.api_url!r} is not an http:// or https:// URL with a host"
+            " (e.g. http://127.0.0.1:8080)"
+        )
     return ApiClient(cfg.api_url, cfg.token)
 
 
-def new_console() -> Console:
-    return Console(soft_wrap=True, highlight=False)
+class _Console(Console):
+    """rich's console, but a reader gone (`etl runs list | head`) raises BrokenPipeError,
+    which `etl` ends quietly with exit status 0 (rich's own way exits with 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def new_console(**options: Any) -> Console:
+    """Standard output (or `file=`): lines as long as their text unless `options` say
+    otherwise."""
+    return _Console(**{"soft_wrap": True, "highlight": False, **options})
+
+
+def err_console() -> Console:
+    """Standard error: lines as long as their text (never wrapped at 80 columns when it
+    is a pipe or a file)."""
+    return Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 def dispatch(handlers: dict[str, Handler], attr: str) -> Callable[[argparse.Namespace], int]:
@@ -54,7 +78,7 @@ def dispatch(handlers: dict[str, Handler], attr: str) -> Callable[[argparse.Name
     turning client errors into messages and exit statuses."""
 
     def run(args: argparse.Namespace) -> int:
-        err = Console(stderr=True, soft_wrap=True, highlight=False)
+        err = err_console()
         try:
             client = api_client(Config.from_env())
             return handlers[getattr(args, attr)](args, client, new_console())

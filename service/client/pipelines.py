@@ -46,12 +46,15 @@ def pipelines_list(args: argparse.Namespace, client: ApiClient, console: Console
             p["revision"],
             p.get("steps"),
             (p.get("last_run") or {}).get("status", "-"),
-            p.get("next_fire_at") or "-",
+            "paused" if p.get("paused") else "active",
+            # a paused pipeline's schedules make no run: no next fire to show
+            "-" if p.get("paused") else p.get("next_fire_at") or "-",
             p["id"],
         ]
         for p in items
     ]
-    print_table(console, ["NAME", "REV", "STEPS", "LAST RUN", "NEXT FIRE", "ID"], rows)
+    headers = ["NAME", "REV", "STEPS", "LAST RUN", "STATE", "NEXT FIRE", "ID"]
+    print_table(console, headers, rows)
     return 0
 
 
@@ -62,6 +65,11 @@ def pipelines_show(args: argparse.Namespace, client: ApiClient, console: Console
         return 0
     plan = pipeline.get("plan") or {}
     print(f"pipeline {pipeline['name']} ({pipeline['id']}) revision {pipeline['revision']}")
+    if pipeline.get("paused"):
+        print(
+            "paused: triggers are refused and schedules make no run until"
+            f" `etl pipelines unpause {pipeline['name']}`"
+        )
     print(
         f"on_failure {plan.get('on_failure', 'stop_dependents')}"
         f"  on_row_error {plan.get('on_row_error', 'stop')}"

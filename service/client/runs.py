@@ -12,7 +12,14 @@ from rich.console import Console
 
 from dag import RunStatus, StepStatus
 from service.client import watch
-from service.client.command import EXIT_REFUSED, add_json, dispatch, print_json, print_table
+from service.client.command import (
+    EXIT_REFUSED,
+    add_json,
+    dispatch,
+    err_console,
+    print_json,
+    print_table,
+)
 from service.client.http import ApiClient, ApiError
 
 REJECTS_SHOWN = 20  # `etl runs show --rejects` without N
@@ -39,13 +46,11 @@ def _trigger(args: argparse.Namespace, client: ApiClient, console: Console) -> i
         if exc.status != 409:
             raise
         # paused, or a revision that no longer validates: refused, nothing recorded
-        Console(stderr=True).print(
-            f"etl: trigger refused ({exc.code}): {exc.message}", markup=False
-        )
+        err_console().print(f"etl: trigger refused ({exc.code}): {exc.message}", markup=False)
         return EXIT_REFUSED
     if status == 429:
         error = run.get("error") or {}
-        Console(stderr=True).print(
+        err_console().print(
             f"etl: trigger refused ({error.get('code')}): {error.get('message')};"
             f" run {run['id']} recorded as skipped",
             markup=False,
@@ -208,7 +213,7 @@ def runs_resume(args: argparse.Namespace, client: ApiClient, console: Console) -
         print_json(console, run)
     if status == 429:
         error = run.get("error") or {}
-        Console(stderr=True).print(
+        err_console().print(
             f"etl: resume refused ({error.get('code')}): {error.get('message')}", markup=False
         )
         return EXIT_REFUSED

@@ -8,7 +8,7 @@ import re
 
 from rich.console import Console
 
-from service.client.command import add_json, dispatch, print_json, print_table
+from service.client.command import add_json, dispatch, err_console, print_json, print_table
 from service.client.http import ApiClient
 
 _DURATION = re.compile(r"(\d{1,10})([smhd]?)")
@@ -59,7 +59,7 @@ def print_issued(args: argparse.Namespace, console: Console, issued: dict, what:
         print_json(console, issued)
         return
     expires = issued.get("expires_at") or "never"
-    Console(stderr=True, highlight=False).print(
+    err_console().print(
         f"{what} token {issued['name']} ({issued['id']}), role {issued['role']},"
         f" expires {expires}; the secret below is shown this once:",
         markup=False,

@@ -230,6 +230,7 @@ class PipelineSummarySchema(Schema):
     id = fields.String()
     name = fields.String()
     revision = fields.Integer()
+    paused = fields.Boolean()  # its schedules make no runs and triggers are refused (409)
     steps = fields.Integer(allow_none=True)
     last_run = fields.Nested(LastRunSchema, allow_none=True)
     schedules = fields.Integer()

@@ -5,8 +5,8 @@
 -- so every row is shown exactly once across pages.
 
 -- list_pipeline_summaries --
--- Live pipelines newest first (optionally one by exact name): current revision, step count, last run, schedules.
-SELECT p.id, p.name, p.revision, p.created_at, p.updated_at,
+-- Live pipelines newest first (optionally one by exact name): current revision, paused, step count, last run, schedules.
+SELECT p.id, p.name, p.revision, p.paused, p.created_at, p.updated_at,
        jsonb_array_length(v.plan -> 'steps') AS steps,
        lr.id AS last_run_id, lr.status AS last_run_status, lr.created_at AS last_run_created_at,
        lr.finished_at AS last_run_finished_at,

@@ -92,16 +92,17 @@ SELECT now() AS now;
 
 -- list_pipeline_overview --
 -- One page of pipelines by name (after `after`, or the page before `before`; `limit` rows),
--- each with its last non-skipped run and its live schedules' next fire; sorted by name.
+-- each with whether it is paused, its last non-skipped run and its live schedules' next
+-- fire; sorted by name.
 WITH page AS (
-    SELECT id, name, revision, updated_at FROM pipelines
+    SELECT id, name, revision, paused, updated_at FROM pipelines
     WHERE deleted_at IS NULL
       AND (%(after)s::text IS NULL OR name > %(after)s::text)
       AND (%(before)s::text IS NULL OR name < %(before)s::text)
     ORDER BY CASE WHEN %(before)s::text IS NULL THEN name END,
              CASE WHEN %(before)s::text IS NOT NULL THEN name END DESC
     LIMIT %(limit)s)
-SELECT p.id, p.name, p.revision, p.updated_at,
+SELECT p.id, p.name, p.revision, p.paused, p.updated_at,
        lr.id AS last_run_id, lr.status AS last_run_status, lr.created_at AS last_run_at,
        sc.schedules, sc.next_fire_at
 FROM page p
