@@ -17,6 +17,18 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 SETUP_HINT = "docker/engine-setup installs Docker Engine and Compose v2 and starts dockerd"
 
 
+# Run inside a container: SIGKILL the one child of PID 1 (`docker exec`'s own process has
+# parent 0 in the container's PID namespace, so it is not among them).
+_KILL_MAIN = """
+import os, signal
+kids = [int(p) for p in os.listdir("/proc") if p.isdigit()
+        and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == "1"]
+assert len(kids) == 1, kids
+os.kill(kids[0], signal.SIGKILL)
+print(kids[0])
+"""
+
+
 class EngineMissing(RuntimeError):
     """No Docker Engine answers, or its `docker compose` is not v2."""
 
@@ -92,17 +104,23 @@ class ComposeProject:
             raise RuntimeError(f"expected one container of {service}, found {ids}")
         return ids[0]
 
+    def replicas(self, service: str) -> dict[str, str]:
+        """`service-N` (N: the replica's number, as in its container name) -> container id,
+        for every container of `service`, running or not, in the order of N."""
+        ids = self("ps", "-a", "-q", service).split()
+        rows = self.docker("inspect", "-f", "{{.Id}} {{.Name}}", *ids).split() if ids else []
+        pairs = zip(rows[::2], rows[1::2], strict=True)
+        numbered = {int(name.rsplit("-", 1)[1]): cid for cid, name in pairs}
+        return {f"{service}-{n}": numbered[n] for n in sorted(numbered)}
+
     def inspect(self, service: str, template: str) -> str:
         return self.docker("inspect", "-f", template, self.container(service)).strip()
 
-    def main_pid(self, service: str) -> int:
-        """The host pid of the service's main process: the child of docker-init (tini)."""
-        rows = self.docker("top", self.container(service), "-o", "pid,ppid,args").splitlines()
-        init = int(self.inspect(service, "{{.State.Pid}}"))
-        children = [int(r.split()[0]) for r in rows[1:] if int(r.split()[1]) == init]
-        if len(children) != 1:
-            raise RuntimeError(f"{service}: expected one child of docker-init, got {rows}")
-        return children[0]
+    def kill_main_process(self, container: str) -> int:
+        """SIGKILL, from inside `container` (`docker exec`), of its main process: the one
+        child of docker-init (tini, PID 1); its PID in the container."""
+        out = self.docker("exec", container, "python", "-c", _KILL_MAIN)
+        return int(out.strip())
 
     def sql(self, query: str) -> list[list[str]]:
         """`query` through psql inside the postgres container, on database etl; its rows."""
@@ -141,8 +159,8 @@ def _cgroup_bytes(container_id: str) -> tuple[int, int] | None:
 
 class ContainerMemory:
     """Every `interval_s`, from a background thread: the cgroup memory of each service's
-    container; the peak per service over the drill (a restarted container's cgroup starts
-    from zero, the peak does not)."""
+    container (of each replica of a scaled one); the peak per container over the drill (a
+    restarted container's cgroup starts from zero, the peak does not)."""
 
     def __init__(self, project: ComposeProject, services: list[str], interval_s: float = 0.25):
         self.project, self.services, self.interval_s = project, services, interval_s
@@ -153,10 +171,17 @@ class ContainerMemory:
         self._thread = threading.Thread(target=self._loop, name="cgroup-sampler", daemon=True)
 
     def start(self) -> None:
+        """Find the containers: one per service, or `service-N` for each of its replicas."""
         for service in self.services:
-            self._ids[service] = self.project.container(service)
-            limit = int(self.project.inspect(service, "{{.HostConfig.Memory}}") or 0)
-            self.limits[service] = limit
+            replicas = self.project.replicas(service)
+            named = replicas if len(replicas) > 1 else {service: next(iter(replicas.values()))}
+            for label, cid in named.items():
+                self._ids[label] = cid
+                self.peaks.setdefault(label, [0, 0])
+                limit = self.project.docker("inspect", "-f", "{{.HostConfig.Memory}}", cid)
+                self.limits[label] = int(limit.strip() or 0)
+        for service in set(self.services) - set(self._ids):
+            del self.peaks[service]
         self._thread.start()
 
     def stop(self) -> None:

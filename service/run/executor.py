@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import uuid
 
 from actors import (
     STEPS_QUEUE,
+    DirectoryMismatch,
     ExecutorSettings,
     Faults,
     Presence,
@@ -31,14 +33,69 @@ from service.tracing import setup_tracing, shutdown_tracing
 
 log = logging.getLogger("etl.process")
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def executor_name(template: str, hostname: str, pid: int) -> str:
+    """`template` with `{hostname}` and `{pid}` replaced: one replica of a scaled service
+    (`executor-{hostname}`, the container's id) gets a name no other live replica has, and
+    keeps it across restarts of its container. `ValueError` for any other placeholder or a
+    name that is not 1-63 letters, digits, `.`, `_` or `-` (`:` separates the boot id)."""
+    try:
+        name = template.format(hostname=hostname.split(".")[0], pid=pid)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"{template!r}: only {{hostname}} and {{pid}} may be replaced") from exc
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{name!r} (from {template!r}) is not 1-63 letters, digits, . _ -")
+    return name
+
 
 def run_executor(cfg: Config, name: str) -> int:
-    """One executor: a dramatiq worker for the `steps` queue running one step at a time."""
+    """One executor: a dramatiq worker for the `steps` queue running one step at a time.
+    Exit code 2 when it does not see the live executors' export and reject directories."""
     configure_logging(name, cfg.log_level)
     tracing = setup_tracing("executor", enabled=cfg.tracing, service_name=cfg.otel_service_name)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = stop_on_signals()
     broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
+    runner = _step_runner(cfg, name, owner, broker, stop)
+    register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
+    start_lineage(connector(cfg.database_url, f"etl-{name}-lineage"), **lineage_places(cfg))
+    presence = Presence(
+        connector(cfg.database_url, f"etl-{name}-presence"),
+        name=name,
+        owner=owner,
+        interval_s=cfg.heartbeat_s,
+        stale_after_s=cfg.lease_ttl_s,
+        export_dir=cfg.export_dir,
+        reject_dir=cfg.reject_dir,
+    )
+    try:
+        with presence:  # announced only if it sees the live executors' directories
+            conn = connect(cfg.database_url, f"etl-{name}-boot")
+            try:
+                taken = release_own_leases(conn, broker, name=name, owner=owner)
+            finally:
+                conn.close()
+            log.info("executor %s started (pid %s), took over %d leases", owner, os.getpid(), taken)
+            worker = start_worker(broker, [STEPS_QUEUE], threads=1)
+            stop.wait()
+            # A running step sees `stop` at its next batch boundary and hands the step over.
+            worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
+    except DirectoryMismatch as exc:
+        log.error("executor %s refuses to start: %s", owner, exc)
+        broker.close()
+        stop_lineage()
+        return 2
+    broker.close()
+    shutdown_tracing(tracing)
+    log.info("executor %s stopped", owner)
+    stop_lineage()  # what the last attempt told goes out
+    return 0
+
+
+def _step_runner(cfg: Config, name: str, owner: str, broker, stop) -> StepRunner:
+    """The step runner of executor `name`, with its database sessions and wake-ups."""
     settings = ExecutorSettings(
         name=name,
         owner=owner,
@@ -53,7 +110,7 @@ def run_executor(cfg: Config, name: str) -> int:
         overlap=cfg.overlap,
         sandbox_in_state=cfg.sandbox_url == cfg.database_url,
     )
-    runner = StepRunner(
+    return StepRunner(
         settings,
         # No statement may outlive the step timeout: a lock held by some reader of the
         # sandbox must fail the attempt (retryable), not hang the run. An executor frozen
@@ -90,28 +147,3 @@ def run_executor(cfg: Config, name: str) -> int:
         wake_attempt=lambda attempt_id, trace_id: send_run_step(broker, attempt_id, trace_id),
         stopping=stop,
     )
-    register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
-    start_lineage(connector(cfg.database_url, f"etl-{name}-lineage"), **lineage_places(cfg))
-    conn = connect(cfg.database_url, f"etl-{name}-boot")
-    try:
-        taken = release_own_leases(conn, broker, name=name, owner=owner)
-    finally:
-        conn.close()
-    log.info("executor %s started (pid %s), took over %d leases", owner, os.getpid(), taken)
-    presence = Presence(
-        connector(cfg.database_url, f"etl-{name}-presence"),
-        name=name,
-        owner=owner,
-        interval_s=cfg.heartbeat_s,
-        stale_after_s=cfg.lease_ttl_s,
-    )
-    with presence:
-        worker = start_worker(broker, [STEPS_QUEUE], threads=1)
-        stop.wait()
-        # A running step sees `stop` at its next batch boundary and hands the step over.
-        worker.stop(timeout=int(cfg.lease_ttl_s * 1000))
-    broker.close()
-    shutdown_tracing(tracing)
-    log.info("executor %s stopped", owner)
-    stop_lineage()  # what the last attempt told goes out
-    return 0
