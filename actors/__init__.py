@@ -9,7 +9,7 @@ from actors.broker import (
     send_advance_run,
     send_run_step,
 )
-from actors.errors import ActorError, LeaseLost
+from actors.errors import ActorError, DirectoryMismatch, LeaseLost
 from actors.faults import Faults
 from actors.metric_fold import fold_metric_deltas
 from actors.presence import Presence
@@ -29,6 +29,7 @@ __all__ = [
     "STEPS_QUEUE",
     "ActorError",
     "Advance",
+    "DirectoryMismatch",
     "ExecutorSettings",
     "Faults",
     "LeaseLost",

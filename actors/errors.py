@@ -30,6 +30,11 @@ class ExecutorStopping(ActorError):
     """The executor is shutting down: hand the lease back at a batch boundary."""
 
 
+class DirectoryMismatch(ActorError):
+    """An executor sees other export or reject directories than the live executors: it must
+    not start (a step one staged could be neither resumed nor published by the other)."""
+
+
 class InjectedCrash(ActorError):
     """A fault injected for tests and drills (a transient, retryable failure)."""
 

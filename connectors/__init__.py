@@ -1,6 +1,7 @@
 """Data in and out: file sources behind the path guard, sandbox tables (ingest and staged
 export), and attempt-safe export and reject files."""
 
+from connectors.dirmarks import directory_mark
 from connectors.errors import (
     ChunkMissing,
     ConnectorError,
@@ -60,6 +61,7 @@ __all__ = [
     "check_table_name",
     "count_records",
     "count_run_rows",
+    "directory_mark",
     "drop_staging",
     "duplicate_key_error",
     "encode_csv",

@@ -17,16 +17,13 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 SETUP_HINT = "docker/engine-setup installs Docker Engine and Compose v2 and starts dockerd"
 
 
-# Run by `python` inside a container: SIGKILL the one process whose parent is pid 1 (a
-# `docker exec` process has parent 0 there); print its pid, or exit 1 naming what was found.
-_KILL_CHILD_OF_INIT = """
-import os, signal, sys
-def parent(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-kids = [int(p) for p in os.listdir("/proc") if p.isdigit() and parent(p) == 1]
-if len(kids) != 1:
-    sys.exit(f"expected one child of pid 1, found {kids}")
+# Run inside a container: SIGKILL the one child of PID 1 (`docker exec`'s own process has
+# parent 0 in the container's PID namespace, so it is not among them).
+_KILL_MAIN = """
+import os, signal
+kids = [int(p) for p in os.listdir("/proc") if p.isdigit()
+        and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == "1"]
+assert len(kids) == 1, kids
 os.kill(kids[0], signal.SIGKILL)
 print(kids[0])
 """
@@ -61,13 +58,6 @@ class Docker:
         if check and done.returncode != 0:
             raise RuntimeError(f"docker {' '.join(args)} exited {done.returncode}: {err[-3000:]}")
         return out
-
-    def kill_main_process(self, container: str) -> int:
-        """SIGKILL, from inside `container`, its main process: the one child of its init
-        (`init: true`, docker-init as pid 1). Its pid in the container; no host pid is read
-        or signalled (under Docker Desktop `docker top` shows the VM's pids)."""
-        out = self("exec", container, "python", "-c", _KILL_CHILD_OF_INIT, timeout=60)
-        return int(out.strip())
 
     def summary(self) -> list[str]:
         """Every distinct command in the order first run: how often, total seconds, exit codes."""
@@ -114,8 +104,23 @@ class ComposeProject:
             raise RuntimeError(f"expected one container of {service}, found {ids}")
         return ids[0]
 
+    def replicas(self, service: str) -> dict[str, str]:
+        """`service-N` (N: the replica's number, as in its container name) -> container id,
+        for every container of `service`, running or not, in the order of N."""
+        ids = self("ps", "-a", "-q", service).split()
+        rows = self.docker("inspect", "-f", "{{.Id}} {{.Name}}", *ids).split() if ids else []
+        pairs = zip(rows[::2], rows[1::2], strict=True)
+        numbered = {int(name.rsplit("-", 1)[1]): cid for cid, name in pairs}
+        return {f"{service}-{n}": numbered[n] for n in sorted(numbered)}
+
     def inspect(self, service: str, template: str) -> str:
         return self.docker("inspect", "-f", template, self.container(service)).strip()
+
+    def kill_main_process(self, container: str) -> int:
+        """SIGKILL, from inside `container` (`docker exec`), of its main process: the one
+        child of docker-init (tini, PID 1); its PID in the container."""
+        out = self.docker("exec", container, "python", "-c", _KILL_MAIN)
+        return int(out.strip())
 
     def sql(self, query: str) -> list[list[str]]:
         """`query` through psql inside the postgres container, on database etl; its rows."""
@@ -154,8 +159,8 @@ def _cgroup_bytes(container_id: str) -> tuple[int, int] | None:
 
 class ContainerMemory:
     """Every `interval_s`, from a background thread: the cgroup memory of each service's
-    container; the peak per service over the drill (a restarted container's cgroup starts
-    from zero, the peak does not)."""
+    container (of each replica of a scaled one); the peak per container over the drill (a
+    restarted container's cgroup starts from zero, the peak does not)."""
 
     def __init__(self, project: ComposeProject, services: list[str], interval_s: float = 0.25):
         self.project, self.services, self.interval_s = project, services, interval_s
@@ -166,10 +171,17 @@ class ContainerMemory:
         self._thread = threading.Thread(target=self._loop, name="cgroup-sampler", daemon=True)
 
     def start(self) -> None:
+        """Find the containers: one per service, or `service-N` for each of its replicas."""
         for service in self.services:
-            self._ids[service] = self.project.container(service)
-            limit = int(self.project.inspect(service, "{{.HostConfig.Memory}}") or 0)
-            self.limits[service] = limit
+            replicas = self.project.replicas(service)
+            named = replicas if len(replicas) > 1 else {service: next(iter(replicas.values()))}
+            for label, cid in named.items():
+                self._ids[label] = cid
+                self.peaks.setdefault(label, [0, 0])
+                limit = self.project.docker("inspect", "-f", "{{.HostConfig.Memory}}", cid)
+                self.limits[label] = int(limit.strip() or 0)
+        for service in set(self.services) - set(self._ids):
+            del self.peaks[service]
         self._thread.start()
 
     def stop(self) -> None:

@@ -466,13 +466,30 @@ SET value = CASE WHEN right(t.family, 18) = '_timestamp_seconds'
 -- Executors that stopped or stopped beating a day ago are forgotten.
 DELETE FROM executors WHERE coalesce(stopped_at, heartbeat_at) < now() - interval '1 day';
 
+-- lock_executor_announcements --
+-- One executor at a time announces itself and compares its directories with the live ones'
+-- (two starting at once with different directories: the second sees the first).
+SELECT pg_advisory_xact_lock(hashtext('etl.announce_executor'));
+
 -- announce_executor --
--- An executor starts: its row holds this incarnation, beating from now on.
-INSERT INTO executors (name, owner, pid, stale_after_s)
-VALUES (%(name)s, %(owner)s, %(pid)s, %(stale_after_s)s)
+-- An executor starts: its row holds this incarnation and the marks of the directories it
+-- sees, beating from now on.
+INSERT INTO executors (name, owner, pid, stale_after_s, export_mark, reject_mark)
+VALUES (%(name)s, %(owner)s, %(pid)s, %(stale_after_s)s, %(export_mark)s, %(reject_mark)s)
 ON CONFLICT (name) DO UPDATE
 SET owner = excluded.owner, pid = excluded.pid, stale_after_s = excluded.stale_after_s,
+    export_mark = excluded.export_mark, reject_mark = excluded.reject_mark,
     started_at = now(), heartbeat_at = now(), stopped_at = NULL;
+
+-- find_directory_mismatches --
+-- Live executors (not stopped, beating within their stale limit) that see another export or
+-- reject directory than this one; those of an earlier version (no marks) prove nothing.
+SELECT name, export_mark, reject_mark
+FROM executors
+WHERE name <> %(name)s AND stopped_at IS NULL
+  AND now() - heartbeat_at <= make_interval(secs => stale_after_s)
+  AND (export_mark <> %(export_mark)s OR reject_mark <> %(reject_mark)s)
+ORDER BY name;
 
 -- beat_executor --
 -- An executor is alive (whether or not it runs a step).

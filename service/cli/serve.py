@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import socket
 import sys
 
 import ddl
@@ -39,17 +40,25 @@ def run_coordinator(args: argparse.Namespace) -> int:
 
 def configure_executor(parser: argparse.ArgumentParser) -> None:
     # The name is the lease identity: a restarted executor takes over its own name's leases
-    # at once, so two live executors must never share one. The default is unique per process.
+    # at once, so two live executors must never share one. The default is unique per process;
+    # a replica names itself after its container's hostname (`executor-{hostname}`).
     parser.add_argument(
         "--name",
-        default=f"executor-{os.getpid()}",
-        help="executor name, unique among live executors (default: executor-<pid>)",
+        default="executor-{pid}",
+        help="executor name, unique among live executors; {hostname} and {pid} are replaced"
+        " by this host's name (a container's: its id) and this process's id"
+        " (default: executor-{pid})",
     )
 
 
 def run_executor(args: argparse.Namespace) -> int:
     """One executor process running step attempts, until SIGTERM."""
-    return executor.run_executor(Config.from_env(), args.name)
+    try:
+        name = executor.executor_name(args.name, socket.gethostname(), os.getpid())
+    except ValueError as exc:
+        print(f"error: --name: {exc}", file=sys.stderr)
+        return 2
+    return executor.run_executor(Config.from_env(), name)
 
 
 def configure_purge(parser: argparse.ArgumentParser) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import uuid
 from contextlib import ExitStack
@@ -14,6 +15,7 @@ from dramatiq import Broker
 
 from actors import (
     STEPS_QUEUE,
+    DirectoryMismatch,
     ExecutorSettings,
     Faults,
     Presence,
@@ -35,9 +37,27 @@ from service.tracing import setup_tracing, shutdown_tracing
 
 log = logging.getLogger("etl.process")
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def executor_name(template: str, hostname: str, pid: int) -> str:
+    """`template` with `{hostname}` and `{pid}` replaced: one replica of a scaled service
+    (`executor-{hostname}`, the container's id) gets a name no other live replica has, and
+    keeps it across restarts of its container. `ValueError` for any other placeholder or a
+    name that is not 1-63 letters, digits, `.`, `_` or `-` (`:` separates the boot id)."""
+    try:
+        name = template.format(hostname=hostname.split(".")[0], pid=pid)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"{template!r}: only {{hostname}} and {{pid}} may be replaced") from exc
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{name!r} (from {template!r}) is not 1-63 letters, digits, . _ -")
+    return name
+
 
 def run_executor(cfg: Config, name: str) -> int:
-    """One executor: a dramatiq worker for the `steps` queue running one step at a time."""
+    """One executor: a dramatiq worker for the `steps` queue running one step at a time.
+    Exit code 2 when it does not see the live executors' export and reject directories.
+    Its parts stop in the reverse order of their start (an `ExitStack`)."""
     configure_logging(name, cfg.log_level)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = stop_on_signals()
@@ -47,24 +67,29 @@ def run_executor(cfg: Config, name: str) -> int:
         stack.callback(stop_lineage)  # what the last attempt told goes out
         broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
         stack.callback(broker.close)
-        runner = _step_runner(cfg, _settings(cfg, name, owner), broker, stop)
+        runner = _step_runner(cfg, name, owner, broker, stop)
         register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
         start_lineage(connector(cfg.database_url, f"etl-{name}-lineage"), **lineage_places(cfg))
+        presence = Presence(
+            connector(cfg.database_url, f"etl-{name}-presence"),
+            name=name,
+            owner=owner,
+            interval_s=cfg.heartbeat_s,
+            stale_after_s=cfg.lease_ttl_s,
+            export_dir=cfg.export_dir,
+            reject_dir=cfg.reject_dir,
+        )
+        try:
+            stack.enter_context(presence)  # announced only if it sees the live ones' directories
+        except DirectoryMismatch as exc:
+            log.error("executor %s refuses to start: %s", owner, exc)
+            return 2
         conn = connect(cfg.database_url, f"etl-{name}-boot")
         try:
             taken = release_own_leases(conn, broker, name=name, owner=owner)
         finally:
             conn.close()
         log.info("executor %s started (pid %s), took over %d leases", owner, os.getpid(), taken)
-        stack.enter_context(
-            Presence(
-                connector(cfg.database_url, f"etl-{name}-presence"),
-                name=name,
-                owner=owner,
-                interval_s=cfg.heartbeat_s,
-                stale_after_s=cfg.lease_ttl_s,
-            )
-        )
         worker = start_worker(broker, [STEPS_QUEUE], threads=1)
         stop.wait()
         # A running step sees `stop` at its next batch boundary and hands the step over.
@@ -73,8 +98,11 @@ def run_executor(cfg: Config, name: str) -> int:
     return 0
 
 
-def _settings(cfg: Config, name: str, owner: str) -> ExecutorSettings:
-    return ExecutorSettings(
+def _step_runner(
+    cfg: Config, name: str, owner: str, broker: Broker, stop: threading.Event
+) -> StepRunner:
+    """The step runner of executor `name`, with its database sessions and wake-ups."""
+    settings = ExecutorSettings(
         name=name,
         owner=owner,
         lease_ttl_s=cfg.lease_ttl_s,
@@ -88,12 +116,6 @@ def _settings(cfg: Config, name: str, owner: str) -> ExecutorSettings:
         overlap=cfg.overlap,
         sandbox_in_state=cfg.sandbox_url == cfg.database_url,
     )
-
-
-def _step_runner(
-    cfg: Config, settings: ExecutorSettings, broker: Broker, stop: threading.Event
-) -> StepRunner:
-    name = settings.name
     return StepRunner(
         settings,
         # No statement may outlive the step timeout: a lock held by some reader of the
