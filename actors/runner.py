@@ -31,7 +31,7 @@ from dramatiq.middleware.time_limit import TimeLimitExceeded
 import connectors
 from actors import lineage
 from actors.committer import BatchCommitter, StepCommit
-from actors.endings import LEASE_LOST, end_canceled, fail, finish, leave, release, unfuse
+from actors.endings import LEASE_LOST, cut, end_canceled, fail, finish, leave, release, unfuse
 from actors.errors import (
     ExecutorStopping,
     LeaseLost,
@@ -48,6 +48,8 @@ from actors.group import (
     followers,
     form_group,
     open_member,
+    over_budget,
+    release_taken,
 )
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
 from actors.outputs import write_batch
@@ -345,6 +347,7 @@ class StepRunner:
         group = self._group
         for m in group:
             m.out, m.done, m.staged = None, False, None
+            m.kept_before = m.ctx.progress.output_kept
         for m in list(group):
             if m not in self._group:
                 continue  # left with a failed member upstream of it
@@ -357,6 +360,10 @@ class StepRunner:
                     self._open(conn, m, run_id)
                 _process(m, given, self.settings.faults, self._defer_staging, self._wait_commits)
             m.spent_s += self._clock() - began
+            release_taken(self._group, m)
+            if m.head and (out := over_budget(self._group, m)):
+                self._wait_commits()  # the batch in flight holds their checkpoints
+                self._group = cut(conn, self._group, out, self.settings, self._heartbeat)
         if _commit_batch(conn, self._committer, self._group, run_id, self.settings):
             heartbeat.cancel.set()
 
@@ -417,7 +424,7 @@ def _commit_batch(
             continue
         progress, out = m.ctx.progress, m.out
         rows = out.rows if out is not None and m.work.keep_output else None
-        seq, n = (out.seq, len(out.records)) if out is not None else (progress.batches, 0)
+        seq, n = (out.seq, out.n) if out is not None else (progress.batches, 0)
         steps.append(StepCommit(m.claim.attempt_id, progress.values(m.name), seq, n, rows))
         if m.staged is not None:
             staged.append(m.staged)
@@ -484,7 +491,7 @@ def _process(
     rows = progress.advance(batch, out, errors, work)
     m.done = True
     if rows is not None:
-        m.out = MemberOutput(out, rows, progress.batches)
+        m.out = MemberOutput(out, rows, progress.batches, len(out))
         if work.has_output:
             progress.batches += 1
             progress.output_kept = progress.output_kept and (

@@ -13,7 +13,7 @@ from dag.errors import (
     PlanInvalid,
     RowValueError,
 )
-from dag.fusion import fusion_group, replay_chain
+from dag.fusion import FUSION_BUDGET, BatchBytes, fit_budget, fused_peak, fusion_group, replay_chain
 from dag.inference import ColumnInference, infer_columns
 from dag.jsonparts import read_json_batches, read_jsonl_batches
 from dag.limits import (
@@ -50,6 +50,7 @@ __all__ = [
     "BATCH_SIZE",
     "COLUMN_TYPES",
     "DIGEST_SEED",
+    "FUSION_BUDGET",
     "GLOBAL_ACTIVE_LIMIT",
     "INT64_MAX",
     "INT64_MIN",
@@ -64,6 +65,7 @@ __all__ = [
     "RUN_TERMINAL",
     "STEP_TERMINAL",
     "AttemptOutcome",
+    "BatchBytes",
     "ColumnInference",
     "ConfigValueError",
     "CsvFormatError",
@@ -92,6 +94,8 @@ __all__ = [
     "decide",
     "decide_retry",
     "encode_rows",
+    "fit_budget",
+    "fused_peak",
     "fusion_group",
     "infer_columns",
     "is_input_data_error",

@@ -15,16 +15,69 @@ output is stored only when a step outside the group reads it.
 Under `stop_dependents` no group forms once a step has failed: nothing outside the groups
 already started begins after a failure. A group that started before the failure is running,
 all of it: its members finish (see docs/decisions.md, "Fused trees").
+
+A group lives within a memory budget (`FUSION_BUDGET`, derived from the executor's 512 MiB
+limit): `fused_peak` estimates the bytes a batch holds at its peak while it goes through the
+members, from the bytes of one output batch (`BatchBytes`, measured on the head's output of
+the batch), with every output released as soon as its last consumer in the group took it;
+`fit_budget` keeps the followers, in order, whose joining keeps that estimate within the
+budget (docs/decisions.md, "A fused group's memory budget").
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from typing import NamedTuple
 
 from dag.plan import STOP_DEPENDENTS, Plan
 from dag.states import StepStatus
 
-__all__ = ["fusion_group", "replay_chain"]
+__all__ = [
+    "FUSION_BUDGET",
+    "BatchBytes",
+    "fit_budget",
+    "fused_peak",
+    "fusion_group",
+    "replay_chain",
+]
+
+MIB = 2**20
+# The executor's memory limit (the specification; Compose's `mem_limit`).
+EXECUTOR_MEMORY_LIMIT = 512 * MIB
+# What the executor holds besides the batches: the interpreter with its libraries, the
+# sessions, the allocator's slack (an idle executor is about 60 MiB).
+EXECUTOR_BASE = 96 * MIB
+# A batch's held bytes may take half of the rest: the previous batch's commit may still be
+# in flight (it is sent while the next batch is computed) and holds as much again.
+FUSION_BUDGET = (EXECUTOR_MEMORY_LIMIT - EXECUTOR_BASE) // 2
+# Bytes of a record in memory besides its values' text: the dict and, per value, its slot
+# and its object's header (measured with tracemalloc: 100 to 135 bytes per value); a
+# member's output records are new dicts over mostly the same values (a slot per value).
+RECORD_BYTES = 64
+VALUE_BYTES = 100
+SLOT_BYTES = 40
+# A kept output's rows at its batch's commit: the rows, their compressed copy and the
+# query's escaped text of it (compressed data is about incompressible at the worst).
+COMMIT_FACTOR = 3
+
+
+class BatchBytes(NamedTuple):
+    """A batch in memory: `rows`, one output's encoded rows; `records`, the records read
+    (values and dicts); `copy`, a member's output records over the same values."""
+
+    rows: int
+    records: int
+    copy: int
+
+    @classmethod
+    def measured(cls, n_records: int, n_columns: int, rows: int) -> BatchBytes:
+        """The estimate for a batch of `n_records` records of `n_columns` columns whose
+        encoded rows take `rows` bytes (the values' text is about the rows' length)."""
+        return cls(
+            rows,
+            rows + n_records * (RECORD_BYTES + VALUE_BYTES * n_columns),
+            n_records * (RECORD_BYTES + SLOT_BYTES * n_columns),
+        )
 
 
 def _ends_group(plan: Plan, name: str) -> bool:
@@ -66,3 +119,85 @@ def replay_chain(plan: Plan, name: str, unkept: Collection[str]) -> tuple[str, .
         chain.append(step.depends_on[0])
         step = plan.step(step.depends_on[0])
     return tuple(reversed(chain))
+
+
+def _outputs(plan: Plan, name: str) -> bool:
+    """Whether a member hands on an output batch per input batch (an aggregate only at its
+    end; an export only when a step reads it)."""
+    step = plan.step(name)
+    return not _ends_group(plan, name) and (step.type != "export" or bool(plan.dependents(name)))
+
+
+def _kept(plan: Plan, name: str, inside: Collection[str], replayed: Collection[str]) -> bool:
+    """Whether a member's output batches are stored (held until the batch's commit): a
+    leaf's output, or one a step outside the group reads; a table export stages its rows
+    in the commit too. A replayed member stores nothing."""
+    if name in replayed:
+        return False
+    step = plan.step(name)
+    if step.type == "export":
+        return step.config.get("target") == "table" or bool(plan.dependents(name))
+    dependents = plan.dependents(name)
+    return not dependents or any(d not in inside for d in dependents)
+
+
+def fused_peak(
+    plan: Plan, members: Sequence[str], replayed: Collection[str], batch: BatchBytes
+) -> int:
+    """The estimated peak of the bytes one batch holds while it goes through `members` (in
+    the group's order, upstream before downstream): the input batch, and each member's
+    output (its rows and records; an aggregate's comes at its end) from its computation
+    until its last consumer in the group took it (an export that hands nothing on drops it
+    at once), kept outputs' rows until the commit, where they count `COMMIT_FACTOR` times."""
+    inside = set(members)
+    upstream = {
+        name: plan.step(name).depends_on[0]
+        for name in members
+        if plan.step(name).depends_on and plan.step(name).depends_on[0] in inside
+    }
+    waiting = {name: 0 for name in members}
+    for up in upstream.values():
+        waiting[up] += 1
+    each = batch.rows + batch.copy
+    cost = {name: 0 if _ends_group(plan, name) else each for name in members}
+    alive = peak = batch.records  # the input batch, held through the whole pass
+    held = 0
+
+    def release(name: str) -> None:
+        nonlocal alive, held
+        alive -= cost[name]
+        if _outputs(plan, name) and _kept(plan, name, inside, replayed):
+            held += batch.rows
+
+    for name in members:
+        alive += cost[name]
+        peak = max(peak, alive + held)
+        up = upstream.get(name)
+        if up is not None:
+            waiting[up] -= 1
+            if waiting[up] == 0:
+                release(up)
+        if waiting[name] == 0:
+            release(name)
+    return max(peak, alive + held * COMMIT_FACTOR)
+
+
+def fit_budget(
+    plan: Plan,
+    leading: Sequence[str],
+    followers: Sequence[str],
+    replayed: Collection[str],
+    batch: BatchBytes,
+    budget: int = FUSION_BUDGET,
+) -> tuple[str, ...]:
+    """The `followers` (in order) that stay in the group behind `leading` (the replayed
+    members and the head, which always run): each joins when the group with it, every
+    follower not yet decided counted outside (its upstream's output stored), stays within
+    `budget` by `fused_peak`; one left out takes what hangs off it along."""
+    members = list(leading)
+    for name in followers:
+        if plan.step(name).depends_on[0] not in members:
+            continue
+        if fused_peak(plan, [*members, name], replayed, batch) <= budget:
+            members.append(name)
+    return tuple(name for name in followers if name in members)

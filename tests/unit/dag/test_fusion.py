@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from dag import fusion_group, parse_plan, replay_chain
+from dag import (
+    FUSION_BUDGET,
+    BatchBytes,
+    fit_budget,
+    fused_peak,
+    fusion_group,
+    parse_plan,
+    replay_chain,
+)
 from dag.plan import Plan
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "pending", "running", "succeeded", "failed"
@@ -145,3 +153,78 @@ def test_replay_chain_walks_up_through_unkept_single_upstreams() -> None:
     assert replay_chain(plan, "to_file", {"normalize"}) == ("normalize",)
     assert replay_chain(plan, "to_file", set()) == ()
     assert replay_chain(plan, "normalize", {"normalize"}) == ()
+
+
+# A fused group's memory budget (dag.fit_budget): the cases of issue 31.
+WIDE = BatchBytes.measured(500, 1000, 5 * 2**20)  # 1,000 columns, 10 KiB a record
+LARGE = BatchBytes.measured(49, 1, 49 * 2**20)  # 49 records of 1 MiB
+SMALL = BatchBytes.measured(500, 7, 60_000)
+
+
+def _chain(length: int) -> Plan:
+    steps = [("s0", "ingest", [])]
+    steps += [(f"s{i}", "trim", [f"s{i - 1}"]) for i in range(1, length - 1)]
+    return _plan([*steps, ("out", "file", [f"s{length - 2}"])])
+
+
+def _fan_out(kind: str, branches: int = 28) -> Plan:
+    return _plan([("read", "ingest", []), *((f"b{i}", kind, ["read"]) for i in range(branches))])
+
+
+def _names(plan: Plan) -> list[str]:
+    return [s.name for s in plan.steps]
+
+
+def test_the_budget_is_half_of_what_the_512_mib_limit_leaves_besides_the_executor() -> None:
+    assert FUSION_BUDGET == (512 - 96) * 2**20 // 2
+
+
+def test_a_chain_holds_two_outputs_at_once_whatever_its_length() -> None:
+    short, long = _chain(4), _chain(28)
+    assert fused_peak(short, _names(short), (), WIDE) == fused_peak(long, _names(long), (), WIDE)
+    assert fused_peak(long, _names(long), (), WIDE) == WIDE.records + 2 * (WIDE.rows + WIDE.copy)
+    assert fit_budget(long, ["s0"], _names(long)[1:], (), WIDE) == tuple(_names(long)[1:])
+
+
+def test_exports_off_one_ingest_of_large_records_all_fuse() -> None:
+    plan = _fan_out("file")
+    assert fit_budget(plan, ["read"], _names(plan)[1:], (), LARGE) == tuple(_names(plan)[1:])
+    assert fused_peak(plan, _names(plan), (), LARGE) <= FUSION_BUDGET
+
+
+def test_stored_outputs_split_the_group_within_the_budget() -> None:
+    plan = _fan_out("trim")  # 28 leaves: each output is stored, held until the commit
+    names = _names(plan)
+    # 49 MiB batches: the ingest's stored output and one leaf's are already too much.
+    assert fit_budget(plan, ["read"], names[1:], (), LARGE) == ()
+    # 10 MiB batches: the input, then (1 + k) stored outputs 3 times at the commit.
+    medium = BatchBytes.measured(500, 10, 10 * 2**20)
+    assert fit_budget(plan, ["read"], names[1:], (), medium) == ("b0", "b1", "b2", "b3", "b4")
+    assert fused_peak(plan, names[:6], (), medium) <= FUSION_BUDGET
+    assert fused_peak(plan, names[:7], (), medium) > FUSION_BUDGET
+    # Small batches: the whole tree fits.
+    assert fit_budget(plan, ["read"], names[1:], (), SMALL) == tuple(names[1:])
+
+
+def test_a_follower_left_out_takes_what_hangs_off_it_and_its_upstream_output_is_stored() -> None:
+    plan = _plan(
+        [
+            ("read", "ingest", []),
+            ("a", "trim", ["read"]),
+            ("b", "trim", ["read"]),
+            ("c", "file", ["read"]),
+            ("b_out", "file", ["b"]),
+        ]
+    )
+    unit = BatchBytes(rows=1, records=1, copy=0)
+    # read and a stored (b, c outside): 1 + 2 * 3; with b too (b_out outside): 1 + 3 * 3.
+    assert fused_peak(plan, ["read", "a"], (), unit) == 7
+    assert fused_peak(plan, ["read", "a", "b"], (), unit) == 10
+    got = fit_budget(plan, ["read"], ["a", "b", "c", "b_out"], (), unit, budget=9)
+    assert got == ("a", "c")  # b over the budget, b_out with it; read's output is stored
+    assert fused_peak(plan, ["read", "a", "c"], (), unit) == 7
+
+
+def test_an_aggregate_holds_no_output_per_batch() -> None:
+    plan = _fan_out("aggregate")
+    assert fused_peak(plan, _names(plan), (), LARGE) == LARGE.records + LARGE.rows + LARGE.copy
