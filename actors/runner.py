@@ -382,6 +382,7 @@ class StepRunner:
                     check_replay(m)
                 else:
                     _finish_member(m, self._spans)
+                    self.settings.faults.after_publish(m.name, m.claim.number)
         _commit_succeeded(conn, self._group, self.settings)
 
     def _check(self, conn, heartbeat: Heartbeat, started: float) -> None:
