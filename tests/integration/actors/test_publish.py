@@ -1,7 +1,8 @@
 """A table export's rows are visible only once its step commits `succeeded`: an executor
 killed between the publish and the step's final commit leaves a publish the next attempt
 finds complete, and a step that fails for good after its publish leaves none of its rows.
-Real coordinator and executors, every fusion and overlap mode."""
+A staging error is the export step's own: the branches beside it go on. Real coordinator
+and executors, every fusion and overlap mode."""
 
 from __future__ import annotations
 
@@ -99,3 +100,45 @@ def test_a_step_that_fails_for_good_after_its_publish_leaves_no_row_visible(
     )
     assert _visible(stack, run_id) == [(0, 0)]
     assert stack.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'etl_stage'") == [(0,)]
+
+
+WIDE = 1100  # int columns: a staged row over PostgreSQL's 8160-byte row limit
+WIDE_RECORDS = 3
+
+
+def _wide_plan() -> dict:
+    return {
+        "on_failure": "continue_independent",
+        "steps": [
+            {"name": "read", "type": "ingest",
+             "config": {"source": "file", "path": "wide.csv",
+                        "columns": {f"c{i}": "int" for i in range(WIDE)}}},
+            {"name": "to_table", "type": "export", "depends_on": ["read"],
+             "retry": {"max_attempts": 1},
+             "config": {"target": "table", "table": "wide", "key": "c0"}},
+            {"name": "to_file", "type": "export", "depends_on": ["read"],
+             "config": {"target": "file", "path": "wide.jsonl"}},
+        ],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_a_staging_error_fails_its_export_step_and_the_other_branch_goes_on(
+    stack_factory, mode: dict
+) -> None:
+    header = ",".join(f"c{i}" for i in range(WIDE))
+    rows = "".join(
+        ",".join(str(r * 10_000 + i) for i in range(WIDE)) + "\n" for r in range(WIDE_RECORDS)
+    )
+    stack = stack_factory(env=mode, files={"wide.csv": f"{header}\n{rows}"})
+    stack.start()
+    run = stack.wait_run(stack.trigger(stack.create("wide", _wide_plan()))[1]["id"], timeout=120)
+    steps = {s["name"]: s for s in run["steps"]}
+    assert run["status"] == "failed", run
+    assert steps["read"]["status"] == "succeeded", steps["read"]
+    assert [a["outcome"] for a in steps["read"]["attempts"]] == ["succeeded"]
+    assert steps["to_file"]["status"] == "succeeded", steps["to_file"]
+    lines = (stack.exports / run["id"] / "wide.jsonl").read_text().splitlines()
+    assert len(lines) == WIDE_RECORDS
+    assert steps["to_table"]["status"] == "failed", steps["to_table"]
+    assert "row is too big" in steps["to_table"]["attempts"][-1]["error"]
