@@ -6,8 +6,9 @@ batch, the checkpoint (input position, counters, running digests, aggregate stat
 transaction that starts with the lease fence. A crash re-runs only the unfinished batch; a
 stale executor's commit changes nothing. That transaction is sent while the next batch is
 computed (`actors.committer`); when the sandbox is the state database, a table export's
-rows of the batch are staged in it too, and rows it refuses (a key another batch staged)
-send the attempt back to its checkpoint to stage them batch by batch (`StagingRefused`).
+rows of the batch are staged in it too, and a commit that fails with them (a key another
+batch staged, a row too big) sends the attempt back to its checkpoint to stage them batch
+by batch, where a staging error is the export step's own (`StagingRefused`).
 
 The claimed step runs with its fusion group (`actors.group`): every input batch goes through
 all of its members in one pass; each member still commits its own checkpoint, counters and
@@ -389,6 +390,7 @@ class StepRunner:
                     check_replay(m)
                 else:
                     _finish_member(m, self._spans)
+                    self.settings.faults.after_publish(m.name, m.claim.number)
         _commit_succeeded(conn, self._group, self.settings)
 
     def _check(self, conn, heartbeat: Heartbeat, started: float) -> None:

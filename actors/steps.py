@@ -331,11 +331,12 @@ class TableSink:
     def start(self, *, fresh: bool, chunks: int = 0, records: int = 0) -> None:
         """Begin an attempt: from scratch (leftovers of an attempt that committed nothing
         go), or after `chunks` committed batches of `records` rows (`StagingLost` if the
-        staging table no longer holds them)."""
+        staging table no longer holds them). Rows an attempt published before it died are
+        left as they are: `publish` finds them there (no batch is left to stage)."""
         if fresh:
             self.export.discard()
-        else:
-            self.export.check_staged(chunks, records)
+        elif self.export.check_staged(chunks, records):
+            return
         self.export.prepare()
 
     def defer(self, chunk: int, records: list[dict], first_ordinal: int) -> StagedRows | None:

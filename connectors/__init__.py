@@ -25,14 +25,10 @@ from connectors.fileexport import (
     reject_file,
 )
 from connectors.files import check_rel_path, open_source
+from connectors.published_rows import count_run_rows, withdraw_run_rows
 from connectors.rejects import RejectPreview, read_rejects
 from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
-from connectors.table_export import (
-    TableExport,
-    check_export_columns,
-    count_run_rows,
-    drop_staging,
-)
+from connectors.table_export import TableExport, check_export_columns, drop_staging
 from connectors.table_source import (
     SourceTable,
     map_column_type,
@@ -75,4 +71,5 @@ __all__ = [
     "reject_file",
     "resolve_source_table",
     "screen_export_batch",
+    "withdraw_run_rows",
 ]
