@@ -24,6 +24,7 @@ from connectors.fileexport import (
     reject_file,
 )
 from connectors.files import check_rel_path, open_source
+from connectors.http_answers import MAX_HTTP_ANSWER_BYTES, BoundedAnswers, bounded_session
 from connectors.rejects import RejectPreview, read_rejects
 from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
 from connectors.table_export import (
@@ -40,7 +41,9 @@ from connectors.table_source import (
 )
 
 __all__ = [
+    "MAX_HTTP_ANSWER_BYTES",
     "SANDBOX_SCHEMA",
+    "BoundedAnswers",
     "ChunkMissing",
     "ChunkedFile",
     "ConnectorError",
@@ -55,6 +58,7 @@ __all__ = [
     "TableConflict",
     "TableExport",
     "TableRefused",
+    "bounded_session",
     "check_export_columns",
     "check_rel_path",
     "check_table_name",

@@ -33,6 +33,7 @@ from typing import Any
 import psycopg2
 import psycopg2.extensions
 
+from connectors import MAX_HTTP_ANSWER_BYTES  # of a receiver's answer read before closing
 from ddl import connector
 from service.config import Config
 from service.domain.db import Cursor
@@ -52,7 +53,6 @@ log = logging.getLogger("etl.notifier")
 
 CHANNEL = "etl_webhooks"
 USER_AGENT = "etl-platform-webhooks/1"
-MAX_ANSWER_BYTES = 64 * 1024  # of a receiver's answer body read before closing
 LISTEN_WAIT_S = 1.0  # the listener looks up from its socket this often (stop, purge)
 
 Connect = Callable[[], psycopg2.extensions.connection]
@@ -111,7 +111,7 @@ class _Attempt:
             try:
                 conn.request("POST", target, body=self.body, headers=self.headers)
                 answer = conn.getresponse()
-                answer.read(MAX_ANSWER_BYTES)
+                answer.read(MAX_HTTP_ANSWER_BYTES)
                 with self._lock:  # an answer cut off by `expire()` ends early: never a 2xx
                     if not self._expired:
                         self._status, self._reason = answer.status, answer.reason
