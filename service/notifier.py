@@ -58,12 +58,19 @@ LISTEN_WAIT_S = 1.0  # the listener looks up from its socket this often (stop, p
 Connect = Callable[[], psycopg2.extensions.connection]
 
 
-class DeliveryFailed(Exception):
-    """An attempt that got no 2xx: `status_code` is the receiver's status, if it answered."""
+CONNECTION_FAILED = "connection failed"  # what the API shows of an attempt without an answer
 
-    def __init__(self, message: str, status_code: int | None = None):
+
+class DeliveryFailed(Exception):
+    """An attempt that got no 2xx. Its message is what `last_error` shows: `HTTP <status>`
+    when the receiver answered (`status_code`), else `connection failed`, whatever the reason
+    (refused, timed out, a name not found, TLS): the reason would tell an admin which ports
+    of which hosts are open. `detail` keeps it for the server log."""
+
+    def __init__(self, message: str, status_code: int | None = None, detail: str | None = None):
         super().__init__(message)
         self.status_code = status_code
+        self.detail = detail or message
 
 
 def post_webhook(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> int:
@@ -151,9 +158,8 @@ class _Attempt:
         with self._lock:
             expired, status = self._expired, self._status
         if status is None:
-            if expired:
-                raise DeliveryFailed(f"timed out after {self.timeout_s:g} s")
-            raise DeliveryFailed(self._error or "no answer")
+            why = f"timed out after {self.timeout_s:g} s" if expired else self._error
+            raise DeliveryFailed(CONNECTION_FAILED, detail=why or "no answer")
         if not 200 <= status < 300:
             raise DeliveryFailed(f"HTTP {status} {self._reason}".strip(), status)
         return status
@@ -345,10 +351,11 @@ class Notifier:
                 delay_s=delay,
                 give_up=give_up,
             )
+            why = exc.detail  # the reason in full: the server log only
             if give_up:
-                log.warning("webhook %s given up: %s", what, exc, extra=context)
+                log.warning("webhook %s given up: %s", what, why, extra=context)
             else:
-                log.info("webhook %s failed (%s); retry in %.1f s", what, exc, delay, extra=context)
+                log.info("webhook %s failed (%s); retry in %.1f s", what, why, delay, extra=context)
             return
         record_delivered(cur, delivery["id"], status)
         log.info("webhook %s delivered (HTTP %s)", what, status, extra=context)
