@@ -25,6 +25,7 @@ from connectors.fileexport import (
     reject_file,
 )
 from connectors.files import check_rel_path, open_source
+from connectors.http_answers import MAX_HTTP_ANSWER_BYTES, BoundedAnswers, bounded_session
 from connectors.published_rows import count_run_rows, withdraw_run_rows
 from connectors.rejects import RejectPreview, read_rejects
 from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
@@ -37,7 +38,9 @@ from connectors.table_source import (
 )
 
 __all__ = [
+    "MAX_HTTP_ANSWER_BYTES",
     "SANDBOX_SCHEMA",
+    "BoundedAnswers",
     "ChunkMissing",
     "ChunkedFile",
     "ConnectorError",
@@ -52,6 +55,7 @@ __all__ = [
     "TableConflict",
     "TableExport",
     "TableRefused",
+    "bounded_session",
     "check_export_columns",
     "check_rel_path",
     "check_table_name",

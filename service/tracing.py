@@ -143,9 +143,13 @@ def setup_tracing(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from connectors import bounded_session
+
     name = service_name or SERVICE_NAMES.get(process, f"etl-{process}")
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    # a collector's answer is read to 64 KiB, within 10 s: never a whole huge body
+    exporter = OTLPSpanExporter(session=bounded_session())
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     return provider
 

@@ -11,8 +11,8 @@ WHERE datname = current_database();
 -- The live principal owning a token (by its sha256 hex: unrevoked, unexpired on the database
 -- clock). A find also clears the failed authentications of the caller's address once its
 -- last failure is 2 s old (the longest penalty: interleaving a valid token with guesses
--- does not undo their penalty), and writes the token's last use when the stored one is a
--- minute old (not on every request).
+-- does not undo their penalty), auditing first the failures not yet in the audit, and writes
+-- the token's last use when the stored one is a minute old (not on every request).
 WITH found AS (
     SELECT id, name, role, token_hash FROM principals
     WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
@@ -20,7 +20,14 @@ WITH found AS (
 cleared AS (
     DELETE FROM auth_failures
     WHERE client_addr = %(client_addr)s AND last_failed_at <= now() - interval '2 seconds'
-      AND EXISTS (SELECT FROM found)),
+      AND EXISTS (SELECT FROM found)
+    RETURNING client_addr, failures, unaudited),
+audited AS (
+    INSERT INTO audit (principal, action, entity_type, entity_id, details)
+    SELECT 'anonymous', 'auth.failed', 'client', c.client_addr,
+           jsonb_build_object('failures', c.unaudited, 'consecutive', c.failures,
+                              'cleared_by', (SELECT name FROM found))
+    FROM cleared c WHERE c.unaudited > 0),
 touched AS (
     UPDATE principals p SET last_used_at = now() FROM found
     WHERE p.id = found.id

@@ -245,6 +245,19 @@ def test_failed_tokens_are_audited_at_most_once_a_minute_per_address(api: Api) -
     assert rows[1][3]["consecutive"] == 4
 
 
+def test_failures_a_valid_token_clears_are_audited_first(api: Api) -> None:
+    # Regression: the failures not yet in the audit vanished with the count.
+    for _ in range(3):
+        status_with(api, "guess-0123456789")
+    api.sql("UPDATE auth_failures SET last_failed_at = now() - interval '2 seconds'")
+    assert status_with(api, TOKENS[VIEWER]) == 200
+    assert failures(api) == []
+    rows = audit(api, "auth.failed")
+    assert sum(r[3]["failures"] for r in rows) == 3
+    assert rows[-1][2] == "127.0.0.1" and rows[-1][3]["consecutive"] == 3
+    assert rows[-1][3]["cleared_by"] == VIEWER
+
+
 def test_the_count_starts_over_after_a_quiet_quarter_hour(api: Api) -> None:
     status_with(api, "guess-0123456789")
     status_with(api, "guess-0123456789")
@@ -348,6 +361,9 @@ def test_the_count_and_a_revocation_are_seen_by_every_gunicorn_worker(
             cur.execute("SELECT failures FROM auth_failures")
             assert cur.fetchall() == [(len(revoked),)]
             cur.execute("SELECT details FROM audit WHERE action = 'auth.failed' ORDER BY id")
-            assert [d["consecutive"] for (d,) in cur.fetchall()] == [1, 1]  # one per burst
+            rows = [d for (d,) in cur.fetchall()]
+            # one per burst, and the first burst's unaudited failures as the admin cleared them
+            assert [d["consecutive"] for d in rows[::2]] == [1, 1]
+            assert rows[1]["cleared_by"] == ADMIN and rows[1]["consecutive"] > 1
     finally:
         conn.close()
