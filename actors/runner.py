@@ -29,7 +29,6 @@ from typing import Any
 import psycopg2
 from dramatiq.middleware.time_limit import TimeLimitExceeded
 
-import connectors
 from actors import lineage
 from actors.committer import BatchCommitter, StepCommit
 from actors.endings import LEASE_LOST, cut, end_canceled, fail, finish, leave, release, unfuse
@@ -40,10 +39,8 @@ from actors.errors import (
     StepCanceled,
     StepTimeout,
 )
-from actors.faults import Faults
 from actors.group import (
     Member,
-    MemberOutput,
     check_replay,
     fed,
     followers,
@@ -53,22 +50,21 @@ from actors.group import (
     release_taken,
 )
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
+from actors.memberpass import finish_member, process_batch
 from actors.outputs import write_batch
 from actors.progress import fresh_progress, load_context
+from actors.recovery import RECONNECT_WAITS_S, take_back
 from actors.settings import ExecutorSettings
 from actors.sql import QUERIES
-from actors.steps import InputBatch, compute_batch
+from actors.steps import InputBatch
 from actors.tracing import AttemptSpans
-from dag import BATCH_SIZE, AttemptOutcome, RowValueError, StepStatus, chain_rows, encode_rows
-from dag.plan import ON_ROW_ERROR_STOP
+from dag import AttemptOutcome, StepStatus
 from ddl import connection_lost
 
 __all__ = ["LEASE_LOST", "ExecutorSettings", "StepRunner"]
 
 log = logging.getLogger("etl.executor")
-# Pauses between tries to reach a database that went away (restart, terminated sessions).
-MAX_TAKE_BACKS = 10  # per attempt
-RECONNECT_WAITS_S = (0.2, 0.5, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0)
+MAX_TAKE_BACKS = 10  # per attempt: then the step is left to its lease
 
 
 class StepRunner:
@@ -223,7 +219,19 @@ class StepRunner:
             except (Exception, TimeLimitExceeded) as exc:
                 if connection_lost(exc):
                     log.warning("database session lost mid-step: %s", exc, extra=ctx)
-                    if self._take_back(claim, heartbeat, ctx):
+                    self._drop_state_conn()
+                    back = take_back(
+                        claim,
+                        heartbeat,
+                        ctx,
+                        settings=s,
+                        connect=self._state_conn,
+                        drop=self._drop_state_conn,
+                        followers=self._follower_claims(),
+                        stopping=self.stopping,
+                        clock=self._clock,
+                    )
+                    if back:
                         continue
                     break
                 _rollback(conn)
@@ -234,41 +242,6 @@ class StepRunner:
                 log.warning("attempt %s: %s", outcome, exc, extra=ctx)
                 return outcome, delay_ms
         return LEASE_LOST, None
-
-    def _take_back(self, claim: Claim, heartbeat: Heartbeat, ctx: dict) -> bool:
-        """After a lost session: reconnect and fence our attempt (and our followers') in a
-        transaction of its own. True when the attempt is still ours (go on from the
-        checkpoint); False when the lease was taken over, or the database stayed away until
-        the executor stopped or the step ran out of time (the reaper hands the step over
-        then)."""
-        s = self.settings
-        self._drop_state_conn()
-        given_up = self._clock() + s.step_timeout_s
-        waits = iter(RECONNECT_WAITS_S)
-        while not heartbeat.lost.is_set() and self._clock() < given_up:
-            if self.stopping.wait(next(waits, RECONNECT_WAITS_S[-1])):
-                return False
-            try:
-                conn = self._state_conn()
-                with conn.cursor() as cur:
-                    cancel = fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
-                    for follower in self._follower_claims():
-                        fence(cur, follower.attempt_id, s.owner, s.lease_ttl_s)
-                conn.commit()
-            except LeaseLost as exc:
-                _rollback(self._conn)
-                log.warning("lease lost while the database was away: %s", exc, extra=ctx)
-                return False
-            except psycopg2.Error as exc:
-                if not connection_lost(exc):
-                    raise
-                self._drop_state_conn()
-                continue
-            if cancel:
-                heartbeat.cancel.set()
-            log.info("database back: attempt continues from its checkpoint", extra=ctx)
-            return True
-        return False
 
     def _execute(self, conn, claim: Claim, heartbeat: Heartbeat) -> None:
         """Load the step's context, form its group, run its remaining batches through the
@@ -359,7 +332,9 @@ class StepRunner:
             with self._own_failure(conn, m):
                 if m.work is None:
                     self._open(conn, m, run_id)
-                _process(m, given, self.settings.faults, self._defer_staging, self._wait_commits)
+                process_batch(
+                    m, given, self.settings.faults, self._defer_staging, self._wait_commits
+                )
             m.spent_s += self._clock() - began
             release_taken(self._group, m)
             if m.head and (out := over_budget(self._group, m)):
@@ -389,7 +364,7 @@ class StepRunner:
                 if m.claim is None:
                     check_replay(m)
                 else:
-                    _finish_member(m, self._spans)
+                    finish_member(m, self._spans)
                     self.settings.faults.after_publish(m.name, m.claim.number)
         _commit_succeeded(conn, self._group, self.settings)
 
@@ -452,85 +427,6 @@ def _commit_succeeded(conn, group: list[Member], s: ExecutorSettings) -> None:
             finish(cur, claim, AttemptOutcome.SUCCEEDED, None, step_status=StepStatus.SUCCEEDED)
     conn.commit()
     lineage.steps_ended([m.claim for m in group], AttemptOutcome.SUCCEEDED)
-
-
-def _process(
-    m: Member,
-    batch: InputBatch,
-    faults: Faults,
-    defer: bool,
-    wait_commits: Callable[[], None],
-) -> None:
-    """One member's batch: compute, write the export chunk and rejects (invisible until
-    the step commits) or, with `defer`, keep a table export's rows for the batch's commit
-    (`m.staged`), count it in its progress. `wait_commits` waits for the batch in flight."""
-    step, progress, work = m.ctx.step, m.ctx.progress, m.work
-    faults.before_batch(step.name)
-    first = progress.records_in + 1
-    out, errors = compute_batch(work.compute, batch, first)
-    if work.sink is not None:
-        if defer and work.sink.stages_in_commit:
-            m.staged = work.sink.defer(work.chunks, out, first)
-            if m.staged is None:
-                # Staged apart, this batch must not overtake the one in flight: a key both
-                # hold goes to the earlier batch, as it does when each is staged in turn.
-                wait_commits()
-        sink_errors = [] if m.staged is not None else work.sink.write(work.chunks, out, first)
-        if sink_errors:
-            bad = {e.record for e in sink_errors}
-            out = [r for i, r in enumerate(out) if first + i not in bad]
-            errors += sink_errors
-        work.chunks += 1
-    if errors and m.claim is not None and m.ctx.plan.on_row_error == ON_ROW_ERROR_STOP:
-        e = errors[0]
-        raise RowValueError(e.reason, line=e.line, column=e.column)
-    if errors and m.claim is not None:
-        work.rejects.write_chunk(work.reject_chunks, connectors.encode_rejects(errors))
-        work.reject_chunks += 1
-    work.n_batches += 1
-    if m.claim is not None:  # a crash here finds the batches before this one committed
-        faults.after_export(step.name, work.n_batches, m.claim.number, wait_commits)
-    rows = progress.advance(batch, out, errors, work)
-    m.done = True
-    if rows is not None:
-        m.out = MemberOutput(out, rows, progress.batches, len(out))
-        if work.has_output:
-            progress.batches += 1
-            progress.output_kept = progress.output_kept and (
-                work.keep_output or not m.ctx.plan.dependents(step.name)
-            )
-
-
-def _finish_member(m: Member, spans: AttemptSpans) -> None:
-    """A member's end: its input digest (its upstream's output digest), final records,
-    export (in its span) and reject file published."""
-    step, progress, work = m.ctx.step, m.ctx.progress, m.work
-    digest_of = getattr(work.source, "input_digest_of", None)
-    if digest_of is not None:
-        if m.upstream is not None and m.upstream.claim is not None:
-            progress.input_digest = m.upstream.ctx.progress.output_digest
-        else:
-            progress.input_digest = m.ctx.upstream_digests[digest_of]
-    final = work.compute.finish()
-    progress.columns = work.compute.output_columns
-    names = list(progress.columns)
-    parts = [final[i : i + BATCH_SIZE] for i in range(0, len(final), BATCH_SIZE)]
-    m.final = [(len(part), encode_rows(part, names)) for part in parts]
-    for _, rows in m.final:
-        progress.output_digest = chain_rows(progress.output_digest, names, rows)
-    progress.records_out += len(final)
-    if work.sink is not None:
-        target = str(step.config.get("target", "file"))
-        with spans.export(m.claim, target, progress.records_out) as span:
-            location = work.sink.publish(work.chunks, progress.records_out)
-            span.set_attribute("etl.export.location", location)
-            log.info(
-                "export published to %s",
-                location,
-                extra={"run_id": m.claim.run_id, "step": step.name},
-            )
-    if work.reject_chunks:
-        work.rejects.publish(work.reject_chunks)
 
 
 def _timeout(elapsed_s: float, limit_s: float) -> StepTimeout:
