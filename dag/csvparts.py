@@ -392,11 +392,13 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
 
 def _some_lines(stream: BinaryIO, count: int) -> list[bytes] | None:
     """The next `count` lines (fewer at the end of the file); None as soon as one is
-    longer than `LONG_LINE_BYTES` (read 256 lines at a time, not all of a long one)."""
+    longer than `LONG_LINE_BYTES` (read 16 lines at a time, then more: not all of a long
+    one)."""
     lines: list[bytes] = []
-    pull = short_lines(stream)
+    pull, step = short_lines(stream), 16
     while len(lines) < count:
-        part = list(islice(pull, min(256, count - len(lines))))
+        part = list(islice(pull, min(step, count - len(lines))))
+        step = min(step * 4, 1024)
         if not part:
             break
         if max(map(len, part)) > LONG_LINE_BYTES:
