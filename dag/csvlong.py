@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
+from itertools import islice
 from typing import BinaryIO
 
 LONG_LINE_BYTES = 1 << 16
@@ -71,6 +72,23 @@ def short_lines(stream: BinaryIO) -> Iterator[bytes]:
     + 1` bytes (the rest of it comes as the next line): a long line is never read whole
     by the buffered reader, which joins the pieces of a long line into a second copy."""
     return iter(partial(stream.readline, LONG_LINE_BYTES + 1), b"")
+
+
+def some_lines(stream: BinaryIO, count: int) -> list[bytes] | None:
+    """The next `count` lines (fewer at the end of the file); None as soon as one is
+    longer than `LONG_LINE_BYTES` (read 16 lines at a time, then more: not all of a long
+    one)."""
+    lines: list[bytes] = []
+    pull, step = short_lines(stream), 16
+    while len(lines) < count:
+        part = list(islice(pull, min(step, count - len(lines))))
+        step = min(step * 4, 1024)
+        if not part:
+            break
+        if max(map(len, part)) > LONG_LINE_BYTES:
+            return None
+        lines += part
+    return lines
 
 
 def _gather(first: bytes, stream: BinaryIO, whole: bool) -> tuple[list[bytes] | None, bytearray]:

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
-from itertools import islice, pairwise
+from itertools import pairwise
 from typing import BinaryIO
 
-from dag.csvlong import LONG_FIELDS, LONG_LINE_BYTES, PlainSeen, plain_lines, short_lines
+from dag.csvlong import LONG_FIELDS, LONG_LINE_BYTES, PlainSeen, plain_lines, some_lines
 from dag.errors import CsvFormatError
 from dag.limits import BATCH_SIZE, MAX_SOURCE_BYTES
 from dag.records import ColumnRecords, Position, RawBatch, RawRecord, RowError
@@ -357,7 +357,7 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
     quote (every line is then a record). A record ends at the first line at which its count
     of `"` is even. None when a quote is still open at the end of the file, or a line (or,
     in a batch with quotes, a record) is longer than `LONG_LINE_BYTES`."""
-    raw = _some_lines(stream, batch_size)
+    raw = some_lines(stream, batch_size)
     if raw is None:
         return None  # `_plain_batch` splits a long record holding one copy of it at a time
     data = b"".join(raw)
@@ -380,7 +380,7 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
             if record_bytes > LONG_LINE_BYTES:
                 return None  # a long quoted record: `csv.reader` would hold 4 bytes a char
         more = batch_size - len(starts) if not count % 2 else 1
-        raw = _some_lines(stream, more) if more > 0 else []
+        raw = some_lines(stream, more) if more > 0 else []
         if raw is None:
             return None
         if raw:
@@ -388,21 +388,6 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
         elif not count % 2:
             break
     return data, starts
-
-
-def _some_lines(stream: BinaryIO, count: int) -> list[bytes] | None:
-    """The next `count` lines (fewer at the end of the file); None as soon as one is
-    longer than `LONG_LINE_BYTES` (read 256 lines at a time, not all of a long one)."""
-    lines: list[bytes] = []
-    pull = short_lines(stream)
-    while len(lines) < count:
-        part = list(islice(pull, min(256, count - len(lines))))
-        if not part:
-            break
-        if max(map(len, part)) > LONG_LINE_BYTES:
-            return None
-        lines += part
-    return lines
 
 
 def _plain_batch(

@@ -38,6 +38,7 @@ Ops (docs/plan-format.md has the config shapes):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -118,10 +119,37 @@ class _Whitespace(Transform):
             record = dict(record)
             for name in columns:
                 value = record[name]
-                if value is not None:
-                    record[name] = join(value.split()) if self._collapse else strip(value)
+                if value is None:
+                    continue
+                if not self._collapse:
+                    record[name] = strip(value)
+                elif len(value) <= _COLLAPSE_SLICE:
+                    record[name] = join(value.split())
+                else:
+                    record[name] = _collapse_long(value)
             out.append(record)
         return out, []
+
+
+def _collapse_long(value: str) -> str:
+    """`" ".join(value.split())` of a long value, a slice of about `_COLLAPSE_SLICE`
+    characters (cut at white space) at a time: never a list of all its words (a 30 MiB text
+    is 10 million of them, 800 MiB). The value itself when nothing changes, so a chain of
+    such steps holds one copy of it."""
+    parts, i, n = [], 0, len(value)
+    while i < n:
+        space = _SPACE.search(value, min(i + _COLLAPSE_SLICE, n))
+        j = space.start() if space else n
+        words = value[i:j].split()
+        if words:
+            parts.append(" ".join(words))
+        i = j
+    collapsed = " ".join(parts)
+    return value if collapsed == value else collapsed
+
+
+_COLLAPSE_SLICE = 1 << 16
+_SPACE = re.compile(r"\s")  # the white space of str.split() and str.isspace()
 
 
 class _Map(Transform):

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS, PlanPreview, StepPreview, preview_plan
+from actors.preview_bounds import MAX_VALUE_CHARS, clip
 from dag import StepStatus
 from dag.plan import parse_plan
 from ddl import connector
@@ -158,9 +159,11 @@ def _where(step: StepPreview) -> str:
 
 
 def _cell(value: Any) -> str:
+    """A value as the table shows it: a long string cut as in the JSON answer."""
     if value is None:
         return "[dim]null[/]"
-    return escape(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return escape(clip(text, MAX_VALUE_CHARS) if isinstance(value, str) else text)
 
 
 def _records_table(rows: list[dict], names: list[str], title: str) -> Table:

@@ -35,7 +35,7 @@ from service.domain.listing import (
     parse_uuid,
 )
 from service.domain.pipelines import get_pipeline, get_revision, list_pipeline_overview
-from service.domain.preview import preview_with
+from service.domain.preview import preview_answer
 from service.domain.principals import ADMIN_ONLY, OPERATE, READ
 from service.domain.runs import (
     Admission,
@@ -251,7 +251,7 @@ class PipelinePage(ConsolePage):
 
 class PreviewAction(ConsolePage):
     """The preview panel's answer: the pipeline's current plan, or an edited one pasted in
-    the form, previewed on the first records (`service.domain.preview.preview_with`, as
+    the form, previewed on the first records (`service.domain.preview.preview_answer`, as
     the API does); an audit row is all it writes. Roles as creating a pipeline."""
 
     roles = {"POST": ADMIN_ONLY}
@@ -272,8 +272,7 @@ class PreviewAction(ConsolePage):
             fields = {"plan": plan, "records": records}
             loaded = requests.load_fields(fields, requests.PreviewRequestSchema(), "form")
             page["records"] = loaded["records"]
-            preview = preview_with(self.deps.config, loaded["plan"], loaded["records"])
-            page["preview"] = preview.as_dict()
+            page["preview"] = preview_answer(self.deps.config, loaded["plan"], loaded["records"])
             page["dag"] = layout_dag(_plan_steps(loaded["plan"]))
             page["by_name"] = {s["name"]: {**s, "progress": None} for s in page["preview"]["steps"]}
         except ServiceError as exc:  # 400: the form shows what to change

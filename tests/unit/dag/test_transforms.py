@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dag import transforms
 from dag.errors import ConfigValueError, Int64OverflowError
 from dag.transforms import build_transform
 from dag.types import INT64_MAX, INT64_MIN
@@ -405,3 +406,22 @@ def test_property_aggregate_matches_a_plain_computation(rows, batch, group_by):
                      "sum": sum(present), "min": min(present, default=None),
                      "max": max(present, default=None)})  # fmt: skip
     assert transform.finish() == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from([" ", "\t", "\n", "\u00a0", "\u2003", "\x85", "a", "é"])),
+    st.integers(1, 12),
+)
+def test_a_long_value_collapses_as_split_and_join_do(value, slice_chars):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(transforms, "_COLLAPSE_SLICE", slice_chars)
+        assert transforms._collapse_long(value) == " ".join(value.split())
+
+
+def test_a_long_value_collapsed_twice_is_the_same_object_the_second_time():
+    t = build_transform({"op": "normalize_whitespace", "columns": ["a"]}, {"a": "string"})
+    long = "word  " * 50_000
+    (once,), _ = t.apply([{"a": long}])
+    (twice,), _ = t.apply([once])
+    assert once["a"] == " ".join(long.split()) and twice["a"] is once["a"]
