@@ -219,19 +219,7 @@ class StepRunner:
             except (Exception, TimeLimitExceeded) as exc:
                 if connection_lost(exc):
                     log.warning("database session lost mid-step: %s", exc, extra=ctx)
-                    self._drop_state_conn()
-                    back = take_back(
-                        claim,
-                        heartbeat,
-                        ctx,
-                        settings=s,
-                        connect=self._state_conn,
-                        drop=self._drop_state_conn,
-                        followers=self._follower_claims(),
-                        stopping=self.stopping,
-                        clock=self._clock,
-                    )
-                    if back:
+                    if self._take_back(claim, heartbeat, ctx):
                         continue
                     break
                 _rollback(conn)
@@ -242,6 +230,22 @@ class StepRunner:
                 log.warning("attempt %s: %s", outcome, exc, extra=ctx)
                 return outcome, delay_ms
         return LEASE_LOST, None
+
+    def _take_back(self, claim: Claim, heartbeat: Heartbeat, ctx: dict) -> bool:
+        """After a lost session: the attempt taken back from its checkpoint when it is
+        still ours (`actors.recovery`)."""
+        self._drop_state_conn()
+        return take_back(
+            claim,
+            heartbeat,
+            ctx,
+            settings=self.settings,
+            connect=self._state_conn,
+            drop=self._drop_state_conn,
+            followers=self._follower_claims(),
+            stopping=self.stopping,
+            clock=self._clock,
+        )
 
     def _execute(self, conn, claim: Claim, heartbeat: Heartbeat) -> None:
         """Load the step's context, form its group, run its remaining batches through the
