@@ -223,8 +223,8 @@ def resolve_plan(plan: Any, values: Mapping[str, Any]) -> dict[str, Any]:
         else:
             new = "".join(_render(p, values) for p in parts)
         if path.endswith(".path") and (problem := relative_path_problem(new)) is not None:
-            names = sorted({p.name for p in parts if isinstance(p, Placeholder)})
-            errors.append(FieldError(f"params.{names[0]}", f"{path}: {new!r} {problem}"))
+            name = _blame(parts, values)
+            errors.append(FieldError(f"params.{name}", f"{path}: {new!r} {problem}"))
         _set_field(out, path, new)
     if errors:
         raise ParamsInvalid(errors)
@@ -261,6 +261,21 @@ def _ordinal(value: str) -> int:
     day = _parse_date(value)
     assert day is not None
     return day.toordinal()
+
+
+def _blame(parts: list[str | Placeholder], values: Mapping[str, Any]) -> str:
+    """The parameter whose value makes the rendered path bad: the first whose replacement by
+    a plain name makes it good (else the first placeholder's)."""
+    names = list(dict.fromkeys(p.name for p in parts if isinstance(p, Placeholder)))
+    for name in names:
+        tame = {**values, name: "x"}
+        tamed = [
+            Placeholder(p.name) if isinstance(p, Placeholder) and p.name == name else p
+            for p in parts
+        ]
+        if relative_path_problem("".join(_render(p, tame) for p in tamed)) is None:
+            return name
+    return names[0]
 
 
 def _render(part: str | Placeholder, values: Mapping[str, Any]) -> str:

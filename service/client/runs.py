@@ -14,6 +14,7 @@ from dag import RunStatus, StepStatus
 from service.client import watch
 from service.client.command import EXIT_REFUSED, add_json, dispatch, print_json, print_table
 from service.client.http import ApiClient, ApiError
+from service.client.params import add_param_option, params_text, parse_params
 
 REJECTS_SHOWN = 20  # `etl runs show --rejects` without N
 REJECTS_MAX = 500  # the API's page bound
@@ -24,6 +25,7 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", metavar="PIPELINE", help="name or id")
     parser.add_argument("--key", help="trigger key: repeating it returns the same run")
     parser.add_argument("--wait", action="store_true", help="show live progress until the run ends")
+    add_param_option(parser)
     add_json(parser)
 
 
@@ -34,7 +36,12 @@ def run_trigger(args: argparse.Namespace) -> int:
 def _trigger(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     pipeline = client.find_pipeline(args.pipeline)
     try:
-        status, run = client.trigger(pipeline["id"], args.key)
+        params = parse_params(args.param, pipeline.get("plan") or {})
+    except ValueError as exc:
+        Console(stderr=True).print(f"etl: {exc}", markup=False)
+        return 2
+    try:
+        status, run = client.trigger(pipeline["id"], args.key, params)
     except ApiError as exc:
         if exc.status != 409:
             raise
@@ -162,6 +169,8 @@ def runs_show(args: argparse.Namespace, client: ApiClient, console: Console) -> 
         return 0
     now = client.answered_at  # the server's clock when it answered with the run
     watch.print_run(console, run, watch.plan_inputs(client, run), now)
+    if params_text(run.get("params") or {}):
+        print(f"params: {params_text(run['params'])}")
     if args.rejects:
         _print_rejects(console, rejects)
     return 0

@@ -149,10 +149,10 @@ def test_escaped_braces_become_literal_braces() -> None:
     assert not uses_placeholders(base())
 
 
-@pytest.mark.parametrize("region", ["../../etc/passwd", "/etc", "a/..", ""])
+@pytest.mark.parametrize("region", ["../../etc", "/etc", "a/..", ".."])
 def test_a_value_leading_out_of_the_directory_is_refused_naming_it(region: str) -> None:
     plan = templated(day={"type": "date"}, region={"type": "string"})
-    plan["steps"][0]["config"]["path"] = "{region}"
+    plan["steps"][0]["config"]["path"] = "{region}/{day:%Y}.csv"
     with pytest.raises(ParamsInvalid) as caught:
         resolve_plan(plan, {"day": "2026-01-01", "region": region})
     (error,) = caught.value.errors
