@@ -17,10 +17,12 @@ from actors import (
     build_broker,
     register_advancer,
     run_sweep,
+    send_advance_run,
     start_worker,
 )
 from actors.lineage import start_lineage, stop_lineage
 from ddl import connector
+from service.backfiller import Backfiller
 from service.config import Config
 from service.logs import configure_logging
 from service.run.lifecycle import die_with_parent, stop_on_signals
@@ -54,6 +56,11 @@ def run_coordinator(
     notifier = notifier_factory(cfg) if notifier_factory else None
     if notifier is not None:
         notifier.start()
+    backfiller = Backfiller(
+        connector(cfg.database_url, "etl-backfiller"),
+        lambda run_id, trace_id: send_advance_run(broker, run_id, trace_id),
+    )
+    backfiller.start()
     sweep = SweepSettings(
         every_s=cfg.sweep_s,
         retention_s=cfg.retention_days * 86400,
@@ -84,6 +91,7 @@ def run_coordinator(
         scheduler.shutdown()
     if notifier is not None:
         notifier.shutdown()
+    backfiller.shutdown()
     if api.poll() is None:
         api.terminate()
         try:
