@@ -216,6 +216,13 @@ def resolve_plan(plan: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     errors: list[FieldError] = []
     for path, value in list(templated_fields(out)):
         parts = parse_template(value)
+        missing = [p.name for p in parts if isinstance(p, Placeholder) and p.name not in values]
+        if missing:
+            message = f"{path} uses {{{missing[0]}}}, which this run has no value for"
+            if missing[0] in SCHEDULE_BUILTINS:
+                message += " (only a scheduled run has it)"
+            errors.append(FieldError(f"params.{missing[0]}", message))
+            continue
         if not any(isinstance(p, Placeholder) for p in parts):
             new: Any = "".join(str(p) for p in parts)
         elif len(parts) == 1 and types.get(parts[0].name) == "int" and not parts[0].format:

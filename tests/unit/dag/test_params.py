@@ -171,3 +171,13 @@ def test_value_range_steps_a_day_or_one() -> None:
     for bad in [("string", "a", "b"), ("int", 5, 3), ("date", "2013-01-01", "x")]:
         with pytest.raises(ValueError):
             value_range(*bad)
+
+
+def test_a_schedule_built_in_in_a_manual_run_is_refused_naming_it() -> None:
+    plan = base()
+    plan["steps"][0]["config"]["path"] = "daily/{logical_date}.csv"
+    with pytest.raises(ParamsInvalid) as caught:
+        resolve_plan(plan, {"run_id": "r"})
+    (error,) = caught.value.errors
+    assert error.field == "params.logical_date"
+    assert "only a scheduled run" in error.message
