@@ -187,44 +187,40 @@ def admit_waiting(
         if backfill["paused"] or room <= 0:
             continue
         pending = _all(cur, "next_pending_values", {"backfill_id": backfill["id"], "limit": room})
-        for value in pending:
-            admission = _admit_value(cur, backfill, value, new_id)
-            if admission is None:
-                break
-            admitted.append(admission)
-            taken[pipeline] = taken.get(pipeline, 0) + 1
-            room_total -= 1
+        batch = _admit_values(cur, backfill, pending, new_id)
+        admitted += batch
+        taken[pipeline] = taken.get(pipeline, 0) + len(batch)
+        room_total -= len(batch)
     return admitted
 
 
-def _admit_value(
-    cur: Cursor, backfill: dict, value: dict, new_id: Callable[[], uuid.UUID]
-) -> Admission | None:
-    """Admit one value in a savepoint: a refusal (`ServiceError`) leaves it pending."""
+def _admit_values(
+    cur: Cursor, backfill: dict, pending: list[dict], new_id: Callable[[], uuid.UUID]
+) -> list[Admission]:
+    """Admit a backfill's next values behind one savepoint: a refusal (`ServiceError`)
+    takes back this backfill's admissions of the pass, leaving its values pending."""
     backfill_id = str(backfill["id"])
-    cur.execute("SAVEPOINT backfill_value")
+    cur.execute("SAVEPOINT backfill_values")
+    admitted: list[Admission] = []
     try:
-        admission = admit_run(
-            cur,
-            str(backfill["pipeline_id"]),
-            trigger_key(backfill_id, value["value"]),
-            PRINCIPAL,
-            params={backfill["param"]: value["value"]},
-            new_id=new_id,
-        )
+        for value in pending:
+            admission = admit_run(
+                cur,
+                str(backfill["pipeline_id"]),
+                trigger_key(backfill_id, value["value"]),
+                PRINCIPAL,
+                params={backfill["param"]: value["value"]},
+                new_id=new_id,
+            )
+            if admission.run["status"] == RunStatus.SKIPPED:
+                raise Conflict("no room after all")  # never under the lock: room was counted
+            run = {"backfill_id": backfill_id, "position": value["position"]}
+            _execute(cur, "set_backfill_run", {**run, "run_id": admission.run["id"]})
+            admitted.append(admission)
     except ServiceError:
-        cur.execute("ROLLBACK TO SAVEPOINT backfill_value")
-        return None
-    cur.execute("RELEASE SAVEPOINT backfill_value")
-    if admission.run["status"] == RunStatus.SKIPPED:  # never, under the lock: room was counted
-        return None
-    params = {
-        "backfill_id": backfill_id,
-        "position": value["position"],
-        "run_id": admission.run["id"],
-    }
-    _execute(cur, "set_backfill_run", params)
-    return admission
+        cur.execute("ROLLBACK TO SAVEPOINT backfill_values")
+        return []
+    return admitted
 
 
 def _audit(
