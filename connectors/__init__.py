@@ -23,7 +23,7 @@ from connectors.fileexport import (
     export_file,
     reject_file,
 )
-from connectors.files import check_rel_path, open_source
+from connectors.files import check_rel_path, expand_source, open_source
 from connectors.rejects import RejectPreview, read_rejects
 from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
 from connectors.table_export import (
@@ -65,6 +65,7 @@ __all__ = [
     "encode_csv",
     "encode_jsonl",
     "encode_rejects",
+    "expand_source",
     "export_file",
     "map_column_type",
     "open_source",
