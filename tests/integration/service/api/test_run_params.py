@@ -101,3 +101,14 @@ def test_a_runs_params_are_immutable(api: Api) -> None:
     run = trigger(api, api.create_pipeline(plan=daily_plan()), {"day": "2026-12-01"}).body
     with pytest.raises(Exception, match="immutable"):
         api.sql("UPDATE runs SET params = '{}' WHERE id = %s", (run["id"],))
+
+
+def test_the_run_end_webhook_carries_the_values(api: Api) -> None:
+    pid = api.create_pipeline(plan=daily_plan())
+    hook = {"url": "http://127.0.0.1:9/hook", "events": ["run.succeeded"]}
+    assert api.call("POST", f"/pipelines/{pid}/webhooks", hook).status == 201
+    run = trigger(api, pid, {"day": "2026-12-01"}).body
+    api.sql("UPDATE runs SET status = 'succeeded', started_at = now(), finished_at = now()"
+            " WHERE id = %s", (run["id"],))  # fmt: skip
+    ((sent,),) = api.sql("SELECT run FROM webhook_deliveries WHERE run_id = %s", (run["id"],))
+    assert sent["params"] == run["params"] and sent["status"] == "succeeded"
