@@ -112,3 +112,18 @@ def test_the_run_end_webhook_carries_the_values(api: Api) -> None:
             " WHERE id = %s", (run["id"],))  # fmt: skip
     ((sent,),) = api.sql("SELECT run FROM webhook_deliveries WHERE run_id = %s", (run["id"],))
     assert sent["params"] == run["params"] and sent["status"] == "succeeded"
+
+
+def test_a_resume_keeps_the_values_and_the_substituted_plan(api: Api) -> None:
+    pid = api.create_pipeline(plan=daily_plan())
+    run = trigger(api, pid, {"day": "2026-12-01"}).body
+    api.sql("UPDATE runs SET status = 'failed', started_at = now(), finished_at = now()"
+            " WHERE id = %s", (run["id"],))  # fmt: skip
+    fixed = daily_plan()
+    fixed["steps"][0]["config"]["path"] = "fixed/{day}.csv"
+    assert api.call("PATCH", f"/pipelines/{pid}", {"plan": fixed}).status == 200
+    resumed = api.call("POST", f"/runs/{run['id']}/resume")
+    assert resumed.status == 202, resumed.body
+    assert resumed.body["params"] == run["params"] and resumed.body["revision"] == 1
+    ((plan,),) = api.sql("SELECT plan FROM runs WHERE id = %s", (run["id"],))
+    assert plan["steps"][0]["config"]["path"] == "daily/2026-12-01.csv"
