@@ -95,6 +95,7 @@ def configure_runs(parser: argparse.ArgumentParser) -> None:
         ("watch", "live progress until the run ends (exit status: how it ended)"),
         ("cancel", "cancel a queued or running run"),
         ("resume", "resume a failed run"),
+        ("rerun", "a new run of the pipeline's current revision with the run's params"),
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("run", metavar="RUN", help="run id")
@@ -226,6 +227,21 @@ def runs_resume(args: argparse.Namespace, client: ApiClient, console: Console) -
     return 0
 
 
+def runs_rerun(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    status, run = client.request("POST", f"/runs/{args.run}/rerun", {}, accept=(429,))
+    if args.json:
+        print_json(console, run)
+    if status == 429:
+        error = run.get("error") or {}
+        Console(stderr=True).print(
+            f"etl: rerun refused ({error.get('code')}): {error.get('message')}", markup=False
+        )
+        return EXIT_REFUSED
+    if not args.json:
+        print(f"rerun: {watch.run_header(run)} (revision {run['revision']})")
+    return 0
+
+
 run_runs = dispatch(
     {
         "list": runs_list,
@@ -233,6 +249,7 @@ run_runs = dispatch(
         "watch": runs_watch,
         "cancel": runs_cancel,
         "resume": runs_resume,
+        "rerun": runs_rerun,
     },
     "runs_command",
 )

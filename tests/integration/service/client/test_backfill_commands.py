@@ -24,6 +24,9 @@ def test_run_with_params_and_runs_show(env: dict[str, str], tmp_path: Path) -> N
     assert bad.returncode == 5 and "params.day" in bad.stderr
     usage = etl(env, "run", "daily", "--param", "day")
     assert usage.returncode == 2 and "expected NAME=VALUE" in usage.stderr
+    again = read_json(env, "runs", "rerun", run["id"])
+    assert again["id"] != run["id"] and again["params"]["day"] == "2026-12-01"
+    assert ok(env, "runs", "rerun", run["id"]).startswith("rerun: run ")
 
 
 def test_backfill_show_cancel_and_wait(env: dict[str, str], tmp_path: Path) -> None:
