@@ -11,10 +11,14 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import psycopg2
 import psycopg2.extensions
 
+from actors import send_advance_run
+from ddl import connector
+from service.config import Config
 from service.domain.backfills import admit_waiting
 from service.domain.db import Cursor
 
@@ -84,3 +88,15 @@ class Backfiller:
                 except Exception:  # the sweep re-sends lost wake-ups
                     log.warning("backfiller: wake-up failed; the sweep re-sends it", exc_info=True)
         return len(admitted)
+
+
+def start_backfiller(cfg: Config, broker: Any) -> Backfiller:
+    """The coordinator's backfiller, started: admissions in `cfg.database_url`, wake-ups of
+    the dag-advancer through `broker`."""
+
+    def wake(run_id: str, trace_id: str) -> None:
+        send_advance_run(broker, run_id, trace_id)
+
+    backfiller = Backfiller(connector(cfg.database_url, "etl-backfiller"), wake)
+    backfiller.start()
+    return backfiller

@@ -36,7 +36,7 @@ from dag import (
 )
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
-from service.domain.runparams import bind_params, check_same_params
+from service.domain.runparams import BoundParams, bind_params, check_same_params
 from service.errors import Conflict, NotFound
 from service.tracing import RunTrace
 
@@ -167,29 +167,37 @@ def admit_run(
     run_id = str(new_id())
     bound = bind_params(pipeline["plan"], given, builtins, run_id)
     reason = refusal_reason(cur, pipeline_id)
-    trace = trace or RunTrace.new(new_id)
-    execute(
-        cur,
-        "insert_run",
-        {
-            **key,
-            "id": run_id,
-            "revision": pipeline["revision"],
-            "status": RunStatus.SKIPPED if reason else RunStatus.QUEUED,
-            "reason": reason,
-            "trace_id": trace.trace_id,
-            "parent_span_id": trace.span_id,
-            "trace_sampled": trace.sampled,
-            "created_by": principal,
-            "params": Json(bound.values),
-            "plan": None if bound.plan is None else Json(bound.plan),
-        },
-    )
+    status = RunStatus.SKIPPED if reason else RunStatus.QUEUED
+    row = {**key, "id": run_id, "revision": pipeline["revision"], "status": status}
+    _insert_run(cur, {**row, "reason": reason, "created_by": principal}, trace, bound, new_id)
     run = get_run(cur, run_id)
     assert run is not None
     outcome = AdmissionOutcome.SKIPPED if reason else AdmissionOutcome.CREATED
     _audit_run(cur, principal, "run.trigger", run, outcome, request_id)
     return Admission(outcome, run, reason)
+
+
+def _insert_run(
+    cur: Cursor,
+    row: dict[str, Any],
+    trace: RunTrace | None,
+    bound: BoundParams,
+    new_id: Callable[[], uuid.UUID],
+) -> None:
+    """Insert a run `row` in `trace` (default a new trace of its own) with its values."""
+    trace = trace or RunTrace.new(new_id)
+    execute(
+        cur,
+        "insert_run",
+        {
+            **row,
+            "trace_id": trace.trace_id,
+            "parent_span_id": trace.span_id,
+            "trace_sampled": trace.sampled,
+            "params": Json(bound.values),
+            "plan": None if bound.plan is None else Json(bound.plan),
+        },
+    )
 
 
 def cancel_run(

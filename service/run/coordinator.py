@@ -17,12 +17,11 @@ from actors import (
     build_broker,
     register_advancer,
     run_sweep,
-    send_advance_run,
     start_worker,
 )
 from actors.lineage import start_lineage, stop_lineage
 from ddl import connector
-from service.backfiller import Backfiller
+from service.backfiller import start_backfiller
 from service.config import Config
 from service.logs import configure_logging
 from service.run.lifecycle import die_with_parent, stop_on_signals
@@ -56,11 +55,7 @@ def run_coordinator(
     notifier = notifier_factory(cfg) if notifier_factory else None
     if notifier is not None:
         notifier.start()
-    backfiller = Backfiller(
-        connector(cfg.database_url, "etl-backfiller"),
-        lambda run_id, trace_id: send_advance_run(broker, run_id, trace_id),
-    )
-    backfiller.start()
+    backfiller = start_backfiller(cfg, broker)
     sweep = SweepSettings(
         every_s=cfg.sweep_s,
         retention_s=cfg.retention_days * 86400,
