@@ -73,9 +73,18 @@ def test_a_month_backfilled_day_by_day_matches_the_csv_module_through_kills(
     )
     assert status == 201, backfill
 
+    def current() -> dict | None:
+        """The backfill, or None while the API answers otherwise (restarting)."""
+        try:
+            status, body = stack.req("GET", f"/backfills/{backfill['id']}")
+        except OSError:
+            return None
+        return body if status == 200 else None
+
     def progressed(n: int):
         def done() -> bool:
-            return stack.req("GET", f"/backfills/{backfill['id']}")[1]["succeeded"] >= n
+            view = current()
+            return view is not None and view["succeeded"] >= n
 
         return done
 
@@ -87,8 +96,8 @@ def test_a_month_backfilled_day_by_day_matches_the_csv_module_through_kills(
     stack.wait_healthy()
 
     def finished() -> dict | None:
-        view = stack.req("GET", f"/backfills/{backfill['id']}")[1]
-        return view if view["status"] != "running" else None
+        view = current()
+        return view if view is not None and view["status"] != "running" else None
 
     view = stack.wait_for(finished, timeout=900, what="the backfill's end")
     assert (view["status"], view["succeeded"], view["failed"], view["pending"]) == (
