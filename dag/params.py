@@ -229,7 +229,10 @@ def resolve_plan(plan: Any, values: Mapping[str, Any]) -> dict[str, Any]:
             new = values[parts[0].name]
         else:
             new = "".join(_render(p, values) for p in parts)
-        if path.endswith(".path") and (problem := relative_path_problem(new)) is not None:
+        if path.endswith(".path") and (globbed := _globbing(parts, values)) is not None:
+            message = f"{path}: a value may not add the glob characters *, ? or ["
+            errors.append(FieldError(f"params.{globbed}", message))
+        elif path.endswith(".path") and (problem := relative_path_problem(new)) is not None:
             name = _blame(parts, values)
             errors.append(FieldError(f"params.{name}", f"{path}: {new!r} {problem}"))
         _set_field(out, path, new)
@@ -268,6 +271,15 @@ def _ordinal(value: str) -> int:
     day = _parse_date(value)
     assert day is not None
     return day.toordinal()
+
+
+def _globbing(parts: list[str | Placeholder], values: Mapping[str, Any]) -> str | None:
+    """The first parameter whose rendered value holds a glob character: a value names a
+    file, it never widens a path into a pattern (the plan's own text may be a glob)."""
+    for part in parts:
+        if isinstance(part, Placeholder) and any(c in _render(part, values) for c in "*?["):
+            return part.name
+    return None
 
 
 def _blame(parts: list[str | Placeholder], values: Mapping[str, Any]) -> str:

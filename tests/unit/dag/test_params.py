@@ -181,3 +181,12 @@ def test_a_schedule_built_in_in_a_manual_run_is_refused_naming_it() -> None:
     (error,) = caught.value.errors
     assert error.field == "params.logical_date"
     assert "only a scheduled run" in error.message
+
+
+def test_a_value_never_turns_a_path_into_a_glob() -> None:
+    plan = templated(day={"type": "date"}, region={"type": "string"})
+    plan["steps"][0]["config"]["path"] = "{region}/*.csv"  # the plan's own glob is fine
+    resolved = resolve_plan(plan, {"day": "2026-01-01", "region": "north"})
+    assert resolved["steps"][0]["config"]["path"] == "north/*.csv"
+    with pytest.raises(ParamsInvalid, match=r"params\.region: .*glob characters"):
+        resolve_plan(plan, {"day": "2026-01-01", "region": "n*"})
