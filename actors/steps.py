@@ -85,6 +85,7 @@ class FileSource:
         self.limit = limit
         self.nulls = tuple(step.config.get("null_values") or ())
         self.evidence: dict[str, str] = {}  # why each inferred column has its type
+        self._paths: list[str] | None = None
 
     def _raw_batches(self, stream, start: Position) -> Iterator[RawBatch]:
         cfg = self.config
@@ -102,28 +103,61 @@ class FileSource:
             null_out(raw.records, self.nulls)
             yield raw
 
+    def paths(self) -> list[str]:
+        """The files the step reads, in order: its `path`, or every file its glob matches
+        (`connectors.expand_source`), fixed at the first call of the attempt."""
+        if self._paths is None:
+            self._paths = connectors.expand_source(self.env.data_dir, self.config["path"])
+        return self._paths
+
     def infer(self) -> dict[str, str]:
-        """The columns' types from a pass over the whole file (declared ones as declared)."""
-        with connectors.open_source(
-            self.env.data_dir, self.config["path"], max_bytes=MAX_SOURCE_BYTES
-        ) as stream:
-            inference = None
-            for raw in self._raw_batches(stream, Position.from_dict(None)):
-                if inference is None:
-                    inference = ColumnInference(raw.header, self.config.get("columns") or {})
-                inference.observe(raw.records)
+        """The columns' types from a pass over every input file (declared ones as declared);
+        the files of a glob must share their header."""
+        inference = None
+        for rel_path in self.paths():
+            with connectors.open_source(
+                self.env.data_dir, rel_path, max_bytes=MAX_SOURCE_BYTES
+            ) as stream:
+                for raw in self._raw_batches(stream, Position.from_dict(None)):
+                    if inference is None:
+                        inference = ColumnInference(raw.header, self.config.get("columns") or {})
+                        header = list(raw.header)
+                    elif raw.header and list(raw.header) != header:
+                        raise ConfigValueError(
+                            f"{rel_path}: its columns {list(raw.header)} differ from the first"
+                            f" file's {header}: the files of a glob are one input"
+                        )
+                    inference.observe(raw.records)
         assert inference is not None  # a reader yields at least one batch, with the header
         self.evidence = inference.evidence()
         return inference.columns()
 
     def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
+        """The input from `checkpoint` on: the files in order, each from its start, the
+        checkpoint's file (`file`, its index; 0 for one file) from its `position`."""
+        first = int((checkpoint or {}).get("file", 0))
         start = Position.from_dict((checkpoint or {}).get("position"))
         if self.columns is None:
             self.columns = self.infer()
+        ordinal = records_before + 1
+        paths = self.paths()
+        for index, rel_path in enumerate(paths[first:], start=first):
+            position = start if index == first else Position.from_dict(None)
+            for batch in self._file_batches(rel_path, index, position, ordinal):
+                if not batch.records_in and not batch.row_errors and index + 1 < len(paths):
+                    continue  # a file resumed at its end, or only a header: the next one
+                ordinal += batch.records_in
+                yield batch
+                if self.limit is not None and ordinal - 1 >= self.limit:
+                    return
+
+    def _file_batches(
+        self, rel_path: str, index: int, start: Position, ordinal: int
+    ) -> Iterator[InputBatch]:
+        assert self.columns is not None
         with connectors.open_source(
-            self.env.data_dir, self.config["path"], max_bytes=MAX_SOURCE_BYTES
+            self.env.data_dir, rel_path, max_bytes=MAX_SOURCE_BYTES
         ) as stream:
-            ordinal = records_before + 1
             offset = start.offset
             for raw in self._raw_batches(stream, start):
                 if self.limit is not None and raw.size >= self.limit - (ordinal - 1):
@@ -144,7 +178,9 @@ class FileSource:
                 raw_bytes = None if self.limit else os.pread(stream.fileno(), size, offset)
                 offset = raw.end.offset
                 ordinal += raw.size
-                position = {"position": raw.end.as_dict()}
+                position: dict[str, Any] = {"position": raw.end.as_dict()}
+                if index:
+                    position["file"] = index
                 yield InputBatch(typed, errors, raw.size, position, raw_bytes=raw_bytes)
 
 

@@ -24,7 +24,7 @@ from connectors.fileexport import (
     export_file,
     reject_file,
 )
-from connectors.files import check_rel_path, open_source
+from connectors.files import check_rel_path, expand_source, open_source
 from connectors.http_answers import MAX_HTTP_ANSWER_BYTES, BoundedAnswers, bounded_session
 from connectors.published_rows import count_run_rows, withdraw_run_rows
 from connectors.rejects import RejectPreview, read_rejects
@@ -67,6 +67,7 @@ __all__ = [
     "encode_csv",
     "encode_jsonl",
     "encode_rejects",
+    "expand_source",
     "export_file",
     "map_column_type",
     "open_source",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import glob
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -96,6 +97,32 @@ def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = MAX_SOURCE_BY
     except BaseException:
         os.close(fd)
         raise
+
+
+MAX_GLOB_FILES = 10_000
+
+
+def expand_source(data_dir: Path, pattern: str) -> list[str]:
+    """The relative paths an ingest `path` names: itself when it holds no glob (`*`, `?`,
+    `[`), else every regular file under `data_dir` it matches, in name order (each is still
+    opened through `open_source`, its own guard and size limit). `SourceRefused` for a
+    pattern breaking the relative-path rule; `SourceMissing` when nothing matches."""
+    if not glob.has_magic(pattern):
+        return [pattern]
+    check_rel_path(pattern)
+    root = os.path.realpath(data_dir)
+    if not os.path.isdir(root):
+        raise SourceMissing(f"data directory of source {pattern!r} does not exist")
+    found = sorted(
+        name
+        for name in glob.glob(pattern, root_dir=root)
+        if os.path.isfile(os.path.join(root, name))
+    )
+    if not found:
+        raise SourceMissing(f"no source file matches {pattern!r}")
+    if len(found) > MAX_GLOB_FILES:
+        raise SourceRefused(f"{pattern!r} matches {len(found)} files, more than {MAX_GLOB_FILES}")
+    return found
 
 
 def check_rel_path(rel_path: str) -> PurePosixPath:

@@ -27,6 +27,17 @@ from dag.limits import (
     PIPELINE_RUNNING_LIMIT,
     RETRY_DELAYS_S,
 )
+from dag.params import (
+    BUILTIN_PARAMS,
+    PARAM_TYPES,
+    SCHEDULE_BUILTINS,
+    ParamsInvalid,
+    resolve_plan,
+    resolve_values,
+    uses_placeholders,
+    value_problem,
+    value_range,
+)
 from dag.paths import relative_path_problem, split_relative_path
 from dag.plan import Plan, Step, parse_plan, topological_order, validate_plan
 from dag.preview import PreviewWarning, step_warnings
@@ -48,6 +59,7 @@ from dag.types import COLUMN_TYPES, ISO_DATE_TEXT, null_out, type_records
 
 __all__ = [
     "BATCH_SIZE",
+    "BUILTIN_PARAMS",
     "COLUMN_TYPES",
     "DIGEST_SEED",
     "FUSION_BUDGET",
@@ -56,6 +68,7 @@ __all__ = [
     "INT64_MIN",
     "ISO_DATE_TEXT",
     "MAX_SOURCE_BYTES",
+    "PARAM_TYPES",
     "PIPELINE_ACTIVE_LIMIT",
     "PIPELINE_QUEUE_LIMIT",
     "PIPELINE_RUNNING_LIMIT",
@@ -63,6 +76,7 @@ __all__ = [
     "RUN_ACTIVE",
     "RUN_FINAL",
     "RUN_TERMINAL",
+    "SCHEDULE_BUILTINS",
     "STEP_TERMINAL",
     "AttemptOutcome",
     "BatchBytes",
@@ -73,6 +87,7 @@ __all__ = [
     "FieldError",
     "InputDataError",
     "Int64OverflowError",
+    "ParamsInvalid",
     "Plan",
     "PlanInvalid",
     "Position",
@@ -106,10 +121,15 @@ __all__ = [
     "read_jsonl_batches",
     "relative_path_problem",
     "replay_chain",
+    "resolve_plan",
+    "resolve_values",
     "split_relative_path",
     "step_warnings",
     "steps_to_rerun",
     "topological_order",
     "type_records",
+    "uses_placeholders",
     "validate_plan",
+    "value_problem",
+    "value_range",
 ]

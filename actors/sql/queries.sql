@@ -15,7 +15,7 @@ SELECT pipeline_id FROM runs WHERE id = %(run_id)s;
 -- get_pipeline_run --
 -- The pipeline's oldest run in a status, locked, with its revision's plan: the running run
 -- (at most one), or the head of the queue (FIFO by trigger order).
-SELECT r.id, r.trace_id, r.cancel_requested, v.plan, r.revision
+SELECT r.id, r.trace_id, r.cancel_requested, coalesce(r.plan, v.plan) AS plan, r.revision
 FROM runs r
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.pipeline_id = %(pipeline_id)s AND r.status = %(status)s
@@ -185,7 +185,7 @@ FROM held;
 
 -- get_step_context --
 -- What an attempt needs to run its step: the plan, policy, and the step's progress.
-SELECT v.plan, s.type, s.checkpoint, s.columns, s.records_in, s.records_out, s.rejected,
+SELECT coalesce(r.plan, v.plan) AS plan, s.type, s.checkpoint, s.columns, s.records_in, s.records_out, s.rejected,
        s.input_digest, s.output_digest, s.batches, s.row_errors, s.output_kept
 FROM step_runs s
 JOIN runs r ON r.id = s.run_id
@@ -330,14 +330,14 @@ WHERE a.run_id = %(run_id)s AND a.step_name = %(name)s
 
 -- get_run_plan --
 -- The plan of the revision a run is bound to.
-SELECT v.plan FROM runs r
+SELECT coalesce(r.plan, v.plan) AS plan FROM runs r
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.id = %(run_id)s;
 
 -- lock_purgeable_run --
 -- The oldest finished run past the retention whose outputs are not purged yet and that no
 -- attempt still works on (a canceled run's executor stops at its next batch boundary).
-SELECT r.id, v.plan
+SELECT r.id, coalesce(r.plan, v.plan) AS plan
 FROM runs r
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.purged_at IS NULL AND r.status IN ('succeeded', 'failed', 'canceled')
@@ -426,7 +426,7 @@ WHERE s.run_id = %(run_id)s
 -- lock_uncleared_run --
 -- The oldest finished run whose unpublished stages were not removed yet (skipping those a
 -- pass failed on), locked against a resume; its plan, and its steps that did not succeed.
-SELECT r.id, v.plan,
+SELECT r.id, coalesce(r.plan, v.plan) AS plan,
        ARRAY(SELECT s.name FROM step_runs s
              WHERE s.run_id = r.id AND s.status <> 'succeeded' ORDER BY s.position) AS unpublished
 FROM runs r

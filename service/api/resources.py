@@ -215,6 +215,7 @@ class PipelineRunsResource(Resource):
                     str(pipeline_id),
                     key,
                     req.context.principal.name,
+                    params=body.get("params"),
                     new_id=self.deps.new_id,
                     request_id=req.context.request_id,
                     trace=trigger.run_trace,

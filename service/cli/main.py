@@ -84,6 +84,18 @@ COMMANDS: dict[str, Command] = {
         "run_webhooks",
         "configure_webhooks",
     ),
+    "backfill": Command(
+        "one run of PIPELINE per value of a parameter's range (API client)",
+        "service.client.backfills",
+        "run_backfill",
+        "configure_backfill",
+    ),
+    "backfills": Command(
+        "show or cancel a backfill (API client)",
+        "service.client.backfills",
+        "run_backfills",
+        "configure_backfills",
+    ),
 }
 
 

@@ -1,5 +1,6 @@
-"""`etl preview PLAN.json [--records N] [--step NAME] [--json]`: what a plan does to the
-first N records of its inputs, step by step, before it is saved (see `actors.preview`).
+"""`etl preview PLAN.json [--records N] [--step NAME] [--param NAME=VALUE ...] [--json]`:
+what a plan does to the first N records of its inputs, step by step, before it is saved (see
+`actors.preview`), with the parameter values substituted as a trigger would.
 
 Offline: file ingests need no database; a table ingest reads the sandbox read-only. Exit 0
 when every step succeeds, 1 when one fails (a row error in `stop` mode, a config that does
@@ -22,7 +23,9 @@ from actors.preview_bounds import MAX_VALUE_CHARS, clip
 from dag import StepStatus
 from dag.plan import parse_plan
 from ddl import connector
+from service.cli.plans import bind_values
 from service.client.command import new_console
+from service.client.params import add_param_option
 from service.config import Config
 from service.plandoc import read_plan_document
 
@@ -57,6 +60,7 @@ def configure_preview(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--step", metavar="NAME", help="only this step (and what it needs)")
     parser.add_argument("--json", action="store_true", help="the API's JSON answer")
+    add_param_option(parser)
 
 
 def run_preview(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -66,6 +70,8 @@ def run_preview(args: argparse.Namespace, out: TextIO | None = None) -> int:
     problems = list(doc.problems)
     if not problems and args.step is not None and args.step not in _step_names(doc.plan):
         problems.append(("step", f"no step {args.step!r} in the plan"))
+    if not problems:
+        plan, problems = bind_values(doc.plan, args.param)
     if problems:
         _print_invalid(problems, as_json=args.json, out=out)
         return 2
@@ -75,7 +81,7 @@ def run_preview(args: argparse.Namespace, out: TextIO | None = None) -> int:
         cfg.sandbox_url, "etl-preview", connect_timeout_s=5, statement_timeout_s=10
     )
     preview = preview_plan(
-        parse_plan(doc.plan),
+        parse_plan(plan),
         data_dir=cfg.data_dir,
         export_dir=cfg.export_dir,
         records=args.records,

@@ -21,6 +21,7 @@ from service.client.command import (
     print_table,
 )
 from service.client.http import ApiClient, ApiError
+from service.client.params import add_param_option, params_text, parse_params
 
 REJECTS_SHOWN = 20  # `etl runs show --rejects` without N
 REJECTS_MAX = 500  # the API's page bound
@@ -31,6 +32,7 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", metavar="PIPELINE", help="name or id")
     parser.add_argument("--key", help="trigger key: repeating it returns the same run")
     parser.add_argument("--wait", action="store_true", help="show live progress until the run ends")
+    add_param_option(parser)
     add_json(parser)
 
 
@@ -41,7 +43,12 @@ def run_trigger(args: argparse.Namespace) -> int:
 def _trigger(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     pipeline = client.find_pipeline(args.pipeline)
     try:
-        status, run = client.trigger(pipeline["id"], args.key)
+        params = parse_params(args.param, pipeline.get("plan") or {})
+    except ValueError as exc:
+        Console(stderr=True).print(f"etl: {exc}", markup=False)
+        return 2
+    try:
+        status, run = client.trigger(pipeline["id"], args.key, params)
     except ApiError as exc:
         if exc.status != 409:
             raise
@@ -93,6 +100,7 @@ def configure_runs(parser: argparse.ArgumentParser) -> None:
         ("watch", "live progress until the run ends (exit status: how it ended)"),
         ("cancel", "cancel a queued or running run"),
         ("resume", "resume a failed run"),
+        ("rerun", "a new run of the pipeline's current revision with the run's params"),
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("run", metavar="RUN", help="run id")
@@ -167,6 +175,8 @@ def runs_show(args: argparse.Namespace, client: ApiClient, console: Console) -> 
         return 0
     now = client.answered_at  # the server's clock when it answered with the run
     watch.print_run(console, run, watch.plan_inputs(client, run), now)
+    if params_text(run.get("params") or {}):
+        print(f"params: {params_text(run['params'])}")
     if args.rejects:
         _print_rejects(console, rejects)
     return 0
@@ -222,6 +232,21 @@ def runs_resume(args: argparse.Namespace, client: ApiClient, console: Console) -
     return 0
 
 
+def runs_rerun(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
+    status, run = client.request("POST", f"/runs/{args.run}/rerun", {}, accept=(429,))
+    if args.json:
+        print_json(console, run)
+    if status == 429:
+        error = run.get("error") or {}
+        Console(stderr=True).print(
+            f"etl: rerun refused ({error.get('code')}): {error.get('message')}", markup=False
+        )
+        return EXIT_REFUSED
+    if not args.json:
+        print(f"rerun: {watch.run_header(run)} (revision {run['revision']})")
+    return 0
+
+
 run_runs = dispatch(
     {
         "list": runs_list,
@@ -229,6 +254,7 @@ run_runs = dispatch(
         "watch": runs_watch,
         "cancel": runs_cancel,
         "resume": runs_resume,
+        "rerun": runs_rerun,
     },
     "runs_command",
 )

@@ -24,6 +24,7 @@ from actors import (
 )
 from actors.lineage import start_lineage, stop_lineage
 from ddl import connector
+from service.backfiller import start_backfiller
 from service.config import Config
 from service.logs import configure_logging
 from service.run.lifecycle import die_with_parent, stop_on_signals
@@ -66,6 +67,7 @@ def run_coordinator(
                 part = factory(*args)
                 part.start()
                 stack.callback(part.shutdown)
+        stack.callback(start_backfiller(cfg, broker).shutdown)
         stack.callback(stop.set)
         log.info("coordinator started (pid %s), API on %s", os.getpid(), cfg.api_bind)
         code = _watch_api(api, stop)

@@ -137,6 +137,8 @@ class RunSchema(Schema):
     cancel_requested = fields.Boolean()
     created_by = fields.String()
     error = fields.String(allow_none=True)
+    # every value of the run: given, defaulted and built-in (`run_id`, a fire's interval)
+    params = fields.Dict(keys=fields.String(), values=fields.Raw())
     steps = fields.List(fields.Nested(StepSchema))
 
 

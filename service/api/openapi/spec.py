@@ -25,7 +25,7 @@ from service.api.openapi.preview import preview_components
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 from service.domain import listing
 from service.domain.principals import ADMIN, READ
-from service.schemas import requests, responses
+from service.schemas import backfills, requests, responses
 
 
 class Operation(Protocol):
@@ -91,6 +91,9 @@ SCHEMAS = {
     "TokenRotate": requests.TokenRotateSchema,
     "Token": responses.TokenSchema,
     "IssuedToken": responses.IssuedTokenSchema,
+    "BackfillCreate": backfills.BackfillCreateSchema,
+    "BackfillRun": backfills.BackfillRunSchema,
+    "Backfill": backfills.BackfillSchema,
 }
 # The items of each list (`Op.page`): `<name>Page` components are built from them.
 PAGE_ITEMS = (

@@ -42,7 +42,7 @@ LIMIT %(limit)s;
 SELECT r.id, r.pipeline_id, p.name AS pipeline_name, p.deleted_at IS NOT NULL AS pipeline_deleted,
        r.revision, r.status, r.reason,
        r.trigger_key, r.trace_id, r.cancel_requested, r.created_by, r.created_at,
-       r.started_at, r.finished_at, r.purged_at,
+       r.started_at, r.finished_at, r.purged_at, r.params,
        CASE WHEN r.status = 'queued' THEN (
            SELECT count(*) FROM runs q
            WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'

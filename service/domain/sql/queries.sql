@@ -187,16 +187,17 @@ FROM runs WHERE status IN ('queued', 'running');
 -- insert_run --
 -- A new run (queued, or skipped with a reason) bound to a revision.
 INSERT INTO runs (id, pipeline_id, revision, status, reason, trigger_key, trace_id,
-                  parent_span_id, trace_sampled, created_by)
+                  parent_span_id, trace_sampled, created_by, params, plan)
 VALUES (%(id)s, %(pipeline_id)s, %(revision)s, %(status)s, %(reason)s, %(trigger_key)s,
-        %(trace_id)s, %(parent_span_id)s, %(trace_sampled)s, %(created_by)s)
+        %(trace_id)s, %(parent_span_id)s, %(trace_sampled)s, %(created_by)s, %(params)s,
+        %(plan)s)
 RETURNING id;
 
 -- get_run --
 -- One run, with its 1-based position among its pipeline's queued runs when queued.
 SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.trace_id,
        r.parent_span_id, r.trace_sampled, r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at, r.purged_at,
-       r.error AS run_error,
+       r.error AS run_error, r.params,
        CASE WHEN r.status = 'queued' THEN (
            SELECT count(*) FROM runs q
            WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
