@@ -19,6 +19,7 @@ from actors import lineage
 from actors.committer import StagedRows
 from actors.errors import ReplayMismatch
 from actors.leases import Claim, Heartbeat, fence
+from actors.outputs import read_state_parts
 from actors.progress import StepContext, StepWork, fresh_progress, load_context
 from actors.settings import ExecutorSettings
 from actors.sql import QUERIES
@@ -215,7 +216,7 @@ def open_member(
         source = build_source(step, env, ctx.progress.columns)
     compute = build_compute(step, source)
     if cp.get("state") is not None:
-        compute.restore(cp["state"])
+        compute.restore(cp["state"], read_state_parts(conn, run_id, step.name, cp["state"]))
     fed_names = {g.name for g in group if g.upstream is not None}
     dependents = ctx.plan.dependents(step.name)
     has_output = step.type != "export" or bool(dependents)
