@@ -4,8 +4,9 @@ Two 30-step-limit plans under the 50 MiB input limit, each run fused and unfused
 (`ETL_FUSION=0`), `--repeat` times (default 3), every run on a fresh `etl up` topology with
 production timings so that each executor's VmHWM is that run's peak:
 
-- fan-out: 28 branches off one JSONL ingest of 49 records of 1 MiB (27 file exports and a
-  `map` with a file export of its own: 30 steps);
+- fan-out: 15 branches off one JSONL ingest of 49 records of 1 MiB: 14 `trim`s of the
+  1 MiB value, each with its file export, and a file export of the input (30 steps, 29
+  members that compute an output of the batch);
 - chain: a CSV of 1,000 columns x 5,100 rows (about 49 MiB) through 26 `trim` transforms in
   a chain and a file export (28 steps).
 
@@ -30,15 +31,15 @@ FAN_RECORDS, CHAIN_COLUMNS, CHAIN_ROWS = 49, 1000, 5100
 
 
 def fan_out_plan() -> dict:
-    read = {"name": "read", "type": "ingest", "config": {"source": "file", "path": "big.jsonl"}}
-    steps = [read]
-    for i in range(27):
-        config = {"target": "file", "path": f"b{i}.jsonl"}
-        steps.append({"name": f"b{i}", "type": "export", "depends_on": ["read"], "config": config})
-    tag = {"op": "map", "column": "kind", "mapping": {"a": "A"}, "into": "tag"}
-    steps.append({"name": "tag", "type": "transform", "depends_on": ["read"], "config": tag})
-    out = {"target": "file", "path": "tag.jsonl"}
-    steps.append({"name": "tag_out", "type": "export", "depends_on": ["tag"], "config": out})
+    source = {"source": "file", "path": "big.jsonl", "format": "jsonl"}
+    steps: list[dict] = [{"name": "read", "type": "ingest", "config": source}]
+    for i in range(14):  # each branch: a trim of every value and its file export
+        trim = {"op": "trim", "columns": ["text"]}
+        steps.append({"name": f"t{i}", "type": "transform", "depends_on": ["read"], "config": trim})
+        out = {"target": "file", "path": f"t{i}.jsonl"}
+        steps.append({"name": f"e{i}", "type": "export", "depends_on": [f"t{i}"], "config": out})
+    copy = {"target": "file", "path": "all.jsonl"}
+    steps.append({"name": "all", "type": "export", "depends_on": ["read"], "config": copy})
     return {"steps": steps}
 
 
@@ -60,7 +61,7 @@ def chain_plan() -> dict:
 def write_fan_out(path: Path) -> int:
     with path.open("w", encoding="utf-8") as f:
         for i in range(FAN_RECORDS):
-            text = (chr(ord("a") + i % 26) * 1023 + " ") * 1024  # 1 MiB
+            text = (chr(ord("a") + i % 26) * 1023 + " ") * 1024  # 1 MiB, trailing blank
             f.write(json.dumps({"id": i, "kind": "ab"[i % 2], "text": text}) + "\n")
     return path.stat().st_size
 
