@@ -361,7 +361,7 @@ class StepRunner:
                 _process(m, given, self.settings.faults, self._defer_staging, self._wait_commits)
             m.spent_s += self._clock() - began
             release_taken(self._group, m)
-            if m.head and (out := over_budget(self._group, m)):
+            if m.head and (out := over_budget(self._group, m, self.settings.fusion_budget)):
                 self._wait_commits()  # the batch in flight holds their checkpoints
                 self._group = cut(conn, self._group, out, self.settings, self._heartbeat)
         if _commit_batch(conn, self._committer, self._group, run_id, self.settings):

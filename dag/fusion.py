@@ -37,6 +37,7 @@ __all__ = [
     "BatchBytes",
     "fit_budget",
     "fused_peak",
+    "fusion_budget",
     "fusion_group",
     "replay_chain",
 ]
@@ -47,9 +48,16 @@ EXECUTOR_MEMORY_LIMIT = 512 * MIB
 # What the executor holds besides the batches: the interpreter with its libraries, the
 # sessions, the allocator's slack (an idle executor is about 60 MiB).
 EXECUTOR_BASE = 96 * MIB
-# A batch's held bytes may take half of the rest: the previous batch's commit may still be
-# in flight (it is sent while the next batch is computed) and holds as much again.
-FUSION_BUDGET = (EXECUTOR_MEMORY_LIMIT - EXECUTOR_BASE) // 2
+
+
+def fusion_budget(memory_limit: int = EXECUTOR_MEMORY_LIMIT) -> int:
+    """What a fused group's batch may hold in an executor limited to `memory_limit` bytes:
+    half of what the executor's own needs leave, since the previous batch's commit may still
+    be in flight (it is sent while the next batch is computed) and holds as much again."""
+    return max(0, (memory_limit - EXECUTOR_BASE) // 2)
+
+
+FUSION_BUDGET = fusion_budget()
 # Bytes of a record in memory besides its values' text: the dict and, per value, its slot
 # and its object's header (measured with tracemalloc: 100 to 135 bytes per value); a
 # member's output records are new dicts over mostly the same values (a slot per value).

@@ -36,6 +36,7 @@ class Config:
     api_url: str = "http://127.0.0.1:8080"  # where the `etl` API client commands connect
     token: str | None = None  # the bearer token of the `etl` API client commands
     fusion: bool = True  # stage fusion: a step's followers run in one pass with it
+    executor_memory_mib: int = 512  # an executor's memory limit; a fused group keeps within
     overlap: bool = True  # a batch commits while the executor computes the next one
     tracing: bool = False  # OTLP export of spans (an OTEL_EXPORTER_OTLP_*ENDPOINT is set)
     otel_service_name: str | None = None  # OTEL_SERVICE_NAME; None: each process kind's
@@ -70,6 +71,7 @@ class Config:
             api_url=env.get("ETL_API_URL") or f"http://{bind}",
             token=env.get("ETL_TOKEN") or None,
             fusion=_flag(env, "ETL_FUSION", True),
+            executor_memory_mib=_number(env, "ETL_EXECUTOR_MEMORY_MIB", int, "512", minimum=1),
             overlap=_flag(env, "ETL_OVERLAP", True),
             tracing=_tracing(env),
             otel_service_name=env.get("OTEL_SERVICE_NAME") or None,
