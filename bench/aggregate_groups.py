@@ -9,7 +9,7 @@
 - `--in-process`: the aggregate alone, batch by batch, each batch followed by its
   checkpoint encoding: the parts of `dag.transforms` (what the executor stores) against the
   whole state encoded per batch (`orjson.dumps(state())`, the checkpoint before issue 31),
-  at 50,000 .. 400,000 groups (the whole state only to 200,000: it grows quadratically).
+  at 10,000 .. 400,000 groups (the whole state only to 40,000: it grows quadratically).
 
 Medians of `--repeat` runs (default 3) with their range. Not a test: nothing here asserts."""
 
@@ -103,11 +103,11 @@ def pipeline(repeat: int) -> None:
 
 def in_process(repeat: int) -> None:
     config = {"op": "aggregate", "column": "v", "group_by": ["g"]}
-    for groups in (50_000, 100_000, 200_000, 400_000):
+    for groups in (10_000, 20_000, 40_000, 100_000, 400_000):
         records = [{"g": _key(i, groups), "v": i % 997 - 400} for i in range(2 * groups)]
         parts = [_timed(records, config, whole=False) / groups for _ in range(repeat)]
         line = f"{groups:>7,} groups: parts {_us(parts)}"
-        if groups <= 200_000:
+        if groups <= 40_000:
             whole = [_timed(records, config, whole=True) / groups for _ in range(repeat)]
             line += f", whole state per batch {_us(whole)} per group"
         print(line, flush=True)
