@@ -21,7 +21,8 @@ limit): `fused_peak` estimates the bytes a batch holds at its peak while it goes
 members, from the bytes of one output batch (`BatchBytes`, measured on the head's output of
 the batch), with every output released as soon as its last consumer in the group took it;
 `fit_budget` keeps the followers, in order, whose joining keeps that estimate within the
-budget (docs/decisions.md, "A fused group's memory budget").
+budget (docs/decisions.md, "A fused group's memory budget"). Members run depth first, so a
+batch holds one branch's outputs at a time.
 """
 
 from __future__ import annotations
@@ -97,16 +98,19 @@ def _ends_group(plan: Plan, name: str) -> bool:
 def fusion_group(
     plan: Plan, head: str, states: Mapping[str, str], aligned: Collection[str]
 ) -> tuple[str, ...]:
-    """The followers to run fused with `head`, upstream before downstream (empty: none).
+    """The followers to run fused with `head`, upstream before downstream, depth first
+    (each branch before the next: a batch then holds one branch's outputs at a time, each
+    dropped once its consumers took it); empty: none.
 
     `states` maps every step to its status; `aligned` names the pending steps whose
     checkpoint fits the head's (none yet with a fresh head, or the same fused position)."""
     if plan.on_failure == STOP_DEPENDENTS and StepStatus.FAILED in states.values():
         return ()
-    members = [head]
-    for name in members:  # grows while it is walked: breadth first from the head
+    members: list[str] = []
+
+    def walk(name: str) -> None:  # depth first: a branch ends before the next one starts
         if _ends_group(plan, name):
-            continue
+            return
         for follower in plan.dependents(name):
             if (
                 plan.step(follower).depends_on == (name,)
@@ -114,7 +118,10 @@ def fusion_group(
                 and follower in aligned
             ):
                 members.append(follower)
-    return tuple(members[1:])
+                walk(follower)
+
+    walk(head)
+    return tuple(members)
 
 
 def replay_chain(plan: Plan, name: str, unkept: Collection[str]) -> tuple[str, ...]:
@@ -199,13 +206,39 @@ def fit_budget(
     budget: int = FUSION_BUDGET,
 ) -> tuple[str, ...]:
     """The `followers` (in order) that stay in the group behind `leading` (the replayed
-    members and the head, which always run): each joins when the group with it, every
-    follower not yet decided counted outside (its upstream's output stored), stays within
-    `budget` by `fused_peak`; one left out takes what hangs off it along."""
+    members and the head, which always run). Each joins when the group with it stays within
+    `budget` by `fused_peak`, counting the followers not yet decided below it in (their
+    outputs pass in memory); one left out takes what hangs off it along. When the group so
+    chosen is over the budget after all (a follower left out later made an output stored),
+    the choice is made again counting every follower not yet decided outside, where the
+    group last checked is the final one."""
+    chosen = _fit(plan, leading, followers, replayed, batch, budget, hopeful=True)
+    if fused_peak(plan, [*leading, *chosen], replayed, batch) <= budget:
+        return chosen
+    return _fit(plan, leading, followers, replayed, batch, budget, hopeful=False)
+
+
+def _fit(
+    plan: Plan,
+    leading: Sequence[str],
+    followers: Sequence[str],
+    replayed: Collection[str],
+    batch: BatchBytes,
+    budget: int,
+    *,
+    hopeful: bool,
+) -> tuple[str, ...]:
     members = list(leading)
-    for name in followers:
+    for i, name in enumerate(followers):
         if plan.step(name).depends_on[0] not in members:
             continue
-        if fused_peak(plan, [*members, name], replayed, batch) <= budget:
+        below = {name}
+        if hopeful:  # the undecided followers below it, in
+            for later in followers[i + 1 :]:
+                if plan.step(later).depends_on[0] in below:
+                    below.add(later)
+        trial = {*members, *below}
+        order = [m for m in [*leading, *followers] if m in trial]
+        if fused_peak(plan, order, replayed, batch) <= budget:
             members.append(name)
     return tuple(name for name in followers if name in members)
