@@ -60,33 +60,26 @@ def fusion_budget(memory_limit: int = EXECUTOR_MEMORY_LIMIT) -> int:
 
 FUSION_BUDGET = fusion_budget()
 # Bytes of a record in memory besides its values' text: the dict and, per value, its slot
-# and its object's header (measured with tracemalloc: 100 to 135 bytes per value); a
-# member's output records are new dicts over mostly the same values (a slot per value).
+# and its object's header (measured with tracemalloc: 100 to 135 bytes per value).
 RECORD_BYTES = 64
 VALUE_BYTES = 100
-SLOT_BYTES = 40
 # A kept output's rows at its batch's commit: the rows, their compressed copy and the
 # query's escaped text of it (compressed data is about incompressible at the worst).
 COMMIT_FACTOR = 3
 
 
 class BatchBytes(NamedTuple):
-    """A batch in memory: `rows`, one output's encoded rows; `records`, the records read
-    (values and dicts); `copy`, a member's output records over the same values."""
+    """A batch in memory: `rows`, its encoded rows (or an export's encoded chunk);
+    `records`, its records (values and dicts: a transform may make every value anew)."""
 
     rows: int
     records: int
-    copy: int
 
     @classmethod
     def measured(cls, n_records: int, n_columns: int, rows: int) -> BatchBytes:
         """The estimate for a batch of `n_records` records of `n_columns` columns whose
         encoded rows take `rows` bytes (the values' text is about the rows' length)."""
-        return cls(
-            rows,
-            rows + n_records * (RECORD_BYTES + VALUE_BYTES * n_columns),
-            n_records * (RECORD_BYTES + SLOT_BYTES * n_columns),
-        )
+        return cls(rows, rows + n_records * (RECORD_BYTES + VALUE_BYTES * n_columns))
 
 
 def _ends_group(plan: Plan, name: str) -> bool:
@@ -156,14 +149,24 @@ def _kept(plan: Plan, name: str, inside: Collection[str], replayed: Collection[s
     return not dependents or any(d not in inside for d in dependents)
 
 
+def _cost(plan: Plan, name: str, batch: BatchBytes) -> int:
+    """A member's output of one batch: an aggregate's comes at its end; an export passes
+    its input on and encodes its chunk; any other member makes records and their rows."""
+    if _ends_group(plan, name):
+        return 0
+    if plan.step(name).type == "export":
+        return batch.rows
+    return batch.records + batch.rows
+
+
 def fused_peak(
     plan: Plan, members: Sequence[str], replayed: Collection[str], batch: BatchBytes
 ) -> int:
     """The estimated peak of the bytes one batch holds while it goes through `members` (in
     the group's order, upstream before downstream): the input batch, and each member's
-    output (its rows and records; an aggregate's comes at its end) from its computation
-    until its last consumer in the group took it (an export that hands nothing on drops it
-    at once), kept outputs' rows until the commit, where they count `COMMIT_FACTOR` times."""
+    output (`_cost`) from its computation until its last consumer in the group took it (an
+    export that hands nothing on drops it at once), kept outputs' rows until the commit,
+    where they count `COMMIT_FACTOR` times."""
     inside = set(members)
     upstream = {
         name: plan.step(name).depends_on[0]
@@ -173,8 +176,7 @@ def fused_peak(
     waiting = {name: 0 for name in members}
     for up in upstream.values():
         waiting[up] += 1
-    each = batch.rows + batch.copy
-    cost = {name: 0 if _ends_group(plan, name) else each for name in members}
+    cost = {name: _cost(plan, name, batch) for name in members}
     alive = peak = batch.records  # the input batch, held through the whole pass
     held = 0
 

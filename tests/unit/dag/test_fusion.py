@@ -183,7 +183,7 @@ def test_the_budget_is_half_of_what_the_512_mib_limit_leaves_besides_the_executo
 def test_a_chain_holds_two_outputs_at_once_whatever_its_length() -> None:
     short, long = _chain(4), _chain(28)
     assert fused_peak(short, _names(short), (), WIDE) == fused_peak(long, _names(long), (), WIDE)
-    assert fused_peak(long, _names(long), (), WIDE) == WIDE.records + 2 * (WIDE.rows + WIDE.copy)
+    assert fused_peak(long, _names(long), (), WIDE) == WIDE.records + 2 * (WIDE.rows + WIDE.records)
     assert fit_budget(long, ["s0"], _names(long)[1:], (), WIDE) == tuple(_names(long)[1:])
 
 
@@ -213,8 +213,8 @@ def test_a_follower_left_out_takes_what_hangs_off_it_and_its_upstream_output_is_
     # x with its leaf x2: read's output stored for y and x2's, 3 times each
     assert fused_peak(plan, ["read", "x", "x2"], (), LARGE) > FUSION_BUDGET
     assert fit_budget(plan, ["read"], ["x", "x2", "y"], (), LARGE) == ("y",)
-    # read's output is stored (x reads it later): counted at the commit
-    assert fused_peak(plan, ["read", "y"], (), LARGE) == LARGE.records + 3 * LARGE.rows
+    # the input, read's output, y's chunk; then read's output is stored (x reads it later)
+    assert fused_peak(plan, ["read", "y"], (), LARGE) == 2 * (LARGE.records + LARGE.rows)
 
 
 def test_branches_run_depth_first_so_each_output_goes_before_the_next_branch() -> None:
@@ -225,11 +225,14 @@ def test_branches_run_depth_first_so_each_output_goes_before_the_next_branch() -
     names = _names(plan)
     got = fusion_group(plan, "read", _fresh(plan, "read"), set(names[1:]))
     assert got == tuple(names[1:])  # t0, e0, t1, e1, ..., all
-    assert fit_budget(plan, ["read"], list(got), (), LARGE) == got
-    # t_i's output is dropped once e_i wrote it: two outputs and an export's at once
-    assert fused_peak(plan, names, (), LARGE) == LARGE.records + 3 * (LARGE.rows + LARGE.copy)
+    # t_i's output is dropped once e_i wrote it: two outputs and an export's chunk at once
+    assert fused_peak(plan, names, (), LARGE) == 3 * LARGE.records + 3 * LARGE.rows
+    # 49 MiB batches: that is over the budget; the trims run after, each with its export
+    assert fit_budget(plan, ["read"], list(got), (), LARGE) == ("all",)
+    small = BatchBytes.measured(49, 3, 10 * 2**20)
+    assert fit_budget(plan, ["read"], list(got), (), small) == got
 
 
 def test_an_aggregate_holds_no_output_per_batch() -> None:
     plan = _fan_out("aggregate")
-    assert fused_peak(plan, _names(plan), (), LARGE) == LARGE.records + LARGE.rows + LARGE.copy
+    assert fused_peak(plan, _names(plan), (), LARGE) == 2 * LARGE.records + LARGE.rows
