@@ -19,6 +19,7 @@ from actors import lineage
 from actors.committer import StagedRows
 from actors.errors import ReplayMismatch
 from actors.leases import Claim, Heartbeat, fence
+from actors.outputs import read_state_parts
 from actors.progress import StepContext, StepWork, fresh_progress, load_context
 from actors.settings import ExecutorSettings
 from actors.sql import QUERIES
@@ -215,7 +216,7 @@ def open_member(
         source = build_source(step, env, ctx.progress.columns)
     compute = build_compute(step, source)
     if cp.get("state") is not None:
-        compute.restore(cp["state"])
+        compute.restore(cp["state"], read_state_parts(conn, run_id, step.name, cp["state"]))
     fed_names = {g.name for g in group if g.upstream is not None}
     dependents = ctx.plan.dependents(step.name)
     has_output = step.type != "export" or bool(dependents)
@@ -281,9 +282,9 @@ def release_taken(group: list[Member], m: Member) -> None:
             x.out = x.out.released(x.work is not None and x.work.keep_output)
 
 
-def over_budget(group: list[Member], head: Member) -> list[Member]:
+def over_budget(group: list[Member], head: Member, budget: int) -> list[Member]:
     """The followers to leave out of this batch's pass, with what hangs off them, so that
-    the batch stays within the fused group's memory budget (`dag.fit_budget`), estimated
+    the batch stays within `budget` bytes (`dag.fit_budget`), estimated
     from the head's output of the batch (nothing to cut when the head gives none)."""
     out = head.out
     if out is None or out.rows is None or not out.n:
@@ -293,7 +294,8 @@ def over_budget(group: list[Member], head: Member) -> list[Member]:
     plan = head.ctx.plan
     leading = [m.name for m in group if not m.follower]
     replayed = {m.name for m in group if m.claim is None}
-    kept = set(fit_budget(plan, leading, [m.name for m in followers(group)], replayed, batch))
+    names = [m.name for m in followers(group)]
+    kept = set(fit_budget(plan, leading, names, replayed, batch, budget))
     return [m for m in followers(group) if m.name not in kept]
 
 

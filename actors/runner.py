@@ -341,7 +341,7 @@ class StepRunner:
                 )
             m.spent_s += self._clock() - began
             release_taken(self._group, m)
-            if m.head and (out := over_budget(self._group, m)):
+            if m.head and (out := over_budget(self._group, m, self.settings.fusion_budget)):
                 self._wait_commits()  # the batch in flight holds their checkpoints
                 self._group = cut(conn, self._group, out, self.settings, self._heartbeat)
         if _commit_batch(conn, self._committer, self._group, run_id, self.settings):
@@ -406,6 +406,8 @@ def _commit_batch(
         progress, out = m.ctx.progress, m.out
         rows = out.rows if out is not None and m.work.keep_output else None
         seq, n = (out.seq, out.n) if out is not None else (progress.batches, 0)
+        if progress.state_part is not None:  # an aggregate's: stored as batch -1 - index
+            seq, rows = -1 - progress.state_part[0], progress.state_part[1]
         steps.append(StepCommit(m.claim.attempt_id, progress.values(m.name), seq, n, rows))
         if m.staged is not None:
             staged.append(m.staged)

@@ -13,7 +13,15 @@ from dag.errors import (
     PlanInvalid,
     RowValueError,
 )
-from dag.fusion import FUSION_BUDGET, BatchBytes, fit_budget, fused_peak, fusion_group, replay_chain
+from dag.fusion import (
+    FUSION_BUDGET,
+    BatchBytes,
+    fit_budget,
+    fused_peak,
+    fusion_budget,
+    fusion_group,
+    replay_chain,
+)
 from dag.inference import ColumnInference, infer_columns
 from dag.jsonparts import read_json_batches, read_jsonl_batches
 from dag.limits import (
@@ -111,6 +119,7 @@ __all__ = [
     "encode_rows",
     "fit_budget",
     "fused_peak",
+    "fusion_budget",
     "fusion_group",
     "infer_columns",
     "is_input_data_error",

@@ -116,6 +116,8 @@ class Config:
     api_url: str = _var("ETL_API_URL", "http://127.0.0.1:8080", fallback=_bind_url)
     token: str | None = _var("ETL_TOKEN", None, _text)
     fusion: bool = _var("ETL_FUSION", "1", _flag, empty_is_unset=True)  # stage fusion
+    # an executor's memory limit; a fused group keeps within a budget derived from it
+    executor_memory_mib: int = _var("ETL_EXECUTOR_MEMORY_MIB", "512", _int(minimum=1))
     overlap: bool = _var("ETL_OVERLAP", "1", _flag, empty_is_unset=True)  # commits ahead
     # the console's base in webhook bodies' links
     public_url: str = _var(

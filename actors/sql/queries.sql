@@ -208,6 +208,12 @@ WHERE run_id = %(run_id)s AND status = 'succeeded' AND NOT output_kept;
 SELECT payload FROM step_batches
 WHERE run_id = %(run_id)s AND step_name = %(name)s AND seq = %(seq)s;
 
+-- read_state_parts --
+-- The parts of a step's computation state its checkpoint names (seq -1 .. low), in order.
+SELECT payload FROM step_batches
+WHERE run_id = %(run_id)s AND step_name = %(name)s AND seq < 0 AND seq >= %(low)s
+ORDER BY seq DESC;
+
 -- write_step_batch --
 -- One output batch, committed together with the checkpoint that covers it.
 INSERT INTO step_batches (run_id, step_name, seq, records, payload)

@@ -28,6 +28,7 @@ from actors import (
     start_worker,
 )
 from actors.lineage import start_lineage, stop_lineage
+from dag import fusion_budget
 from ddl import connect, connector
 from service.config import Config
 from service.logs import configure_logging
@@ -113,6 +114,7 @@ def _step_runner(
         reject_dir=cfg.reject_dir,
         faults=Faults.parse(cfg.fault),
         fusion=cfg.fusion,
+        fusion_budget=fusion_budget(cfg.executor_memory_mib * 2**20),
         overlap=cfg.overlap,
         sandbox_in_state=cfg.sandbox_url == cfg.database_url,
     )

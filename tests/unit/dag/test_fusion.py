@@ -73,9 +73,10 @@ def test_branches_fuse_as_a_tree_and_an_aggregate_is_a_sink_of_the_group() -> No
         on_failure="continue_independent",
     )
     everything = {s.name for s in plan.steps}
-    # breadth first: every member before what hangs off it; nothing behind the aggregate
+    # depth first: every member before what hangs off it, a branch before the next;
+    # nothing behind the aggregate
     got = fusion_group(plan, "read", _fresh(plan, "read"), everything)
-    assert got == ("a", "b", "out", "sum", "b_out")
+    assert got == ("a", "sum", "b", "b_out", "out")
     assert fusion_group(plan, "a", _fresh(plan, "a"), everything) == ("sum",)
     # the aggregate's output exists only at its end: what reads it starts as the next group
     assert fusion_group(plan, "sum", _fresh(plan, "sum"), everything) == ()
@@ -182,7 +183,7 @@ def test_the_budget_is_half_of_what_the_512_mib_limit_leaves_besides_the_executo
 def test_a_chain_holds_two_outputs_at_once_whatever_its_length() -> None:
     short, long = _chain(4), _chain(28)
     assert fused_peak(short, _names(short), (), WIDE) == fused_peak(long, _names(long), (), WIDE)
-    assert fused_peak(long, _names(long), (), WIDE) == WIDE.records + 2 * (WIDE.rows + WIDE.copy)
+    assert fused_peak(long, _names(long), (), WIDE) == WIDE.records + 2 * (WIDE.rows + WIDE.records)
     assert fit_budget(long, ["s0"], _names(long)[1:], (), WIDE) == tuple(_names(long)[1:])
 
 
@@ -207,24 +208,31 @@ def test_stored_outputs_split_the_group_within_the_budget() -> None:
 
 
 def test_a_follower_left_out_takes_what_hangs_off_it_and_its_upstream_output_is_stored() -> None:
-    plan = _plan(
-        [
-            ("read", "ingest", []),
-            ("a", "trim", ["read"]),
-            ("b", "trim", ["read"]),
-            ("c", "file", ["read"]),
-            ("b_out", "file", ["b"]),
-        ]
-    )
-    unit = BatchBytes(rows=1, records=1, copy=0)
-    # read and a stored (b, c outside): 1 + 2 * 3; with b too (b_out outside): 1 + 3 * 3.
-    assert fused_peak(plan, ["read", "a"], (), unit) == 7
-    assert fused_peak(plan, ["read", "a", "b"], (), unit) == 10
-    got = fit_budget(plan, ["read"], ["a", "b", "c", "b_out"], (), unit, budget=9)
-    assert got == ("a", "c")  # b over the budget, b_out with it; read's output is stored
-    assert fused_peak(plan, ["read", "a", "c"], (), unit) == 7
+    plan = _plan([("read", "ingest", []), ("x", "trim", ["read"]), ("x2", "trim", ["x"]),
+                  ("y", "file", ["read"])])  # fmt: skip
+    # x with its leaf x2: read's output stored for y and x2's, 3 times each
+    assert fused_peak(plan, ["read", "x", "x2"], (), LARGE) > FUSION_BUDGET
+    assert fit_budget(plan, ["read"], ["x", "x2", "y"], (), LARGE) == ("y",)
+    # the input, read's output, y's chunk; then read's output is stored (x reads it later)
+    assert fused_peak(plan, ["read", "y"], (), LARGE) == 2 * (LARGE.records + LARGE.rows)
+
+
+def test_branches_run_depth_first_so_each_output_goes_before_the_next_branch() -> None:
+    steps = [("read", "ingest", [])]
+    for i in range(14):
+        steps += [(f"t{i}", "trim", ["read"]), (f"e{i}", "file", [f"t{i}"])]
+    plan = _plan([*steps, ("all", "file", ["read"])])
+    names = _names(plan)
+    got = fusion_group(plan, "read", _fresh(plan, "read"), set(names[1:]))
+    assert got == tuple(names[1:])  # t0, e0, t1, e1, ..., all
+    # t_i's output is dropped once e_i wrote it: two outputs and an export's chunk at once
+    assert fused_peak(plan, names, (), LARGE) == 3 * LARGE.records + 3 * LARGE.rows
+    # 49 MiB batches: that is over the budget; the trims run after, each with its export
+    assert fit_budget(plan, ["read"], list(got), (), LARGE) == ("all",)
+    small = BatchBytes.measured(49, 3, 10 * 2**20)
+    assert fit_budget(plan, ["read"], list(got), (), small) == got
 
 
 def test_an_aggregate_holds_no_output_per_batch() -> None:
     plan = _fan_out("aggregate")
-    assert fused_peak(plan, _names(plan), (), LARGE) == LARGE.records + LARGE.rows + LARGE.copy
+    assert fused_peak(plan, _names(plan), (), LARGE) == 2 * LARGE.records + LARGE.rows

@@ -55,6 +55,13 @@ def test_batches_commit_ahead_unless_switched_off(raw: str | None, overlap: bool
     assert Config.from_env(env).overlap is overlap
 
 
+def test_the_executor_memory_limit_is_512_mib_unless_set() -> None:
+    assert Config.from_env({}).executor_memory_mib == 512
+    assert Config.from_env({"ETL_EXECUTOR_MEMORY_MIB": "1024"}).executor_memory_mib == 1024
+    with pytest.raises(ConfigError, match="ETL_EXECUTOR_MEMORY_MIB: expected an integer"):
+        Config.from_env({"ETL_EXECUTOR_MEMORY_MIB": "lots"})
+
+
 def test_a_bad_flag_names_its_variable() -> None:
     with pytest.raises(ConfigError, match="ETL_FUSION: expected 1/true/yes/on or 0/false"):
         Config.from_env({"ETL_FUSION": "sometimes"})
