@@ -40,6 +40,8 @@ class Config:
     tracing: bool = False  # OTLP export of spans (an OTEL_EXPORTER_OTLP_*ENDPOINT is set)
     otel_service_name: str | None = None  # OTEL_SERVICE_NAME; None: each process kind's
     public_url: str = "http://127.0.0.1:8080"  # the console's base in webhook bodies' links
+    # the console links a run's trace id here: `{trace_id}` is replaced (Jaeger, Tempo, ...)
+    trace_url: str | None = None
     webhook_timeout_s: float = 5.0  # one webhook POST: connect + answer
     webhook_max_attempts: int = 20  # then the delivery is given up (failed, audited)
     webhook_backoff_s: float = 1.0  # the delay after the first failed attempt, doubling
@@ -74,6 +76,7 @@ class Config:
             tracing=_tracing(env),
             otel_service_name=env.get("OTEL_SERVICE_NAME") or None,
             public_url=(env.get("ETL_PUBLIC_URL") or f"http://{bind}").rstrip("/"),
+            trace_url=_trace_url(env.get("ETL_TRACE_URL") or None),
             webhook_timeout_s=_number(env, "ETL_WEBHOOK_TIMEOUT_S", float, "5", minimum=0.1),
             webhook_max_attempts=_number(env, "ETL_WEBHOOK_MAX_ATTEMPTS", int, "20", minimum=1),
             webhook_backoff_s=_number(env, "ETL_WEBHOOK_BACKOFF_S", float, "1", minimum=0.01),
@@ -81,6 +84,18 @@ class Config:
                 env, "ETL_WEBHOOK_BACKOFF_MAX_S", float, "3600", minimum=0.01
             ),
         )
+
+
+def _trace_url(template: str | None) -> str | None:
+    """`ETL_TRACE_URL`: an http(s) URL holding `{trace_id}` once, or nothing."""
+    if template is None:
+        return None
+    if not template.startswith(("http://", "https://")) or template.count("{trace_id}") != 1:
+        raise ConfigError(
+            f"ETL_TRACE_URL: expected an http:// or https:// URL with {{trace_id}} once"
+            f" (e.g. http://127.0.0.1:16686/trace/{{trace_id}}), got {template!r}"
+        )
+    return template
 
 
 def _tracing(env: Mapping[str, str]) -> bool:

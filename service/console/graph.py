@@ -25,6 +25,7 @@ NAME_CHARS = 20  # a longer name is shortened (distinctly); the full one is in t
 LAYOUT_CACHE = 256  # plans laid out kept in memory: the run page asks again every second
 
 GANTT_LABEL_W, GANTT_BAR_W, GANTT_ROW_H, GANTT_AXIS_H = 200, 760, 26, 24
+LABEL_CHAR_PX = 6.5  # the width of an 11 px system-ui character, with room to spare
 
 # Attempt outcomes after which a new attempt is a takeover, not a retry after a delay.
 _TAKEOVERS = {
@@ -266,6 +267,19 @@ class Bar:
     gap_x: int | None = None  # where the previous attempt of the step ended (the delay line)
     gap_label: str | None = None
     first_of_step: bool = False
+
+    def label_place(self, width: int) -> tuple[int, str, bool]:
+        """Where the label is drawn on a timeline `width` px wide, never over the step
+        names' column: (x, SVG text-anchor, inside the bar). Right of the bar when it fits
+        before the end, else left of it when it fits after the names, else inside the bar
+        from its start (a live run's bar reaches the end of the axis)."""
+        text = self.label + (f" ({self.gap_label})" if self.gap_label else "")
+        need = round(len(text) * LABEL_CHAR_PX)
+        if self.x + self.w + 4 + need <= width:
+            return self.x + self.w + 4, "start", False
+        if self.x - 4 - need >= GANTT_LABEL_W:
+            return self.x - 4, "end", False
+        return self.x + 4, "start", True
 
 
 @dataclass(frozen=True)

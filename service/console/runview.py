@@ -47,6 +47,7 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
         s["progress"] = step_progress(s, by_name, settings.data_dir)
     return {
         "run": view,
+        "trace_link": settings.trace_link(view.get("trace_id")),
         "pipeline_name": pipeline.get("name", "?"),
         "pipeline_deleted": pipeline.get("deleted_at") is not None,
         "steps": steps,
