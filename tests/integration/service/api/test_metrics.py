@@ -23,10 +23,9 @@ from ddl import connect
 from drills import ADMIN_TOKEN, ROOT, Stack, free_port, wait_until
 from service.domain.db import Database
 from tests.integration.testapp import Api
+from tests.programs import program
 
 Samples = dict[tuple[str, frozenset], float]
-PROMTOOL = "/usr/bin/promtool"
-PROMETHEUS = "/usr/bin/prometheus"
 
 
 def parse(text: str) -> Samples:
@@ -349,7 +348,11 @@ def test_scraped_values_match_sql_counts_after_real_runs_and_a_purge(
 
     # Clean under the Prometheus project's own linter.
     lint = subprocess.run(
-        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+        [program("promtool"), "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), (
         lint.stdout + lint.stderr
@@ -378,7 +381,7 @@ def test_scraped_values_match_sql_counts_after_real_runs_and_a_purge(
 
 
 def test_a_real_prometheus_server_scrapes_it(demo_stack: Stack, tmp_path: Path) -> None:
-    """Prometheus (Debian's server) scrapes /metrics every 2 s; its queries see the runs,
+    """Prometheus (the system's server) scrapes /metrics every 2 s; its queries see the runs,
     and the target is healthy."""
     _run_demo_and_broken(demo_stack, tmp_path)
     port = free_port()
@@ -391,7 +394,7 @@ def test_a_real_prometheus_server_scrapes_it(demo_stack: Stack, tmp_path: Path) 
     )
     server = subprocess.Popen(
         [
-            PROMETHEUS,
+            program("prometheus"),
             f"--config.file={config}",
             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}",

@@ -15,13 +15,13 @@ from playwright.sync_api import Browser, expect, sync_playwright
 from drills import ADMIN_TOKEN, Stack
 from service.console.graph import GANTT_LABEL_W
 from tests.integration.service.console.test_browser import (
-    CHROMIUM,
     CHROMIUM_ARGS,
     WAIT_MS,
     open_page,
     run_id_of,
     sign_in,
 )
+from tests.programs import program
 
 TRACES = "http://127.0.0.1:16686/trace/{trace_id}"
 # the `stack` fixture (tests/integration/conftest.py) reads these
@@ -56,7 +56,7 @@ LABELS = """svg => {
 def browser() -> Iterator[Browser]:
     expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=program("chromium"), args=CHROMIUM_ARGS)
         yield b
         b.close()
 
