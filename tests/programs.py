@@ -42,12 +42,6 @@ PROGRAMS = {
         "Debian/Ubuntu: apt-get install prometheus; Fedora: dnf install golang-github-prometheus;"
         " macOS: brew install prometheus; or a release from https://prometheus.io/download/",
     ),
-    "docker": Program(
-        "ETL_TEST_DOCKER",
-        ("docker",),
-        "Docker Engine with the compose plugin (Debian/Ubuntu: apt-get install docker.io"
-        " docker-compose-plugin; macOS/Windows: Docker Desktop), its daemon running",
-    ),
 }
 
 
