@@ -60,3 +60,16 @@ def test_a_bad_flag_names_its_variable() -> None:
         Config.from_env({"ETL_FUSION": "sometimes"})
     with pytest.raises(ConfigError, match="ETL_OVERLAP: expected 1/true/yes/on or 0/false"):
         Config.from_env({"ETL_OVERLAP": "later"})
+
+
+def test_the_trace_url_holds_trace_id_once_and_is_http() -> None:
+    template = "http://127.0.0.1:16686/trace/{trace_id}"
+    assert Config.from_env({"ETL_TRACE_URL": template}).trace_url == template
+    assert Config.from_env({}).trace_url is None
+    for bad in (
+        "127.0.0.1:16686/trace/{trace_id}",
+        "http://x/trace",
+        "http://x/{trace_id}/{trace_id}",
+    ):
+        with pytest.raises(ConfigError, match="ETL_TRACE_URL: expected an http"):
+            Config.from_env({"ETL_TRACE_URL": bad})
