@@ -117,8 +117,8 @@ def _seed_known_states(api: Api) -> None:
         (run_id,),
     )
     api.sql(
-        "UPDATE step_runs SET status = 'failed', finished_at = now(), records_in = 8"
-        " WHERE run_id = %s AND name = 'clean'",
+        "UPDATE step_runs SET status = 'failed', finished_at = now(), records_in = 8,"
+        " records_out = 5, rejected = 3 WHERE run_id = %s AND name = 'clean'",
         (run_id,),
     )
     api.sql(
@@ -194,7 +194,8 @@ def _check_known_states(m: Samples) -> None:
     assert by_label(m, "etl_steps_total", "status", **read) == {"succeeded": 1}
     assert by_label(m, "etl_steps_total", "status", **clean) == {"failed": 1}
     assert by_label(m, "etl_records_total", "kind", **read) == {"in": 10, "out": 8, "rejected": 2}
-    assert by_label(m, "etl_records_total", "kind", **clean) == {}  # only succeeded steps count
+    # a failed step's records in and rejects count; its records out were never published
+    assert by_label(m, "etl_records_total", "kind", **clean) == {"in": 8, "rejected": 3}
     assert value(m, "etl_schedule_fires_total", pipeline="beta", outcome="admitted") == 1
     assert value(m, "etl_schedule_fires_total", pipeline="alpha", outcome="skipped") == 1
     assert 90 <= value(m, "etl_oldest_queued_run_age_seconds") < 3600
