@@ -12,7 +12,7 @@ from typing import Any
 import psycopg2
 
 import connectors
-from dag import RUN_ACTIVE, StepStatus
+from dag import RUN_ACTIVE, StepStatus, attempts_that_ran
 from ddl import connect
 from service.console.graph import layout_dag, layout_gantt
 from service.console.web import ConsoleSettings
@@ -53,7 +53,9 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
         "steps": steps,
         "by_name": by_name,
         "dag": layout_dag(plan_steps),
-        "gantt": layout_gantt([(s["name"], s["attempts"]) for s in steps], now),
+        "gantt": layout_gantt(
+            [(s["name"], attempts_that_ran(s["status"], s["attempts"])) for s in steps], now
+        ),
         "rejects": [
             (s["name"], _rejects(settings, run_id, s))
             for s in steps
