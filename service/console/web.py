@@ -71,6 +71,12 @@ class ConsoleSettings:
         )
 
 
+def query_param(req: falcon.Request, name: str) -> str | None:
+    """A query parameter with white space trimmed; None when absent or empty."""
+    value = (req.get_param(name) or "").strip()
+    return value or None
+
+
 class ConsoleError(Exception):
     """An error the console answers with an HTML page (status + message)."""
 
