@@ -291,12 +291,15 @@ class Gantt:
 
 
 def layout_gantt(
-    attempts_by_step: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], now: datetime
+    attempts_by_step: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
+    now: datetime,
+    resumes: Sequence[datetime] = (),
 ) -> Gantt:
     """One row per started attempt, grouped by step in plan order, on one time axis from
     the first attempt's start to the last end (`now` for live attempts). Each bar's label
     names the executor and outcome; the gap before a step's next attempt is labelled as a
-    retry delay, or as a takeover after a lost lease or a release."""
+    retry delay, as a takeover after a lost lease or a release, or as a resume when one of
+    `resumes` (when the run was resumed by hand) falls in it."""
     started = [a for _, attempts in attempts_by_step for a in attempts if a.get("started_at")]
     if not started:
         return Gantt([])
@@ -322,26 +325,11 @@ def layout_gantt(
             shown = outcome or StepStatus.RUNNING
             secs = ((a.get("finished_at") or now) - a["started_at"]).total_seconds()
             label = f"#{a['number']} {executor} \u00b7 {shown} \u00b7 {secs:.1f} s"
-            gap_x = gap_label = None
-            if prev is not None and prev.get("finished_at"):
-                gap_s = (a["started_at"] - prev["finished_at"]).total_seconds()
-                verb = _TAKEOVERS.get(prev.get("outcome") or "", "retry")
-                gap_x, gap_label = px(prev["finished_at"]), f"{verb} after {max(gap_s, 0):.1f} s"
-            bars.append(
-                Bar(
-                    step,
-                    a["number"],
-                    executor,
-                    outcome,
-                    y,
-                    x0,
-                    max(x1 - x0, 3),
-                    label,
-                    gap_x,
-                    gap_label,
-                    first,
-                )
-            )
+            gap_label = _gap_label(prev, a, resumes)
+            gap_x = px(prev["finished_at"]) if gap_label and prev else None
+            bar = Bar(step, a["number"], executor, outcome, y, x0, max(x1 - x0, 3), label,
+                      gap_x, gap_label, first)  # fmt: skip
+            bars.append(bar)
             prev, first, y = a, False, y + GANTT_ROW_H
     ticks = []
     step_s = _tick_step(span_s)
@@ -350,6 +338,20 @@ def layout_gantt(
         ticks.append((GANTT_LABEL_W + round(t * scale), f"+{t:g} s"))
         t += step_s
     return Gantt(bars, ticks, height=y + 6)
+
+
+def _gap_label(
+    prev: Mapping[str, Any] | None, attempt: Mapping[str, Any], resumes: Sequence[datetime]
+) -> str | None:
+    """What led from a step's previous attempt to `attempt`: a retry's delay, a takeover,
+    or a resume by hand (one of `resumes` between them); None for a first attempt."""
+    if prev is None or not prev.get("finished_at"):
+        return None
+    gap_s = (attempt["started_at"] - prev["finished_at"]).total_seconds()
+    verb = _TAKEOVERS.get(prev.get("outcome") or "", "retry")
+    if any(prev["finished_at"] <= r <= attempt["started_at"] for r in resumes):
+        verb = "resumed by hand"
+    return f"{verb} after {max(gap_s, 0):.1f} s"
 
 
 def _tick_step(span_s: float) -> float:

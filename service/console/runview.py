@@ -19,7 +19,7 @@ from service.console.web import ConsoleSettings
 from service.domain.db import Cursor, database_now
 from service.domain.pipelines import get_pipeline, get_revision
 from service.domain.rejects import rejects_of
-from service.domain.runs import get_run_view
+from service.domain.runs import get_run_view, list_run_resumes
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,9 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
         "by_name": by_name,
         "dag": layout_dag(plan_steps),
         "gantt": layout_gantt(
-            [(s["name"], attempts_that_ran(s["status"], s["attempts"])) for s in steps], now
+            [(s["name"], attempts_that_ran(s["status"], s["attempts"])) for s in steps],
+            now,
+            list_run_resumes(cur, run_id),
         ),
         "rejects": [
             (s["name"], _rejects(settings, run_id, s))

@@ -43,3 +43,35 @@ def test_a_fused_step_that_never_ran_draws_no_bar(env: test_pages.Env) -> None:
     page = env.browser(VIEWER).get(f"/ui/runs/{r}").text
     bars = re.findall(r'<g class="attempt outcome-[a-z_]+" data-step="([^"]+)"', page)
     assert bars == ["read"]
+
+
+def test_a_resume_by_hand_is_labelled_so_on_the_timeline(env: test_pages.Env) -> None:
+    pid = env.create("resumed")
+    (run,) = env.sql(
+        "INSERT INTO runs (id, pipeline_id, revision, status, trigger_key, trace_id, created_by,"
+        " started_at) VALUES (gen_random_uuid(), %(p)s, 1, 'running', 'k', 't', 'test',"
+        " now() - interval '20 s') RETURNING id",
+        {"p": pid},
+    )
+    r = str(run["id"])
+    env.sql(
+        "INSERT INTO step_runs (run_id, name, type, position, status) VALUES"
+        " (%(r)s, 'read', 'ingest', 0, 'running'), (%(r)s, 'clean', 'transform', 1, 'pending'),"
+        " (%(r)s, 'to_file', 'export', 2, 'pending'), (%(r)s, 'to_table', 'export', 3, 'pending')",
+        {"r": r},
+    )
+    env.sql(
+        "INSERT INTO attempts (run_id, step_name, number, executor, started_at, finished_at,"
+        " outcome) VALUES (%(r)s, 'read', 1, 'executor-1:b', now() - interval '20 s',"
+        " now() - interval '19 s', 'input_error'), (%(r)s, 'read', 2, 'executor-2:b',"
+        " now() - interval '5 s', NULL, NULL)",
+        {"r": r},
+    )
+    env.sql(
+        "INSERT INTO audit (principal, action, entity_type, entity_id, details, created_at)"
+        " VALUES ('admin', 'run.resume', 'run', %(r)s, '{\"outcome\": \"requeued\"}',"
+        " now() - interval '6 s')",
+        {"r": r},
+    )
+    page = env.browser(VIEWER).get(f"/ui/runs/{r}").text
+    assert "(resumed by hand after 14." in page and "retry after" not in page
