@@ -61,6 +61,7 @@ from dag.states import (
     RunStatus,
     SkipReason,
     StepStatus,
+    attempts_that_ran,
 )
 from dag.transforms import Transform, build_transform
 from dag.types import COLUMN_TYPES, ISO_DATE_TEXT, null_out, type_records
@@ -111,6 +112,7 @@ __all__ = [
     "Step",
     "StepStatus",
     "Transform",
+    "attempts_that_ran",
     "build_transform",
     "chain_bytes",
     "chain_rows",

@@ -1,6 +1,7 @@
 """The Docker side of the compose drill: the `docker` command line (every call kept for the
 report), a Compose project of the repository's own `docker-compose.yml`, and the peak memory
-of its containers read from their cgroups."""
+of its containers read from their cgroups (or from `docker stats` where the host has none of
+them: Docker Desktop)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from typing import Any
 from drills.harness import ROOT
 
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-SETUP_HINT = "docker/engine-setup installs Docker Engine and Compose v2 and starts dockerd"
+SETUP_HINT = (
+    "install Docker Engine with the compose plugin (Debian/Ubuntu: apt-get install docker.io"
+    " docker-compose-plugin, or docker/engine-setup; macOS/Windows: Docker Desktop) and start it"
+)
 
 
 # Run inside a container: SIGKILL the one child of PID 1 (`docker exec`'s own process has
@@ -73,6 +77,8 @@ class Docker:
         """The engine's and Compose's versions; `EngineMissing` when either is absent."""
         try:
             server = self("version", "--format", "{{.Server.Version}}", timeout=30).strip()
+        except EngineMissing:
+            raise
         except RuntimeError as exc:
             raise EngineMissing(f"no Docker Engine answers ({SETUP_HINT}): {exc}") from exc
         try:
@@ -157,6 +163,33 @@ def _cgroup_bytes(container_id: str) -> tuple[int, int] | None:
     return None
 
 
+_UNITS = {"B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
+          "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}  # fmt: skip
+
+
+def parse_mem_usage(text: str) -> int:
+    """Bytes in use of `docker stats`' MemUsage column (`123.4MiB / 512MiB`)."""
+    used = text.split("/")[0].strip()
+    number = used.rstrip("BKMGikb")
+    return round(float(number) * _UNITS[used[len(number) :]])
+
+
+def _stats_bytes(docker: Docker, ids: list[str]) -> dict[str, tuple[int, int]]:
+    """(usage, usage) of each container by the engine's own accounting (`docker stats`):
+    where the host has no cgroup of the containers to read (Docker Desktop runs them in a
+    VM), the peak is what the samples saw."""
+    out = docker("stats", "--no-stream", "--format", "{{.Container}} {{.MemUsage}}", *ids,
+                 timeout=30, check=False)  # fmt: skip
+    found = {}
+    for line in out.splitlines():
+        cid, _, usage = line.partition(" ")
+        try:
+            found[cid] = (parse_mem_usage(usage),) * 2
+        except (ValueError, KeyError):
+            continue
+    return found
+
+
 class ContainerMemory:
     """Every `interval_s`, from a background thread: the cgroup memory of each service's
     container (of each replica of a scaled one); the peak per container over the drill (a
@@ -191,10 +224,15 @@ class ContainerMemory:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            for service, cid in self._ids.items():
-                if (got := _cgroup_bytes(cid)) is not None:
+            got = {s: _cgroup_bytes(cid) for s, cid in self._ids.items()}
+            missing = [s for s, bytes_ in got.items() if bytes_ is None]
+            if missing:  # no host cgroup (Docker Desktop): ask the engine
+                stats = _stats_bytes(self.project.docker, [self._ids[s] for s in missing])
+                got.update({s: stats.get(self._ids[s]) for s in missing})
+            for service, bytes_ in got.items():
+                if bytes_ is not None:
                     peak = self.peaks[service]
-                    peak[:] = [max(a, b) for a, b in zip(peak, got, strict=True)]
+                    peak[:] = [max(a, b) for a, b in zip(peak, bytes_, strict=True)]
 
     def table(self) -> list[dict[str, Any]]:
         mib = lambda b: round(b / 2**20, 1)  # noqa: E731

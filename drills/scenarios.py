@@ -22,6 +22,7 @@ from drills.acceptance import (
     drill_repeat_trigger,
 )
 from drills.compose import drill_compose
+from drills.engine import Docker, EngineMissing
 from drills.outages import drill_connections_cut, drill_executor_frozen, drill_postgres_restart
 from drills.pgcluster import PrivateCluster
 from drills.report import DrillResult, write_report
@@ -133,6 +134,12 @@ def run_drill(args: argparse.Namespace) -> int:
     """Run the drill(s) and write the report; 0 only if every check of every drill passed."""
     fast = args.fast or args.name == "ci"
     names = DRILLS if args.name in ("all", "ci") else (args.name,)
+    if "compose" in names:  # checked first: not after every other drill has run
+        try:
+            Docker().ensure_engine()
+        except EngineMissing as exc:
+            print(f"etl drill {args.name}: the compose drill needs Docker: {exc}", flush=True)
+            return 1
     started = time.monotonic()
     results = [run_one(name, fast=fast, records=args.records) for name in names]
     write_report(args.report_dir, [r.as_dict() for r in results], merge=len(names) == 1)

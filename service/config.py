@@ -43,6 +43,18 @@ def _flag(name: str, raw: str) -> bool:
     raise ConfigError(f"{name}: expected 1/true/yes/on or 0/false/no/off, got {raw!r}")
 
 
+def _trace_url(template: str | None) -> str | None:
+    """`ETL_TRACE_URL`: an http(s) URL holding `{trace_id}` once, or nothing."""
+    if template is None:
+        return None
+    if not template.startswith(("http://", "https://")) or template.count("{trace_id}") != 1:
+        raise ConfigError(
+            f"ETL_TRACE_URL: expected an http:// or https:// URL with {{trace_id}} once"
+            f" (e.g. http://127.0.0.1:16686/trace/{{trace_id}}), got {template!r}"
+        )
+    return template
+
+
 def _var(
     env: str,
     default: str | None,
@@ -126,6 +138,8 @@ class Config:
         lambda _n, raw: raw.rstrip("/"),
         fallback=_bind_url,
     )
+    # a trace viewer's URL with {trace_id}: the console links each run's trace there
+    trace_url: str | None = _var("ETL_TRACE_URL", None, lambda _n, raw: _trace_url(raw or None))
     webhook_timeout_s: float = _var("ETL_WEBHOOK_TIMEOUT_S", "5", _float(minimum=0.1))
     webhook_max_attempts: int = _var("ETL_WEBHOOK_MAX_ATTEMPTS", "20", _int(minimum=1))
     webhook_backoff_s: float = _var("ETL_WEBHOOK_BACKOFF_S", "1", _float(minimum=0.01))

@@ -21,7 +21,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from dag import RUN_FINAL, RunStatus, StepStatus
+from dag import RUN_FINAL, RunStatus, StepStatus, attempts_that_ran
 from dag.durations import elapsed_s, seconds_text
 from dag.labels import distinct_labels
 from service.client.http import ApiClient
@@ -151,7 +151,7 @@ def step_lines(
         else:
             took = seconds_between(s.get("started_at"), s.get("finished_at"))
             rate = done / took if took and done else None
-        attempts = s.get("attempts") or []
+        attempts = attempts_that_ran(s["status"], s.get("attempts") or [])
         executor = (attempts[-1].get("executor") or "") if attempts else ""
         lines.append(
             StepLine(

@@ -94,7 +94,8 @@ KEPT = {
     ),
     "etl_records_total": Kept(
         CounterMetricFamily,
-        "Records read (in), written (out) and rejected by succeeded steps",
+        "Records read (in) and rejected by steps that ended succeeded or failed, and written"
+        " (out) by succeeded steps",
         ("pipeline", "step", "kind"),
     ),
     "etl_step_retries_total": Kept(
@@ -109,8 +110,8 @@ KEPT = {
     ),
     "etl_lease_takeovers_total": Kept(
         CounterMetricFamily,
-        "Attempts whose lease expired (their step goes on in a new attempt), by pipeline and"
-        " the executor that lost the lease",
+        "Leases that expired and were taken over (their steps go on in new attempts), one per"
+        " lease however many fused steps it held, by pipeline and the executor that lost it",
         ("pipeline", "executor"),
     ),
 }

@@ -312,6 +312,11 @@ def _audit_run(
     )
 
 
+def list_run_resumes(cur: Cursor, run_id: str) -> list[Any]:
+    """When the run was resumed by hand (accepted resumes of the audit), oldest first."""
+    return [r["created_at"] for r in fetch_all(cur, "list_run_resumes", {"run_id": run_id})]
+
+
 def get_run_view(cur: Cursor, run_id: str) -> dict:
     """One run with its steps and attempts; `NotFound` if unknown."""
     run = get_run(cur, run_id)

@@ -38,7 +38,7 @@ ORDER BY number DESC
 LIMIT %(limit)s;
 
 -- list_run_summaries --
--- Runs newest first, filtered by statuses and pipeline: counts of steps by status instead of the steps.
+-- Runs newest first, filtered by statuses, pipeline and creation time: counts of steps by status instead of the steps.
 SELECT r.id, r.pipeline_id, p.name AS pipeline_name, p.deleted_at IS NOT NULL AS pipeline_deleted,
        r.revision, r.status, r.reason,
        r.trigger_key, r.trace_id, r.cancel_requested, r.created_by, r.created_at,
@@ -65,6 +65,8 @@ LEFT JOIN LATERAL (
     HAVING count(*) > 0) sc ON true
 WHERE (%(statuses)s::text[] IS NULL OR r.status = ANY(%(statuses)s::text[]))
   AND (%(pipeline_id)s::uuid IS NULL OR r.pipeline_id = %(pipeline_id)s::uuid)
+  AND (%(created_from)s::timestamptz IS NULL OR r.created_at >= %(created_from)s::timestamptz)
+  AND (%(created_before)s::timestamptz IS NULL OR r.created_at < %(created_before)s::timestamptz)
   AND (%(before_at)s::timestamptz IS NULL
        OR (r.created_at, r.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
 ORDER BY r.created_at DESC, r.id DESC

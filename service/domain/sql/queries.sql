@@ -193,6 +193,13 @@ VALUES (%(id)s, %(pipeline_id)s, %(revision)s, %(status)s, %(reason)s, %(trigger
         %(plan)s)
 RETURNING id;
 
+-- list_run_resumes --
+-- When a run was resumed by hand (the audit's accepted `run.resume` rows), oldest first.
+SELECT created_at FROM audit
+WHERE action = 'run.resume' AND entity_type = 'run' AND entity_id = %(run_id)s
+  AND details ->> 'outcome' = 'requeued'
+ORDER BY created_at;
+
 -- get_run --
 -- One run, with its 1-based position among its pipeline's queued runs when queued.
 SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.trace_id,

@@ -88,3 +88,16 @@ def test_every_variable_is_declared_once_with_its_field() -> None:
     assert cfg.public_url == "https://etl.example"
     assert cfg.token is None
     assert cfg.data_dir.is_absolute()
+
+
+def test_the_trace_url_holds_trace_id_once_and_is_http() -> None:
+    template = "http://127.0.0.1:16686/trace/{trace_id}"
+    assert Config.from_env({"ETL_TRACE_URL": template}).trace_url == template
+    assert Config.from_env({}).trace_url is None
+    for bad in (
+        "127.0.0.1:16686/trace/{trace_id}",
+        "http://x/trace",
+        "http://x/{trace_id}/{trace_id}",
+    ):
+        with pytest.raises(ConfigError, match="ETL_TRACE_URL: expected an http"):
+            Config.from_env({"ETL_TRACE_URL": bad})

@@ -24,10 +24,9 @@ from ddl import connect
 from drills import ADMIN_TOKEN, ROOT, Stack, free_port, wait_until
 from service.domain.db import Database
 from tests.integration.testapp import Api
+from tests.programs import program
 
 Samples = dict[tuple[str, frozenset], float]
-PROMTOOL = "/usr/bin/promtool"
-PROMETHEUS = "/usr/bin/prometheus"
 
 
 def parse(text: str) -> Samples:
@@ -119,8 +118,8 @@ def _seed_known_states(api: Api) -> None:
         (run_id,),
     )
     api.sql(
-        "UPDATE step_runs SET status = 'failed', finished_at = now(), records_in = 8"
-        " WHERE run_id = %s AND name = 'clean'",
+        "UPDATE step_runs SET status = 'failed', finished_at = now(), records_in = 8,"
+        " records_out = 5, rejected = 3 WHERE run_id = %s AND name = 'clean'",
         (run_id,),
     )
     api.sql(
@@ -196,7 +195,8 @@ def _check_known_states(m: Samples) -> None:
     assert by_label(m, "etl_steps_total", "status", **read) == {"succeeded": 1}
     assert by_label(m, "etl_steps_total", "status", **clean) == {"failed": 1}
     assert by_label(m, "etl_records_total", "kind", **read) == {"in": 10, "out": 8, "rejected": 2}
-    assert by_label(m, "etl_records_total", "kind", **clean) == {}  # only succeeded steps count
+    # a failed step's records in and rejects count; its records out were never published
+    assert by_label(m, "etl_records_total", "kind", **clean) == {"in": 8, "rejected": 3}
     assert value(m, "etl_schedule_fires_total", pipeline="beta", outcome="admitted") == 1
     assert value(m, "etl_schedule_fires_total", pipeline="alpha", outcome="skipped") == 1
     assert 90 <= value(m, "etl_oldest_queued_run_age_seconds") < 3600
@@ -350,7 +350,11 @@ def test_scraped_values_match_sql_counts_after_real_runs_and_a_purge(
 
     # Clean under the Prometheus project's own linter.
     lint = subprocess.run(
-        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+        [program("promtool"), "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), (
         lint.stdout + lint.stderr
@@ -379,7 +383,7 @@ def test_scraped_values_match_sql_counts_after_real_runs_and_a_purge(
 
 
 def test_a_real_prometheus_server_scrapes_it(demo_stack: Stack, tmp_path: Path) -> None:
-    """Prometheus (Debian's server) scrapes /metrics every 2 s; its queries see the runs,
+    """Prometheus (the system's server) scrapes /metrics every 2 s; its queries see the runs,
     and the target is healthy."""
     _run_demo_and_broken(demo_stack, tmp_path)
     port = free_port()
@@ -392,7 +396,7 @@ def test_a_real_prometheus_server_scrapes_it(demo_stack: Stack, tmp_path: Path) 
     )
     server = subprocess.Popen(
         [
-            PROMETHEUS,
+            program("prometheus"),
             f"--config.file={config}",
             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}",

@@ -97,3 +97,28 @@ def test_a_step_line_counts_records_out_and_rejected_apart_from_records_in() -> 
     assert [c.strip() for c in lines[2].split("\u2503")[6:8]] == ["out", "rejected"]
     cells = [[c.strip() for c in ln.split("\u2502")] for ln in lines if "/4" in ln or "/37" in ln]
     assert [c[6:8] for c in cells] == [["37", "3"], ["17", "0"]]
+
+
+def test_a_fused_step_that_never_ran_shows_no_attempt_of_its_own() -> None:
+    """Fused into `read`, which failed: `clean` ended upstream_failed with its share of the
+    attempt released; it did not run, so no attempt, executor or duration is its own."""
+    run = _run("read", "clean")
+    run["steps"][0].update(
+        status="failed",
+        attempts=[
+            {"number": 1, "executor": "executor-2:b", "outcome": "failed", "fused_into": None}
+        ],
+    )
+    run["steps"][1].update(
+        status="upstream_failed",
+        started_at=None,
+        finished_at=None,
+        records_in=0,
+        attempts=[
+            {"number": 1, "executor": "executor-2:b", "outcome": "released", "fused_into": "read"}
+        ],
+    )
+    read, clean = step_lines(run, {"clean": ["read"]}, RateMeter(), NOW)
+    assert (read.attempts, read.executor) == (1, "executor-2")
+    assert (clean.attempts, clean.executor) == (0, "")
+    assert "attempts 0  executor -" in plain_line(clean)
