@@ -20,6 +20,7 @@ class ConfigError(ValueError):
 class Config:
     database_url: str = DEFAULT_DATABASE_URL
     sandbox_url: str = DEFAULT_DATABASE_URL
+    listen_url: str = DEFAULT_DATABASE_URL  # the broker's consumers: LISTEN, session locks
     data_dir: Path = Path("fixtures")
     export_dir: Path = Path("var/exports")
     reject_dir: Path = Path("var/rejects")
@@ -54,6 +55,7 @@ class Config:
         return cls(
             database_url=db,
             sandbox_url=env.get("ETL_SANDBOX_URL", db),
+            listen_url=env.get("ETL_LISTEN_URL", db),
             data_dir=Path(env.get("ETL_DATA_DIR", "./fixtures")).absolute(),
             export_dir=Path(env.get("ETL_EXPORT_DIR", "./var/exports")).absolute(),
             reject_dir=Path(env.get("ETL_REJECT_DIR", "./var/rejects")).absolute(),

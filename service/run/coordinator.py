@@ -13,8 +13,10 @@ from collections.abc import Callable
 
 from actors import (
     COORDINATOR_QUEUE,
+    ListenSilent,
     SweepSettings,
     build_broker,
+    check_listen,
     register_advancer,
     run_sweep,
     start_worker,
@@ -43,8 +45,18 @@ def run_coordinator(
     configure_logging("coordinator", cfg.log_level)
     tracing = setup_tracing("coordinator", enabled=cfg.tracing, service_name=cfg.otel_service_name)
     stop = stop_on_signals()
+    try:
+        check_listen(cfg.listen_url, app="etl-coordinator-listen-check")
+    except ListenSilent as exc:
+        log.error("coordinator refuses to start: %s", exc)
+        return 2
     api = subprocess.Popen(api_argv, preexec_fn=die_with_parent)
-    broker = build_broker(cfg.database_url, max_connections=12, app="etl-coordinator-broker")
+    broker = build_broker(
+        cfg.database_url,
+        listen_url=cfg.listen_url,
+        max_connections=12,
+        app="etl-coordinator-broker",
+    )
     start_lineage(connector(cfg.database_url, "etl-lineage"), **lineage_places(cfg))
     register_advancer(broker, connector(cfg.database_url, "etl-advancer"))
     worker = start_worker(broker, [COORDINATOR_QUEUE], threads=2)

@@ -14,9 +14,11 @@ from actors import (
     DirectoryMismatch,
     ExecutorSettings,
     Faults,
+    ListenSilent,
     Presence,
     StepRunner,
     build_broker,
+    check_listen,
     register_step_runner,
     release_own_leases,
     send_advance_run,
@@ -57,7 +59,14 @@ def run_executor(cfg: Config, name: str) -> int:
     tracing = setup_tracing("executor", enabled=cfg.tracing, service_name=cfg.otel_service_name)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = stop_on_signals()
-    broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
+    try:
+        check_listen(cfg.listen_url, app=f"etl-{name}-listen-check")
+    except ListenSilent as exc:
+        log.error("executor %s refuses to start: %s", owner, exc)
+        return 2
+    broker = build_broker(
+        cfg.database_url, listen_url=cfg.listen_url, max_connections=8, app=f"etl-{name}-broker"
+    )
     runner = _step_runner(cfg, name, owner, broker, stop)
     register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
     start_lineage(connector(cfg.database_url, f"etl-{name}-lineage"), **lineage_places(cfg))
