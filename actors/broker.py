@@ -151,9 +151,14 @@ def check_listen(url: str, *, wait_s: float = 2.0, app: str = "etl-listen-check"
     """`ListenSilent` unless a NOTIFY sent from one session of `url` reaches a LISTEN on
     another within `wait_s`. Behind a transaction pooler (PgBouncer `pool_mode =
     transaction`) the listening server session goes back to the pool after the LISTEN: it
-    never hears anything, and nothing says so."""
+    never hears anything, and nothing says so. A database that cannot be reached is not
+    checked (a warning): the process starts and waits for it, as it always did."""
     channel = f"etl.listen_check.{uuid.uuid4().hex}"
-    listener = psycopg2.connect(url, application_name=app, connect_timeout=10)
+    try:
+        listener = psycopg2.connect(url, application_name=app, connect_timeout=10)
+    except psycopg2.OperationalError as exc:  # the database away: the process waits for it
+        log.warning("LISTEN not checked, %s is not reachable: %s", _without_password(url), exc)
+        return
     try:
         listener.autocommit = True
         with listener.cursor() as cur:

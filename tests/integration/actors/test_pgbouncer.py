@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from actors import ListenSilent, check_listen
-from drills import Stack
+from drills import Stack, free_port
 from drills.pgbouncer import PgBouncer
 from tests.integration.conftest import PG
 
@@ -26,6 +26,11 @@ def bouncer() -> Iterator[PgBouncer]:
 
 def test_listen_is_heard_directly(db_url: str) -> None:
     check_listen(db_url)
+
+
+def test_an_unreachable_database_is_left_to_the_reconnects(caplog) -> None:
+    check_listen(f"postgresql://postgres@127.0.0.1:{free_port()}/etl")
+    assert "LISTEN not checked" in caplog.text
 
 
 def test_listen_through_transaction_pooling_is_found_silent(db_url: str, bouncer) -> None:
