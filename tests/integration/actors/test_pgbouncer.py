@@ -1,21 +1,29 @@
 """Behind PgBouncer in transaction pooling, LISTEN hears nothing and says nothing: the check
 every consuming process makes at start finds it, and an executor whose ETL_LISTEN_URL goes
 through the pooler refuses to start, while one with a direct ETL_LISTEN_URL runs steps with
-its state sessions and the broker's sends through the pooler (a real Debian pgbouncer)."""
+its state sessions and the broker's sends through the pooler, and the API admits a
+30-trigger burst exactly through it (a real Debian pgbouncer)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from actors import ListenSilent, check_listen
-from drills import Stack, free_port
+from dag import GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT
+from drills import ApiClient, Stack, concurrently, free_port, run_sql
 from drills.pgbouncer import PgBouncer
+from service.config import Config
+from service.run.gunicorn import gunicorn_argv
 from tests.integration.conftest import PG
+from tests.integration.testapp import API_WORKERS, plan_copy, request_json, seed_principals
 
 
 @pytest.fixture
@@ -83,3 +91,40 @@ def test_a_chain_runs_with_state_and_sends_through_the_pooler(
         assert f"login attempt: db={database}" in bouncer.log()
     finally:
         stack.stop()
+
+
+def test_the_thirty_trigger_burst_through_the_pooler(db_url: str, bouncer, tmp_path) -> None:
+    """`etl api`'s gunicorn (3 workers) with ETL_DATABASE_URL through PgBouncer: 30
+    simultaneous triggers over 8 pipelines admit exactly 20 runs, at most 4 per pipeline, and
+    the database agrees (admission's advisory lock is a transaction's)."""
+    seed_principals(db_url)
+    pooled = bouncer.url(db_url.rsplit("/", 1)[1])
+    port = free_port()
+    cfg = Config(database_url=pooled, api_bind=f"127.0.0.1:{port}", api_workers=API_WORKERS)
+    env = {**os.environ, "ETL_DATABASE_URL": pooled, "ETL_LOG_LEVEL": "WARNING"}
+    with (tmp_path / "gunicorn.log").open("wb") as out:
+        proc = subprocess.Popen(gunicorn_argv(cfg), env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        ApiClient(base).wait_healthy(timeout=30)
+        api = f"{base}/api/v1"
+        pipelines = [
+            request_json(api, "POST", "/pipelines", {"name": f"c{i}", "plan": plan_copy()})[1]["id"]
+            for i in range(8)
+        ]
+        spread = [8, 6, 4, 4, 2, 2, 2, 2]
+        pairs = enumerate(zip(pipelines, spread, strict=True))
+        calls = [(pid, f"burst-{n}-{k}") for n, (pid, count) in pairs for k in range(count)]
+        answers = concurrently([
+            lambda c=c: request_json(api, "POST", f"/pipelines/{c[0]}/runs", {"trigger_key": c[1]})
+            for c in calls
+        ])  # fmt: skip
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+    created = Counter(body["pipeline_id"] for status, body in answers if status == 201)
+    assert sum(created.values()) == GLOBAL_ACTIVE_LIMIT
+    assert max(created.values()) <= PIPELINE_ACTIVE_LIMIT
+    rows = run_sql(db_url, "SELECT status, count(*) FROM runs GROUP BY status")
+    assert dict(rows) == {"queued": GLOBAL_ACTIVE_LIMIT, "skipped": 10}
+    assert "login attempt" in bouncer.log()
