@@ -34,7 +34,7 @@ class PgBouncer:
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\n"
             f"unix_socket_dir =\nauth_type = trust\nauth_file = {self.dir / 'users.txt'}\n"
-            f"pool_mode = {pool_mode}\ndefault_pool_size = 4\nmax_client_conn = 200\n"
+            f"pool_mode = {pool_mode}\ndefault_pool_size = 20\nmax_client_conn = 200\n"
             # psycopg2 sends none of them unasked; our sessions' `options` (time zone and
             # timeouts) are dropped by PgBouncer 1.18, which cannot forward them
             "ignore_startup_parameters = extra_float_digits,options\n"

@@ -13,10 +13,8 @@ from collections.abc import Callable
 
 from actors import (
     COORDINATOR_QUEUE,
-    ListenSilent,
     SweepSettings,
     build_broker,
-    check_listen,
     register_advancer,
     run_sweep,
     start_worker,
@@ -25,7 +23,7 @@ from actors.lineage import start_lineage, stop_lineage
 from ddl import connector
 from service.config import Config
 from service.logs import configure_logging
-from service.run.lifecycle import die_with_parent, stop_on_signals
+from service.run.lifecycle import die_with_parent, listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
 from service.run.purge import purge_sandbox
 from service.tracing import setup_tracing, shutdown_tracing
@@ -45,10 +43,7 @@ def run_coordinator(
     configure_logging("coordinator", cfg.log_level)
     tracing = setup_tracing("coordinator", enabled=cfg.tracing, service_name=cfg.otel_service_name)
     stop = stop_on_signals()
-    try:
-        check_listen(cfg.listen_url, app="etl-coordinator-listen-check")
-    except ListenSilent as exc:
-        log.error("coordinator refuses to start: %s", exc)
+    if not listen_heard(cfg.listen_url, "coordinator", app="etl-coordinator-listen-check"):
         return 2
     api = subprocess.Popen(api_argv, preexec_fn=die_with_parent)
     broker = build_broker(
@@ -66,22 +61,7 @@ def run_coordinator(
     notifier = notifier_factory(cfg) if notifier_factory else None
     if notifier is not None:
         notifier.start()
-    sweep = SweepSettings(
-        every_s=cfg.sweep_s,
-        retention_s=cfg.retention_days * 86400,
-        export_dir=cfg.export_dir,
-        reject_dir=cfg.reject_dir,
-        stalled_after_s=cfg.lease_ttl_s,
-    )
-    sweep_ok = [True]
-
-    def sweep_loop() -> None:
-        sweep_ok[0] = run_sweep(
-            connector(cfg.database_url, "etl-sweep"), purge_sandbox(cfg), broker, sweep, stop
-        )
-
-    sweeper = threading.Thread(target=sweep_loop, name="sweep", daemon=True)
-    sweeper.start()
+    sweeper, sweep_ok = _start_sweep(cfg, broker, stop)
     log.info("coordinator started (pid %s), API on %s", os.getpid(), cfg.api_bind)
     code = 0
     while not stop.wait(0.5):
@@ -109,3 +89,24 @@ def run_coordinator(
     shutdown_tracing(tracing)
     log.info("coordinator stopped")
     return code
+
+
+def _start_sweep(cfg: Config, broker, stop: threading.Event) -> tuple[threading.Thread, list[bool]]:
+    """The sweep's thread, started; `ok[0]` turns False if the sweep gave up."""
+    settings = SweepSettings(
+        every_s=cfg.sweep_s,
+        retention_s=cfg.retention_days * 86400,
+        export_dir=cfg.export_dir,
+        reject_dir=cfg.reject_dir,
+        stalled_after_s=cfg.lease_ttl_s,
+    )
+    ok = [True]
+
+    def sweep_loop() -> None:
+        ok[0] = run_sweep(
+            connector(cfg.database_url, "etl-sweep"), purge_sandbox(cfg), broker, settings, stop
+        )
+
+    sweeper = threading.Thread(target=sweep_loop, name="sweep", daemon=True)
+    sweeper.start()
+    return sweeper, ok

@@ -14,11 +14,9 @@ from actors import (
     DirectoryMismatch,
     ExecutorSettings,
     Faults,
-    ListenSilent,
     Presence,
     StepRunner,
     build_broker,
-    check_listen,
     register_step_runner,
     release_own_leases,
     send_advance_run,
@@ -29,7 +27,7 @@ from actors.lineage import start_lineage, stop_lineage
 from ddl import connect, connector
 from service.config import Config
 from service.logs import configure_logging
-from service.run.lifecycle import stop_on_signals
+from service.run.lifecycle import listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
 from service.tracing import setup_tracing, shutdown_tracing
 
@@ -59,10 +57,7 @@ def run_executor(cfg: Config, name: str) -> int:
     tracing = setup_tracing("executor", enabled=cfg.tracing, service_name=cfg.otel_service_name)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = stop_on_signals()
-    try:
-        check_listen(cfg.listen_url, app=f"etl-{name}-listen-check")
-    except ListenSilent as exc:
-        log.error("executor %s refuses to start: %s", owner, exc)
+    if not listen_heard(cfg.listen_url, f"executor {owner}", app=f"etl-{name}-listen-check"):
         return 2
     broker = build_broker(
         cfg.database_url, listen_url=cfg.listen_url, max_connections=8, app=f"etl-{name}-broker"

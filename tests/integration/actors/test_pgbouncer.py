@@ -84,7 +84,7 @@ def test_a_chain_runs_with_state_and_sends_through_the_pooler(
     (stack.data / "nums.csv").write_text("id\n" + "".join(f"{i}\n" for i in range(1, 2001)))
     stack.start()
     try:
-        run = stack.wait_run(stack.trigger(stack.create("nums", CHAIN))[1]["id"], timeout=120)
+        run = stack.wait_run(stack.trigger(stack.create("nums", CHAIN))[1]["id"], timeout=300)
         assert run["status"] == "succeeded", run
         lines = (stack.exports / run["id"] / "nums.jsonl").read_text().splitlines()
         assert len(lines) == 2000
