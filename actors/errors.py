@@ -35,6 +35,11 @@ class DirectoryMismatch(ActorError):
     not start (a step one staged could be neither resumed nor published by the other)."""
 
 
+class ListenSilent(ActorError):
+    """LISTEN on the consumers' URL hears no NOTIFY (a transaction pooler in between): the
+    process must not start, its wake-ups would never come."""
+
+
 class InjectedCrash(ActorError):
     """A fault injected for tests and drills (a transient, retryable failure)."""
 

@@ -26,6 +26,7 @@ from drills.engine import Docker, EngineMissing
 from drills.outages import drill_connections_cut, drill_executor_frozen, drill_postgres_restart
 from drills.pgcluster import PrivateCluster
 from drills.report import DrillResult, write_report
+from drills.swarm import drill_swarm
 from drills.topology import Topology
 
 SCENARIOS: dict[str, Callable[[Topology, DrillResult, int], None]] = {
@@ -41,7 +42,10 @@ SCENARIOS: dict[str, Callable[[Topology, DrillResult, int], None]] = {
     "connections-cut": drill_connections_cut,
 }
 # Drills that bring their own topology (not `etl up`): (result, records, fast).
-OWN_TOPOLOGY: dict[str, Callable[[DrillResult, int, bool], None]] = {"compose": drill_compose}
+OWN_TOPOLOGY: dict[str, Callable[[DrillResult, int, bool], None]] = {
+    "compose": drill_compose,
+    "swarm": drill_swarm,
+}
 DRILLS = (*SCENARIOS, *OWN_TOPOLOGY)
 FAULTS = {  # ETL_FAULT of the drill's topology (see actors/faults.py)
     "crash-after-export": "crash_after_export:step=to_table:batch=3",
@@ -105,7 +109,7 @@ def run_own(name: str, *, fast: bool, records: int) -> DrillResult:
 def _command(name: str, fast: bool, records: int) -> str:
     """The command that reproduces drill `name` as it was run."""
     command = f".venv/bin/etl drill {name}" + (" --fast" if fast else "")
-    if name in ("import-100k", "compose") and records != 100_000:
+    if name in ("import-100k", "compose", "swarm") and records != 100_000:
         command += f" --records {records}"
     return command
 

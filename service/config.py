@@ -110,6 +110,11 @@ class Config:
     sandbox_url: str = _var(
         "ETL_SANDBOX_URL", DEFAULT_DATABASE_URL, fallback=lambda read: read["database_url"]
     )
+    # what LISTENs (the broker's consumers, the webhook notifier): a direct session, not a
+    # transaction pooler's
+    listen_url: str = _var(
+        "ETL_LISTEN_URL", DEFAULT_DATABASE_URL, fallback=lambda read: read["database_url"]
+    )
     data_dir: Path = _var("ETL_DATA_DIR", "fixtures", _path)
     export_dir: Path = _var("ETL_EXPORT_DIR", "var/exports", _path)
     reject_dir: Path = _var("ETL_REJECT_DIR", "var/rejects", _path)

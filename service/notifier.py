@@ -203,8 +203,10 @@ class Notifier:
         poll_s: float = 1.0,
         retention_s: float | None = None,
         purge_every_s: float = 300.0,
+        listen_connect: Connect | None = None,
     ):
         self._connect = connect
+        self._listen_connect = listen_connect or connect  # LISTEN needs a session of its own
         self.public_url = public_url
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
@@ -253,7 +255,7 @@ class Notifier:
         while not self._stop.is_set():
             try:
                 if conn is None:
-                    conn = self._connect()
+                    conn = self._listen_connect()
                     conn.autocommit = True
                     conn.cursor().execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
@@ -382,4 +384,5 @@ def build_notifier(cfg: Config) -> Notifier:
         max_attempts=cfg.webhook_max_attempts,
         backoff=Backoff(cfg.webhook_backoff_s, cfg.webhook_backoff_max_s),
         retention_s=cfg.retention_days * 86400,
+        listen_connect=connector(cfg.listen_url, "etl-notifier-listen"),
     )

@@ -27,7 +27,7 @@ from ddl import connector
 from service.backfiller import start_backfiller
 from service.config import Config
 from service.logs import configure_logging
-from service.run.lifecycle import die_with_parent, stop_on_signals
+from service.run.lifecycle import die_with_parent, listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
 from service.run.purge import purge_sandbox
 from service.tracing import setup_tracing, shutdown_tracing
@@ -47,13 +47,20 @@ def run_coordinator(
     Parts stop in the reverse order of their start (an `ExitStack`)."""
     configure_logging("coordinator", cfg.log_level)
     stop = stop_on_signals()
+    if not listen_heard(cfg.listen_url, "coordinator", app="etl-coordinator-listen-check"):
+        return 2
     with ExitStack() as stack:
         tracing = setup_tracing(
             "coordinator", enabled=cfg.tracing, service_name=cfg.otel_service_name
         )
         stack.callback(shutdown_tracing, tracing)
         api = subprocess.Popen(api_argv, preexec_fn=die_with_parent)
-        broker = build_broker(cfg.database_url, max_connections=12, app="etl-coordinator-broker")
+        broker = build_broker(
+            cfg.database_url,
+            listen_url=cfg.listen_url,
+            max_connections=12,
+            app="etl-coordinator-broker",
+        )
         stack.callback(broker.close)
         start_lineage(connector(cfg.database_url, "etl-lineage"), **lineage_places(cfg))
         stack.callback(stop_lineage)

@@ -32,7 +32,7 @@ from dag import fusion_budget
 from ddl import connect, connector
 from service.config import Config
 from service.logs import configure_logging
-from service.run.lifecycle import stop_on_signals
+from service.run.lifecycle import listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
 from service.tracing import setup_tracing, shutdown_tracing
 
@@ -62,11 +62,15 @@ def run_executor(cfg: Config, name: str) -> int:
     configure_logging(name, cfg.log_level)
     owner = f"{name}:{uuid.uuid4().hex[:8]}"
     stop = stop_on_signals()
+    if not listen_heard(cfg.listen_url, f"executor {owner}", app=f"etl-{name}-listen-check"):
+        return 2
     with ExitStack() as stack:
         tracing = setup_tracing("executor", enabled=cfg.tracing, service_name=cfg.otel_service_name)
         stack.callback(shutdown_tracing, tracing)
         stack.callback(stop_lineage)  # what the last attempt told goes out
-        broker = build_broker(cfg.database_url, max_connections=8, app=f"etl-{name}-broker")
+        broker = build_broker(
+            cfg.database_url, listen_url=cfg.listen_url, max_connections=8, app=f"etl-{name}-broker"
+        )
         stack.callback(broker.close)
         runner = _step_runner(cfg, name, owner, broker, stop)
         register_step_runner(broker, runner, time_limit_ms=int(cfg.step_timeout_s * 1000) + 60_000)
