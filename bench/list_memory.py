@@ -25,6 +25,7 @@ import psycopg2.extras
 
 import ddl
 from dag.plan import validate_plan
+from drills.memory import child_pids
 from service.config import Config
 from service.domain.principals import VIEWER, hash_token
 from service.run.gunicorn import gunicorn_argv
@@ -77,19 +78,6 @@ def seed(db_url: str, plans: int, kib: int) -> int:
     return len(json.dumps(plan))
 
 
-def worker_pids(master: int) -> list[int]:
-    """The gunicorn master's child processes (its workers)."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == master:
-            pids.append(int(stat.parent.name))
-    return pids
-
-
 def vm_hwm_mib(pid: int) -> float:
     """Peak resident set size of `pid` in MiB (VmHWM in /proc/PID/status)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -138,7 +126,7 @@ def measure(source: Path, plans: int, kib: int, port: int) -> None:
                     break
             except OSError:
                 time.sleep(0.1)
-        (worker,) = worker_pids(proc.pid)
+        (worker,) = child_pids(proc.pid)
         print(f"worker VmHWM after /health:                 {vm_hwm_mib(worker):8.1f} MiB")
         for path in ("/api/v1/pipelines", "/api/v1/pipelines?limit=500"):
             started = time.monotonic()
