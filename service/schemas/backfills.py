@@ -9,6 +9,8 @@ from marshmallow import Schema, fields, validate
 from service.schemas.responses import UtcDateTime
 
 BACKFILL_STATUSES = ("running", "succeeded", "failed", "canceled")
+# An end of the range in the OpenAPI document: a date (`YYYY-MM-DD`) or an integer.
+_END = {"oneOf": [{"type": "string"}, {"type": "integer"}]}
 
 
 class BackfillCreateSchema(Schema):
@@ -16,8 +18,8 @@ class BackfillCreateSchema(Schema):
     inclusive (a `date` steps one day, an `int` one)."""
 
     param = fields.String(required=True, validate=validate.Length(min=1, max=200))
-    value_from = fields.Raw(required=True, data_key="from")
-    value_to = fields.Raw(required=True, data_key="to")
+    value_from = fields.Raw(required=True, data_key="from", metadata=_END)
+    value_to = fields.Raw(required=True, data_key="to", metadata=_END)
 
 
 class BackfillRunSchema(Schema):

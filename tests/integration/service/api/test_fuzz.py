@@ -7,8 +7,10 @@ The generator gets help only where JSON schema cannot state a rule, and only for
 cases (negative cases are left alone): a plan's dependencies, unique names and distinct
 export paths are repaired to follow them (`valid_plan`), a preview names a pipeline and a
 revision that exist, and a list's `before` becomes a cursor of that list (`list_cursor`: a
-cursor is opaque, only the `next` of a page is one). A 412 to a valid If-Match counts as
-accepting valid data (it names another revision). Previews read a small CSV in a data
+cursor is opaque, only the `next` of a page is one); braces in a plan's paths and values
+(placeholders of run parameters) become parentheses, a trigger carries no `params` (the
+plans declare none) and a backfill is of the known pipelines' parameter `n`. A 412 to a
+valid If-Match counts as accepting valid data (it names another revision). Previews read a small CSV in a data
 directory of the test's own."""
 
 from __future__ import annotations
@@ -77,6 +79,16 @@ def map_case(context: Any, case: Any) -> Any:
             case.body = {**case.body, "pipeline_id": KNOWN_PIPELINES[0]}
             if "revision" in body:
                 case.body["revision"] = 1
+        if isinstance(case.body, dict) and case.operation.path.endswith("/runs"):
+            # which names a run's params may carry is the plan's (none in these plans)
+            case.body = {k: v for k, v in case.body.items() if k != "params"}
+        if case.operation.path.endswith("/backfills") and KNOWN_PIPELINES:
+            # a backfill's parameter and range are the plan's: the known pipelines declare `n`
+            case.path_parameters = {
+                **(case.path_parameters or {}),
+                "pipeline_id": KNOWN_PIPELINES[0],
+            }
+            case.body = {"param": "n", "from": 1, "to": 2}
         query = case.query
         if isinstance(query, dict) and isinstance(query.get("before"), str):
             cursor = list_cursor(case.operation.path, query["before"])
@@ -117,6 +129,9 @@ def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
             ] or [names[-1]]
         if step["type"] == "export" and step["config"].get("target") == "file":
             step["config"]["path"] = f"out-{i}.jsonl"
+        for key in ("path", "value"):  # a brace starts a placeholder of a run parameter
+            if isinstance(step["config"].get(key), str):
+                step["config"][key] = step["config"][key].replace("{", "(").replace("}", ")")
         names.append(name)
     return plan
 
@@ -146,8 +161,9 @@ def run_schemathesis(
         (data / name).write_text(PEOPLE)
     api = app_factory(config=_config(db_url, tmp_path), new_id=_ids())
     KNOWN_PIPELINES.clear()
+    plan = {**plan_copy(), "params": {"n": {"type": "int", "default": 1}}}
     for name in ("fuzz-a", "fuzz-b"):
-        created = api.call("POST", "/pipelines", {"name": name, "plan": plan_copy()})
+        created = api.call("POST", "/pipelines", {"name": name, "plan": plan})
         assert created.status == 201, created.body
         KNOWN_PIPELINES.append(created.body["id"])
     settings = SchemathesisConfig.from_dict(
@@ -269,6 +285,10 @@ OPERATION_IDS = {
     ("delete", "/api/v1/pipelines/{pipeline_id}/webhooks/{webhook_id}"): "delete_webhook",
     ("get", "/api/v1/runs"): "list_runs",
     ("get", "/api/v1/runs/{run_id}"): "get_run",
+    ("post", "/api/v1/runs/{run_id}/rerun"): "rerun_run",
+    ("post", "/api/v1/pipelines/{pipeline_id}/backfills"): "create_backfill",
+    ("get", "/api/v1/backfills/{backfill_id}"): "get_backfill",
+    ("post", "/api/v1/backfills/{backfill_id}/cancel"): "cancel_backfill",
     ("get", "/api/v1/runs/{run_id}/steps/{step}/rejects"): "list_step_rejects",
     ("post", "/api/v1/runs/{run_id}/cancel"): "cancel_run",
     ("post", "/api/v1/runs/{run_id}/resume"): "resume_run",
