@@ -10,8 +10,8 @@ revision that exist, and a list's `before` becomes a cursor of that list (`list_
 cursor is opaque, only the `next` of a page is one); braces in a plan's paths and values
 (placeholders of run parameters) become parentheses, a trigger carries no `params` (the
 plans declare none) and a backfill is of the known pipelines' parameter `n`. A 412 to a
-valid If-Match counts as accepting valid data (it names another revision). Previews read a small CSV in a data
-directory of the test's own."""
+valid If-Match counts as accepting valid data (it names another revision). Previews read a
+small CSV in a data directory of the test's own."""
 
 from __future__ import annotations
 
