@@ -254,7 +254,7 @@ class ComposeDrill:
         ).split()
         before = int(state()[0])
         killed = time.monotonic()
-        pid = self.project.kill_main_process(cid)
+        pid = self.project.docker.kill_main_process(cid)
 
         def restarted() -> bool:
             count, status = state()

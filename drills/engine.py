@@ -89,6 +89,12 @@ class Docker:
             raise EngineMissing(f"`docker compose` is {compose}, not v2 ({SETUP_HINT})")
         return {"engine": server, "compose": compose}
 
+    def kill_main_process(self, container: str) -> int:
+        """SIGKILL, from inside `container` (`docker exec`), of its main process: the one
+        child of docker-init (tini, PID 1); its PID in the container."""
+        out = self("exec", container, "python", "-c", _KILL_MAIN)
+        return int(out.strip())
+
 
 class ComposeProject:
     """The repository's `docker-compose.yml` (plus `overrides`) as Compose project `name`,
@@ -121,12 +127,6 @@ class ComposeProject:
 
     def inspect(self, service: str, template: str) -> str:
         return self.docker("inspect", "-f", template, self.container(service)).strip()
-
-    def kill_main_process(self, container: str) -> int:
-        """SIGKILL, from inside `container` (`docker exec`), of its main process: the one
-        child of docker-init (tini, PID 1); its PID in the container."""
-        out = self.docker("exec", container, "python", "-c", _KILL_MAIN)
-        return int(out.strip())
 
     def sql(self, query: str) -> list[list[str]]:
         """`query` through psql inside the postgres container, on database etl; its rows."""
