@@ -5,6 +5,8 @@ loads the configuration and builds the dependencies (gunicorn serves
 
 from __future__ import annotations
 
+import threading
+
 import falcon
 
 from actors.broker import build_broker, send_advance_run
@@ -45,15 +47,22 @@ def create_app(deps: Deps, console: ConsoleSettings | None = None) -> falcon.App
     return app
 
 
+WAKE_SESSIONS = 2  # the broker sessions of an API worker, for the dag-advancer's wake-ups
+
+
 def get_app() -> falcon.App:
     """The production app: configuration from the environment, a database pool, and a
     dramatiq-pg broker for the dag-advancer wake-ups."""
     cfg = Config.from_env()
     configure_logging("api", cfg.log_level)
-    broker = build_broker(cfg.database_url, max_connections=2)
+    broker = build_broker(cfg.database_url, max_connections=WAKE_SESSIONS)
+    # A wake-up waits for one of the broker's sessions: a burst of triggers on the worker's
+    # threads would otherwise find its pool exhausted and leave runs to the sweep.
+    sessions = threading.BoundedSemaphore(WAKE_SESSIONS)
 
     def wake_run(run_id: str, trace_id: str) -> None:
-        send_advance_run(broker, run_id, trace_id)
+        with sessions:
+            send_advance_run(broker, run_id, trace_id)
 
     deps = Deps(db=Database(cfg.database_url), wake_run=wake_run, config=cfg)
     return create_app(deps, ConsoleSettings.from_config(cfg))
