@@ -22,14 +22,15 @@ SETUP_HINT = (
 
 
 # Run inside a container: SIGKILL the one child of PID 1 (`docker exec`'s own process has
-# parent 0 in the container's PID namespace, so it is not among them).
+# parent 0 in the container's PID namespace, so it is not among them). Its pid is printed
+# first: the container may end, and take this process with it, before a later print.
 _KILL_MAIN = """
 import os, signal
 kids = [int(p) for p in os.listdir("/proc") if p.isdigit()
         and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == "1"]
 assert len(kids) == 1, kids
+print(kids[0], flush=True)
 os.kill(kids[0], signal.SIGKILL)
-print(kids[0])
 """
 
 
@@ -92,8 +93,10 @@ class Docker:
     def kill_main_process(self, container: str) -> int:
         """SIGKILL, from inside `container` (`docker exec`), of its main process: the one
         child of docker-init (tini, PID 1); its PID in the container."""
-        out = self("exec", container, "python", "-c", _KILL_MAIN)
-        return int(out.strip())
+        out = self("exec", container, "python", "-c", _KILL_MAIN, check=False).strip()
+        if not out.isdigit():  # the exec itself may end 137 with its container
+            raise RuntimeError(f"could not kill the main process of {container}: {out!r}")
+        return int(out)
 
 
 class ComposeProject:
