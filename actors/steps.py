@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import connectors
 from actors.committer import StagedRows
@@ -90,9 +91,9 @@ class FileSource:
         cfg = self.config
         fmt = cfg.get("format", "csv")
         if fmt == "csv":
-            delimiter = cfg.get("delimiter", ",")
+            delimiter, quote = cfg.get("delimiter", ","), cfg.get("quote", '"')
             batches = read_csv_batches(
-                stream, delimiter=delimiter, batch_size=BATCH_SIZE, start=start
+                stream, delimiter=delimiter, quote=quote, batch_size=BATCH_SIZE, start=start
             )
         elif fmt == "json":
             batches = read_json_batches(stream, batch_size=BATCH_SIZE, start=start)
@@ -102,15 +103,25 @@ class FileSource:
             null_out(raw.records, self.nulls)
             yield raw
 
+    @contextmanager
+    def _open(self) -> Iterator[BinaryIO]:
+        """The source file behind the path guard, as UTF-8 (`connectors.decoded_source`)."""
+        path = self.config["path"]
+        with (
+            connectors.open_source(self.env.data_dir, path, max_bytes=MAX_SOURCE_BYTES) as raw,
+            connectors.decoded_source(raw, self.config.get("encoding", "utf-8"), name=path) as s,
+        ):
+            yield s
+
     def infer(self) -> dict[str, str]:
         """The columns' types from a pass over the whole file (declared ones as declared)."""
-        with connectors.open_source(
-            self.env.data_dir, self.config["path"], max_bytes=MAX_SOURCE_BYTES
-        ) as stream:
+        csv_delimiter = self.config.get("delimiter") if self.config.get("format") == "csv" else None
+        with self._open() as stream:
             inference = None
             for raw in self._raw_batches(stream, Position.from_dict(None)):
                 if inference is None:
-                    inference = ColumnInference(raw.header, self.config.get("columns") or {})
+                    declared = self.config.get("columns") or {}
+                    inference = ColumnInference(raw.header, declared, csv_delimiter)
                 inference.observe(raw.records)
         assert inference is not None  # a reader yields at least one batch, with the header
         self.evidence = inference.evidence()
@@ -120,9 +131,7 @@ class FileSource:
         start = Position.from_dict((checkpoint or {}).get("position"))
         if self.columns is None:
             self.columns = self.infer()
-        with connectors.open_source(
-            self.env.data_dir, self.config["path"], max_bytes=MAX_SOURCE_BYTES
-        ) as stream:
+        with self._open() as stream:
             ordinal = records_before + 1
             offset = start.offset
             for raw in self._raw_batches(stream, start):

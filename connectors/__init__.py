@@ -8,6 +8,7 @@ from connectors.errors import (
     SourceMissing,
     SourceRefused,
     SourceTooLarge,
+    SourceUndecodable,
     StagedOutputLost,
     StagingLost,
     TableConflict,
@@ -38,6 +39,7 @@ from connectors.table_source import (
     read_table_batches,
     resolve_source_table,
 )
+from connectors.transcode import decoded_source
 
 __all__ = [
     "SANDBOX_SCHEMA",
@@ -50,6 +52,7 @@ __all__ = [
     "SourceRefused",
     "SourceTable",
     "SourceTooLarge",
+    "SourceUndecodable",
     "StagedOutputLost",
     "StagingLost",
     "TableConflict",
@@ -60,6 +63,7 @@ __all__ = [
     "check_table_name",
     "count_records",
     "count_run_rows",
+    "decoded_source",
     "drop_staging",
     "duplicate_key_error",
     "encode_csv",

@@ -58,3 +58,8 @@ class Int64OverflowError(InputDataError):
 
 class ConfigValueError(InputDataError):
     """A step config that is valid on its own but does not fit the data (e.g. a column)."""
+
+
+class CheckFailed(InputDataError):
+    """A data check of severity `error` failed on a step's output: nothing of it is
+    published (`dag.checks`)."""

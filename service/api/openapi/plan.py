@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dag import plan as rules
+from dag.dialect import ENCODINGS, SCHEMA_CHANGES
 from dag.paths import MAX_PATH_BYTES
 from dag.stepconfig import MAX_NULL_VALUE_CHARS, MAX_NULL_VALUES
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
@@ -120,11 +121,23 @@ def _ingest_configs() -> dict[str, dict[str, Any]]:
                 "uniqueItems": True,
                 "items": {"type": "string", "maxLength": MAX_NULL_VALUE_CHARS, "pattern": NO_NUL},
             },
+            "encoding": enum(ENCODINGS),
+            "quote": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 1,
+                "pattern": "^[\\x00-\\x7f]$",
+                "not": enum(["\r", "\n"]),
+                "description": "the quote character (not the delimiter); default '\"'",
+            },
+            "on_schema_change": enum(SCHEMA_CHANGES),
         },
         ["source", "path"],
     )
-    # A delimiter only with the csv format (in a form that keeps the config one typed model).
-    file_ingest["dependentSchemas"] = {"delimiter": {"properties": {"format": enum(["csv"])}}}
+    # A delimiter or quote only with the csv format (in a form that keeps the config one
+    # typed model).
+    csv_only = {"properties": {"format": enum(["csv"])}}
+    file_ingest["dependentSchemas"] = {"delimiter": csv_only, "quote": csv_only}
     table_ingest = closed({"source": enum(["table"]), "table": _NAME}, ["source", "table"])
     return {"file": file_ingest, "table": table_ingest}
 
