@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import connectors
 from actors import lineage
+from actors.checks import StepChecks
 from actors.committer import StagedRows
 from actors.errors import ReplayMismatch
 from actors.leases import Claim, Heartbeat, fence
@@ -54,6 +55,7 @@ class Member:
     spent_s: float = 0.0  # a follower's time in its own batches (its step timeout counts it)
     head: bool = False  # the claimed step (whose attempt the group runs in)
     final: list[tuple[int, bytes]] = field(default_factory=list)  # aggregates' last batches
+    checks: StepChecks | None = None  # its data checks, counted batch by batch
 
     @property
     def name(self) -> str:

@@ -30,6 +30,7 @@ from dramatiq.middleware.time_limit import TimeLimitExceeded
 
 import connectors
 from actors import lineage
+from actors.checks import open_checks
 from actors.committer import BatchCommitter, StepCommit
 from actors.endings import LEASE_LOST, end_canceled, fail, finish, leave, release, unfuse
 from actors.errors import (
@@ -318,6 +319,8 @@ class StepRunner:
         no batch in flight (a member starting fresh fences its attempt and clears leftovers)."""
         self._wait_commits()
         open_member(conn, m, self._group, run_id, self.settings, self._connect_sandbox)
+        if m.claim is not None:
+            m.checks = open_checks(conn, m.ctx.step, run_id, m.ctx.progress.checkpoint)
 
     def _leave(self, conn, m: Member, exc: Exception) -> None:
         """`m`, a fused follower, failed: it leaves the group (`endings.leave`) once the
@@ -381,7 +384,7 @@ class StepRunner:
                 if m.claim is None:
                     check_replay(m)
                 else:
-                    _finish_member(m, self._spans)
+                    _finish_member(conn, m, self._spans)
         _commit_succeeded(conn, self._group, self.settings)
 
     def _check(self, conn, heartbeat: Heartbeat, started: float) -> None:
@@ -421,6 +424,8 @@ def _commit_batch(
         steps.append(StepCommit(m.claim.attempt_id, progress.values(m.name), seq, n, rows))
         if m.staged is not None:
             staged.append(m.staged)
+        if m.checks is not None:
+            staged.extend(m.checks.take_staged())
     if not steps:
         return False
     fenced = {"owner": s.owner, "ttl_s": s.lease_ttl_s}
@@ -481,7 +486,11 @@ def _process(
     work.n_batches += 1
     if m.claim is not None:  # a crash here finds the batches before this one committed
         faults.after_export(step.name, work.n_batches, m.claim.number, wait_commits)
+    if m.checks is not None:
+        m.checks.observe(out, work.compute.output_columns, progress.records_out + 1)
     rows = progress.advance(batch, out, errors, work)
+    if m.checks is not None:
+        progress.checkpoint["checks"] = m.checks.state()
     m.done = True
     if rows is not None:
         m.out = MemberOutput(out, rows, progress.batches)
@@ -492,9 +501,10 @@ def _process(
             )
 
 
-def _finish_member(m: Member, spans: AttemptSpans) -> None:
-    """A member's end: its input digest (its upstream's output digest), final records,
-    export (in its span) and reject file published."""
+def _finish_member(conn, m: Member, spans: AttemptSpans) -> None:
+    """A member's end: its input digest (its upstream's output digest), final records, the
+    verdict of its checks (`actors.checks`: a failed one raises before anything is
+    published), export (in its span) and reject file published."""
     step, progress, work = m.ctx.step, m.ctx.progress, m.work
     digest_of = getattr(work.source, "input_digest_of", None)
     if digest_of is not None:
@@ -509,7 +519,11 @@ def _finish_member(m: Member, spans: AttemptSpans) -> None:
     m.final = [(len(part), encode_rows(part, names)) for part in parts]
     for _, rows in m.final:
         progress.output_digest = chain_rows(progress.output_digest, names, rows)
+    if m.checks is not None:
+        m.checks.observe(final, progress.columns, progress.records_out + 1)
     progress.records_out += len(final)
+    if m.checks is not None:
+        m.checks.verdict(conn, progress.records_in, progress.records_out, progress.rejected)
     if work.sink is not None:
         target = str(step.config.get("target", "file"))
         with spans.export(m.claim, target, progress.records_out) as span:

@@ -25,8 +25,10 @@ from dag.errors import ConfigValueError, FieldError
 
 __all__ = [
     "CHECK_KINDS",
+    "MAX_EXAMPLES",
     "SEVERITIES",
     "Checker",
+    "failed_errors",
     "key_digests",
     "validate_checks",
 ]

@@ -366,6 +366,7 @@ def pending_step_view(
         "error": None,
         "batches": 0,
         "row_errors": [],
+        "checks": [],
         "started_at": None,
         "finished_at": None,
     }

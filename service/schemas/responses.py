@@ -91,6 +91,8 @@ class StepSchema(Schema):
     error = fields.String(allow_none=True)
     batches = fields.Integer()
     row_errors = fields.List(fields.Raw())
+    # The results of the step's data checks (`dag.checks`), in plan order.
+    checks = fields.List(fields.Raw())
     started_at = UtcDateTime(allow_none=True)
     finished_at = UtcDateTime(allow_none=True)
 

@@ -70,6 +70,7 @@ def plan_components() -> dict[str, dict[str, Any]]:
                 "config": configs[kind],
                 "depends_on": depends_on,
                 "retry": retry,
+                "checks": ref("Checks"),
             },
             ["name", "type", "config"],
         )

@@ -20,6 +20,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 
 from actors.preview import MAX_RECORDS
 from dag import RunStatus, StepStatus
+from service.api.openapi.checks import check_components
 from service.api.openapi.plan import plan_components
 from service.api.openapi.preview import preview_components
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
@@ -297,6 +298,8 @@ def _refine_components(components: dict[str, Any]) -> None:
     """What marshmallow cannot say: the plan's shape, exactly one of two schedule kinds,
     strings without NUL, and an error shape whose fields are always there."""
     components.update(plan_components())
+    components.update(check_components())
+    components["Step"]["properties"]["checks"] = {"type": "array", "items": ref("CheckResult")}
     for name in ("PipelineCreate", "PipelinePatch"):
         components[name]["properties"]["plan"] = ref("Plan")
     for name in ("Pipeline", "Revision"):

@@ -55,7 +55,8 @@ def test_empty_database_gets_every_table_and_second_run_is_a_no_op() -> None:
             "0004_run_purge.sql", "0005_console.sql", "0006_fusion.sql", "0007_run_error.sql",
             "0008_pipeline_pause.sql", "0009_metrics.sql", "0010_tokens_and_pipeline_delete.sql",
             "0011_webhooks.sql", "0012_run_trace.sql", "0013_metrics_pipeline_delete.sql",
-            "0014_schedule_skip_reason.sql", "0015_lease_lost.sql", "0001_sandbox.sql",
+            "0014_schedule_skip_reason.sql", "0015_lease_lost.sql", "0024_step_checks.sql",
+            "0001_sandbox.sql",
         ]  # fmt: skip
         expected = {
             "public.principals", "public.pipelines", "public.revisions", "public.runs",
@@ -63,7 +64,7 @@ def test_empty_database_gets_every_table_and_second_run_is_a_no_op() -> None:
             "public.audit", "public.schema_migrations", "dramatiq.queue", "public.console_sessions",
             "public.metric_totals", "public.metric_deltas", "public.executors",
             "public.webhooks", "public.webhook_deliveries",
-            "public.retired_tokens", "public.auth_failures",
+            "public.retired_tokens", "public.auth_failures", "public.step_check_keys",
         }  # fmt: skip
         assert expected <= _tables(url)
         assert ddl.migrate(url) == []
@@ -97,7 +98,7 @@ def test_two_concurrent_runners_apply_each_migration_once() -> None:
              "0008_pipeline_pause.sql", "0009_metrics.sql",
              "0010_tokens_and_pipeline_delete.sql", "0011_webhooks.sql", "0012_run_trace.sql",
              "0013_metrics_pipeline_delete.sql", "0014_schedule_skip_reason.sql",
-             "0015_lease_lost.sql", "0001_sandbox.sql"]
+             "0015_lease_lost.sql", "0024_step_checks.sql", "0001_sandbox.sql"]
         )  # fmt: skip
     finally:
         _drop(url)
