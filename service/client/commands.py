@@ -24,6 +24,7 @@ from rich.table import Table
 
 from dag import RunStatus, StepStatus
 from service.client import watch
+from service.client.checkview import CHECK_HEADERS, check_rows
 from service.client.http import ApiClient, ApiError, ApiUnreachable
 from service.config import Config
 
@@ -394,6 +395,10 @@ def runs_show(args: argparse.Namespace, client: ApiClient, console: Console) -> 
         return 0
     now = client.answered_at  # the server's clock when it answered with the run
     watch.print_run(console, run, watch.plan_inputs(client, run), now)
+    checks = check_rows(run)
+    if checks:
+        print("\nchecks:")
+        _print_table(console, CHECK_HEADERS, checks)
     if args.rejects:
         _print_rejects(console, rejects)
     return 0
