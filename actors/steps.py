@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 import connectors
 from actors.committer import StagedRows
 from actors.outputs import decode_rows, read_batches
+from actors.schemadrift import meet_schema
 from dag import (
     BATCH_SIZE,
     MAX_SOURCE_BYTES,
@@ -81,6 +82,7 @@ class FileSource:
         self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
     ):
         self.config = step.config
+        self.step_name = step.name
         self.env = env
         self.columns = columns
         self.limit = limit
@@ -131,6 +133,10 @@ class FileSource:
         start = Position.from_dict((checkpoint or {}).get("position"))
         if self.columns is None:
             self.columns = self.infer()
+            if self.limit is None:  # a run's start, not a preview's
+                meet_schema(
+                    self.env.state_conn, self.env.run_id, self.step_name, self.config, self.columns
+                )
         with self._open() as stream:
             ordinal = records_before + 1
             offset = start.offset

@@ -1,5 +1,5 @@
--- Queries of a step's data checks (`actors.checks`): the keys of its `unique` checks and
--- its results.
+-- Queries of a step's data contract: its checks (`actors.checks`: the keys of its `unique`
+-- checks, its results) and the schema drift of a file ingest (`actors.schemadrift`).
 
 -- stage_check_keys --
 -- One batch's keys of one `unique` check, sent in the batch's commit (`StagedRows`); the
@@ -37,3 +37,18 @@ SELECT (SELECT coalesce(sum(n - 1), 0) FROM dup)::bigint AS repeated,
 -- The results of a step's checks, kept with the step while its attempt still holds it.
 UPDATE step_runs SET checks = %(checks)s
 WHERE run_id = %(run_id)s AND name = %(step)s AND status = 'running';
+
+-- get_previous_columns --
+-- A step's output columns in the pipeline's last succeeded run before this one.
+SELECT s.run_id, s.columns
+FROM runs r
+JOIN step_runs s ON s.run_id = r.id AND s.name = %(step)s
+WHERE r.pipeline_id = (SELECT pipeline_id FROM runs WHERE id = %(run_id)s)
+  AND r.status = 'succeeded' AND r.id <> %(run_id)s AND s.columns IS NOT NULL
+ORDER BY r.finished_at DESC
+LIMIT 1;
+
+-- save_schema_change --
+-- The columns a file ingest's input added or removed since that run.
+UPDATE step_runs SET schema_change = %(change)s
+WHERE run_id = %(run_id)s AND name = %(step)s;

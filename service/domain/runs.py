@@ -367,6 +367,7 @@ def pending_step_view(
         "batches": 0,
         "row_errors": [],
         "checks": [],
+        "schema_change": None,
         "started_at": None,
         "finished_at": None,
     }
