@@ -39,6 +39,8 @@ def check_components() -> dict[str, dict[str, Any]]:
             {"check": enum([name]), "severity": enum(SEVERITIES), **keys},
             ["check", *kind.required],
         )
+        if name in ("range", "row_count"):  # at least one bound
+            schema["anyOf"] = [{"required": ["min"]}, {"required": ["max"]}]
         schema["description"] = (kind.__doc__ or "").strip().replace("\n    ", " ")
         component = f"{_camel(name)}Check"
         components[component] = schema
