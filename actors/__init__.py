@@ -6,10 +6,11 @@ from actors.broker import (
     COORDINATOR_QUEUE,
     STEPS_QUEUE,
     build_broker,
+    check_listen,
     send_advance_run,
     send_run_step,
 )
-from actors.errors import ActorError, LeaseLost
+from actors.errors import ActorError, DirectoryMismatch, LeaseLost, ListenSilent
 from actors.faults import Faults
 from actors.metric_fold import fold_metric_deltas
 from actors.presence import Presence
@@ -29,9 +30,11 @@ __all__ = [
     "STEPS_QUEUE",
     "ActorError",
     "Advance",
+    "DirectoryMismatch",
     "ExecutorSettings",
     "Faults",
     "LeaseLost",
+    "ListenSilent",
     "Presence",
     "PurgeReport",
     "StepRunner",
@@ -39,6 +42,7 @@ __all__ = [
     "advance_pipeline",
     "advance_run",
     "build_broker",
+    "check_listen",
     "fold_metric_deltas",
     "purge_broker",
     "purge_finished_runs",

@@ -7,6 +7,7 @@ sweep re-queues the same message instead of adding a second one."""
 from __future__ import annotations
 
 import logging
+import select
 import time
 import uuid
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +24,10 @@ from dramatiq.middleware import (
     TimeLimit,
 )
 from dramatiq_pg.broker import PostgresBroker, PostgresConsumer
+from dramatiq_pg.utils import make_pool
+from psycopg2.extensions import quote_ident
+
+from actors.errors import ListenSilent
 
 COORDINATOR_QUEUE = "coordinator"
 STEPS_QUEUE = "steps"
@@ -90,23 +95,39 @@ class PromptConsumer(PostgresConsumer):
 
 
 class Broker(PostgresBroker):
-    """The dramatiq-pg broker with `PromptConsumer`."""
+    """The dramatiq-pg broker with `PromptConsumer`. Messages are sent through `pool`; the
+    consumers take their sessions from `listen_pool`: they LISTEN, and dramatiq-pg holds an
+    advisory lock per message in processing across transactions, so they need a session of
+    their own (a direct or session-pooled URL, never a transaction pooler)."""
+
+    def __init__(self, *, listen_pool=None, **kw):
+        super().__init__(**kw)
+        self.listen_pool = listen_pool or self.pool
 
     def consume(self, queue_name, prefetch=1, timeout=30000):
         return PromptConsumer(
-            pool=self.pool, queue_name=queue_name, prefetch=prefetch, timeout=timeout
+            pool=self.listen_pool, queue_name=queue_name, prefetch=prefetch, timeout=timeout
         )
 
 
-def build_broker(database_url: str, *, max_connections: int = 8, app: str = "etl-broker") -> Broker:
+def _pool_url(url: str, max_connections: int, app: str) -> str:
+    parts = urlsplit(url)
+    params = (parts.query, f"maxconn={max_connections}", "minconn=0", f"application_name={app}")
+    return urlunsplit(parts._replace(query="&".join(q for q in params if q)))
+
+
+def build_broker(
+    database_url: str,
+    *,
+    listen_url: str | None = None,
+    max_connections: int = 8,
+    app: str = "etl-broker",
+) -> Broker:
     """A dramatiq-pg broker on `database_url` without the default middleware we replace:
     Retries capped at 0 (our attempts live in our tables), no Prometheus (port clashes); a TimeLimit
     stays as a backstop, actors set their own limits. Its sessions are named `app` in
-    `pg_stat_activity`, like every other connection of the process."""
-    parts = urlsplit(database_url)
-    params = (parts.query, f"maxconn={max_connections}", "minconn=0", f"application_name={app}")
-    query = "&".join(q for q in params if q)
-    url = urlunsplit(parts._replace(query=query))
+    `pg_stat_activity`, like every other connection of the process. Its consumers connect to
+    `listen_url` (default: `database_url`), which must keep a session (`check_listen`)."""
     middleware = [
         AgeLimit(),
         TimeLimit(),
@@ -115,7 +136,60 @@ def build_broker(database_url: str, *, max_connections: int = 8, app: str = "etl
         Pipelines(),
         Retries(max_retries=0),  # attempts and their delays live in our tables
     ]
-    return Broker(url=url, results=False, middleware=middleware)
+    listen_pool = None
+    if listen_url and listen_url != database_url:
+        listen_pool = make_pool(_pool_url(listen_url, max_connections, f"{app}-listen"))
+    return Broker(
+        url=_pool_url(database_url, max_connections, app),
+        listen_pool=listen_pool,
+        results=False,
+        middleware=middleware,
+    )
+
+
+def check_listen(url: str, *, wait_s: float = 2.0, app: str = "etl-listen-check") -> None:
+    """`ListenSilent` unless a NOTIFY sent from one session of `url` reaches a LISTEN on
+    another within `wait_s`. Behind a transaction pooler (PgBouncer `pool_mode =
+    transaction`) the listening server session goes back to the pool after the LISTEN: it
+    never hears anything, and nothing says so. A database that cannot be reached is not
+    checked (a warning): the process starts and waits for it, as it always did."""
+    channel = f"etl.listen_check.{uuid.uuid4().hex}"
+    try:
+        listener = psycopg2.connect(url, application_name=app, connect_timeout=10)
+    except psycopg2.OperationalError as exc:  # the database away: the process waits for it
+        log.warning("LISTEN not checked, %s is not reachable: %s", _without_password(url), exc)
+        return
+    try:
+        listener.autocommit = True
+        with listener.cursor() as cur:
+            cur.execute(f"LISTEN {quote_ident(channel, listener)}")
+        sender = psycopg2.connect(url, application_name=app, connect_timeout=10)
+        try:
+            sender.autocommit = True
+            with sender.cursor() as cur:
+                cur.execute("SELECT pg_notify(%s, '')", (channel,))
+        finally:
+            sender.close()
+        deadline = time.monotonic() + wait_s
+        while not any(n.channel == channel for n in listener.notifies):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ListenSilent(
+                    f"LISTEN on {_without_password(url)} hears nothing: a transaction pooler"
+                    " (PgBouncer pool_mode = transaction) between us and PostgreSQL? Set"
+                    " ETL_LISTEN_URL to a direct or session-pooled URL of the same database"
+                )
+            select.select([listener], [], [], left)
+            listener.poll()
+    finally:
+        listener.close()
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
 
 
 def step_message_id(attempt_id: int) -> str:

@@ -22,7 +22,6 @@ from typing import Any, NamedTuple
 
 import orjson
 import psycopg2
-import psycopg2.errors
 
 from actors.errors import LeaseLost, StagingRefused
 from actors.sql import QUERIES
@@ -30,14 +29,6 @@ from ddl import connection_lost, wait
 
 # SQLSTATE of `etl_lease_lost` (migration 0015): a fence of the batch did not hold.
 LEASE_LOST_SQLSTATE = "EL001"
-# What a staging insert of the batch may fail with that the per-batch path of the table
-# export handles (a key staged by another batch, a value that does not fit, the staging
-# table gone): the batch is computed again and staged by that path (`StagingRefused`).
-_STAGING_ERRORS = (
-    psycopg2.errors.UniqueViolation,
-    psycopg2.DataError,
-    psycopg2.errors.UndefinedTable,
-)
 
 
 class StagedRows(NamedTuple):
@@ -176,10 +167,15 @@ def _query(cur, params: dict[str, Any], staged: Sequence[StagedRows]) -> bytes:
 
 
 def _converted(exc: psycopg2.Error, staging: bool) -> Exception:
-    """The driver's error of a batch's commit as the engine's, or itself."""
+    """The driver's error of a batch's commit as the engine's, or itself. Any error of a
+    commit that stages table rows, but a fence that did not hold or a lost session, is
+    `StagingRefused`: the batch is computed again and staged by the table export's own
+    path, which reports a key staged by another batch or a value that does not fit as row
+    errors and raises any other staging error (a row too big, say) as its export step's,
+    so the step that fails is that one, not the batch's group."""
     if exc.pgcode == LEASE_LOST_SQLSTATE:
         return LeaseLost(str(exc.diag.message_primary or exc))
-    if staging and isinstance(exc, _STAGING_ERRORS):
+    if staging and not connection_lost(exc):
         why = exc.diag.message_primary or str(exc).strip()
         return StagingRefused(f"a batch's staging rows were refused: {why}")
     return exc

@@ -4,7 +4,8 @@ Each starts with the attempt's fence in the caller's connection (those given a c
 inside the caller's fenced transaction), so a stale executor whose lease was taken over
 records nothing: the transaction rolls back and the ending reports the lease lost instead. A fused
 follower ends on its own (`leave`) while its group goes on; the followers of a group that
-stops wait again for the claimed step's next attempt (`unfuse`)."""
+stops wait again for the claimed step's next attempt (`unfuse`), as do those a batch leaves
+out to stay within the group's memory budget (`cut`)."""
 
 from __future__ import annotations
 
@@ -216,3 +217,35 @@ def leave(
             g.work.sink.close()
             g.work.sink = None
     return [g for g in group if not g.below(m)]
+
+
+def cut(
+    conn,
+    group: list[Member],
+    out: list[Member],
+    settings: ExecutorSettings,
+    heartbeat: Heartbeat,
+) -> list[Member]:
+    """Fused followers left out of the group before the batch reaches them, to keep it
+    within the group's memory budget (`group.over_budget`): they and what hangs off them
+    wait again (`unfuse`: pending, checkpoints kept) and run after their upstream, reading
+    its stored output, which the members they hung off store from this batch on. Returns
+    the group without them."""
+    gone = [g for g in group if any(g.below(m) for m in out)]
+    unfuse(conn, [g.claim for g in gone], "fused group over its memory budget", settings, heartbeat)
+    log.info(
+        "fused steps left out of the group to stay within its memory budget",
+        extra={"run_id": gone[0].claim.run_id, "steps": [g.name for g in gone]},
+    )
+    for g in gone:
+        if g.work is not None and g.work.sink is not None:
+            g.work.sink.close()
+            g.work.sink = None
+    rest = [g for g in group if g not in gone]
+    for m in out:
+        up = m.upstream
+        if up in rest and up.work is not None and up.claim is not None and up.work.has_output:
+            up.work.keep_output = True
+            if up.done and up.out is not None and up.out.rows is not None:
+                up.ctx.progress.output_kept = up.kept_before
+    return rest

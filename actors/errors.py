@@ -30,6 +30,16 @@ class ExecutorStopping(ActorError):
     """The executor is shutting down: hand the lease back at a batch boundary."""
 
 
+class DirectoryMismatch(ActorError):
+    """An executor sees other export or reject directories than the live executors: it must
+    not start (a step one staged could be neither resumed nor published by the other)."""
+
+
+class ListenSilent(ActorError):
+    """LISTEN on the consumers' URL hears no NOTIFY (a transaction pooler in between): the
+    process must not start, its wake-ups would never come."""
+
+
 class InjectedCrash(ActorError):
     """A fault injected for tests and drills (a transient, retryable failure)."""
 

@@ -6,6 +6,9 @@ Grammar: `KIND:key=value:key=value[,KIND:...]`. Kinds, named for what they do:
   commits (the batches before it committed); only in attempt A (default 1), so the
   recovery attempt goes through. A table export's batch that is staged in its commit
   (`actors.committer`) is not staged then either.
+- `crash_after_publish:step=S[:attempt=A]` - the executor kills itself (SIGKILL) right
+  after the export of step S published, before the step's final commit; only in attempt A
+  (default 1).
 - `fail_attempts:step=S:times=K` - attempts 1..K of step S fail with a transient error.
 - `slow_batches:step=S:ms=M` - each batch of step S takes M ms longer (to aim kills)."""
 
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 from actors.errors import InjectedCrash
 
-KINDS = ("crash_after_export", "fail_attempts", "slow_batches")
+KINDS = ("crash_after_export", "crash_after_publish", "fail_attempts", "slow_batches")
 
 
 @dataclass(frozen=True)
@@ -75,4 +78,10 @@ class Faults:
             and int(fault.params.get("attempt", "1")) == attempt
         ):
             before_kill()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def after_publish(self, step: str, attempt: int) -> None:
+        """`crash_after_publish`: SIGKILL once step `step`'s export is published."""
+        fault = self._find("crash_after_publish", step)
+        if fault and int(fault.params.get("attempt", "1")) == attempt:
             os.kill(os.getpid(), signal.SIGKILL)

@@ -20,21 +20,28 @@ from actors.checks import StepChecks
 from actors.committer import StagedRows
 from actors.errors import ReplayMismatch
 from actors.leases import Claim, Heartbeat, fence
+from actors.outputs import read_state_parts
 from actors.progress import StepContext, StepWork, fresh_progress, load_context
 from actors.settings import ExecutorSettings
 from actors.sql import QUERIES
 from actors.steps import FusedSource, InputBatch, StepEnv, build_compute, build_sink, build_source
-from dag import Plan, fusion_group, replay_chain
+from dag import BatchBytes, Plan, fit_budget, fusion_group, replay_chain
 
 log = logging.getLogger("etl.executor")
 
 
 class MemberOutput(NamedTuple):
-    """A member's output of one batch: the records, their `encode_rows` bytes, its seq."""
+    """A member's output of one batch: the records, their `encode_rows` bytes, its seq and
+    record count. Once its consumers in the group took it, the records are dropped, and the
+    rows too unless they are stored (`released`)."""
 
     records: list[dict]
-    rows: bytes
+    rows: bytes | None
     seq: int
+    n: int
+
+    def released(self, keep_rows: bool) -> MemberOutput:
+        return MemberOutput([], self.rows if keep_rows else None, self.seq, self.n)
 
 
 @dataclass
@@ -54,6 +61,7 @@ class Member:
     done: bool = False  # processed this batch (its checkpoint commits with the batch)
     spent_s: float = 0.0  # a follower's time in its own batches (its step timeout counts it)
     head: bool = False  # the claimed step (whose attempt the group runs in)
+    kept_before: bool = True  # its progress.output_kept before this batch
     final: list[tuple[int, bytes]] = field(default_factory=list)  # aggregates' last batches
     checks: StepChecks | None = None  # its data checks, counted batch by batch
 
@@ -210,7 +218,7 @@ def open_member(
         source = build_source(step, env, ctx.progress.columns)
     compute = build_compute(step, source)
     if cp.get("state") is not None:
-        compute.restore(cp["state"])
+        compute.restore(cp["state"], read_state_parts(conn, run_id, step.name, cp["state"]))
     fed_names = {g.name for g in group if g.upstream is not None}
     dependents = ctx.plan.dependents(step.name)
     has_output = step.type != "export" or bool(dependents)
@@ -262,7 +270,35 @@ def fed(m: Member) -> InputBatch | None:
     if up.out.seq < up.skip:
         return None  # consumed before this attempt
     position = {"dep": 0, "seq": up.out.seq + 1}
-    return InputBatch(up.out.records, [], len(up.out.records), position, rows=up.out.rows)
+    return InputBatch(up.out.records, [], up.out.n, position, rows=up.out.rows)
+
+
+def release_taken(group: list[Member], m: Member) -> None:
+    """After `m` processed its batch: its upstream's output and its own are dropped when
+    every consumer of theirs in the group took them (a stored output keeps its rows for
+    the batch's commit). So a batch holds a chain's outputs two at a time, not all."""
+    for x in (m.upstream, m):
+        if x is None or x.out is None or not x.out.records:
+            continue
+        if all(g.done for g in group if g.upstream is x):
+            x.out = x.out.released(x.work is not None and x.work.keep_output)
+
+
+def over_budget(group: list[Member], head: Member, budget: int) -> list[Member]:
+    """The followers to leave out of this batch's pass, with what hangs off them, so that
+    the batch stays within `budget` bytes (`dag.fit_budget`), estimated
+    from the head's output of the batch (nothing to cut when the head gives none)."""
+    out = head.out
+    if out is None or out.rows is None or not out.n:
+        return []
+    columns = len(head.ctx.progress.columns or {}) or 1
+    batch = BatchBytes.measured(out.n, columns, len(out.rows))
+    plan = head.ctx.plan
+    leading = [m.name for m in group if not m.follower]
+    replayed = {m.name for m in group if m.claim is None}
+    names = [m.name for m in followers(group)]
+    kept = set(fit_budget(plan, leading, names, replayed, batch, budget))
+    return [m for m in followers(group) if m.name not in kept]
 
 
 def check_replay(m: Member) -> None:

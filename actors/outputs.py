@@ -46,6 +46,22 @@ def write_batch(cur, run_id: str, step: str, seq: int, records: int, rows: bytes
     )
 
 
+def read_state_parts(conn, run_id: str, step: str, state) -> list[bytes]:
+    """The parts of a computation's state that a checkpoint's `state` names (`{"parts": n}`:
+    an aggregate's, `dag.Transform.checkpoint`), in order: stored with the batches'
+    checkpoints as the step's batches -1, -2, ..., -n (output batches count from 0)."""
+    count = state.get("parts", 0) if isinstance(state, dict) else 0
+    if not count:
+        return []
+    with conn.cursor() as cur:
+        cur.execute(QUERIES["read_state_parts"], {"run_id": run_id, "name": step, "low": -count})
+        parts = [zlib.decompress(row[0]) for row in cur.fetchall()]
+    conn.rollback()
+    if len(parts) != count:
+        raise LookupError(f"state of step {step!r}: {len(parts)} of its {count} parts stored")
+    return parts
+
+
 def read_batches(
     conn, run_id: str, step: str, *, start_seq: int, count: int
 ) -> Iterator[tuple[int, bytes]]:

@@ -24,7 +24,7 @@ import psycopg2
 
 import connectors
 from actors.errors import PreviewBudgetExceeded, PreviewTimeLimit
-from actors.preview_bounds import Level, bounded, clip, held_bytes, levels
+from actors.preview_bounds import Level, bounded, clip, held_bytes, kept, levels
 from actors.preview_exports import PREVIEW_RUN_ID, SAMPLE_ROWS, build_export_view
 from actors.steps import (
     BATCH_SIZE,
@@ -172,6 +172,12 @@ class _MemoryUpstream(UpstreamSource):
                 yield InputBatch(records, [], len(records), {})
 
 
+def _first_rows(batches: list[list[dict]]) -> list[dict]:
+    """A step's sample: its first `SAMPLE_ROWS` output records, long values cut
+    (`actors.preview_bounds.kept`: the sample does not hold the step's output alive)."""
+    return [kept(r) for b in batches for r in b[:SAMPLE_ROWS]][:SAMPLE_ROWS]
+
+
 def _source_view(step: Step) -> dict[str, Any] | None:
     if step.type != "ingest":
         return None
@@ -301,14 +307,14 @@ class _Previewer:
             e = errors[0]
             exc = RowValueError(e.reason, line=e.line, column=e.column)
             view.status, view.error = StepStatus.FAILED, f"{type(exc).__name__}: {exc}"
-            view.sample = [r for b in batches for r in b][:SAMPLE_ROWS]
+            view.sample = _first_rows(batches)
             return
         final = compute.finish()
         view.columns = compute.output_columns
         view.records_out += len(final)
         held += self._hold(step, final)
         batches += [final[i : i + BATCH_SIZE] for i in range(0, len(final), BATCH_SIZE)]
-        view.sample = [r for b in batches for r in b][:SAMPLE_ROWS]
+        view.sample = _first_rows(batches)
         if export is not None:
             view.export = export.finish(final)
         readers = self.readers.get(step.name, 0)
@@ -327,7 +333,7 @@ class _Previewer:
         batches: list[list[dict]],
     ) -> None:
         """A step's row errors, the evidence of its inferred types and its warnings."""
-        view.row_errors = [e.as_dict() for e in errors]
+        view.row_errors = [kept(e.as_dict()) for e in errors]
         view.rejected = len(errors)
         if step.type == "ingest" and step.config.get("source") != "table":
             view.inferred = dict(source.evidence)

@@ -5,7 +5,11 @@ of tens of MiB (one field of a 50 MiB file), and a plan may have 30 steps of 1,0
   not enough, shows fewer sample rows and row errors, until its JSON fits
   `MAX_ANSWER_BYTES`. It says what it cut (`truncated`); the counters are never cut.
 - What a preview holds for the steps still to come is estimated by `held_bytes`, which the
-  previewer (`actors.preview`) holds against its budget."""
+  previewer (`actors.preview`) holds against its budget.
+- What it keeps to show (samples, row errors, the rows of an export) holds no long value:
+  `kept` replaces each by a `Cut`, its first `MAX_VALUE_CHARS` characters and its length,
+  which `clip` cuts as it would the whole value. So 30 steps that each changed a 40 MiB
+  value keep 30 x 200 characters to show, not 30 x 40 MiB."""
 
 from __future__ import annotations
 
@@ -60,13 +64,38 @@ def bounded(build: Callable[[Level], dict[str, Any]], tried: tuple[Level, ...]) 
     return answer
 
 
+class Cut(str):
+    """A value longer than `MAX_VALUE_CHARS` as a preview keeps it to show: its first
+    `MAX_VALUE_CHARS` characters (the string itself) and its whole length (`chars`)."""
+
+    chars: int
+
+    def __new__(cls, value: str) -> Cut:
+        cut = super().__new__(cls, value[:MAX_VALUE_CHARS])
+        cut.chars = len(value)
+        return cut
+
+
+def kept(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with each string longer than `MAX_VALUE_CHARS` replaced by its `Cut`
+    (`record` itself when it has none)."""
+    if not any(isinstance(v, str) and len(v) > MAX_VALUE_CHARS for v in record.values()):
+        return record
+    return {
+        k: Cut(v) if isinstance(v, str) and len(v) > MAX_VALUE_CHARS else v
+        for k, v in record.items()
+    }
+
+
 def clip(value: Any, chars: int) -> Any:
     """`value` with every string longer than `chars` cut to `chars` and a marker giving its
-    full length (`"abc… [truncated: 52428800 chars]"`), through lists and dicts."""
+    full length (`"abc… [truncated: 52428800 chars]"`), through lists and dicts; a `Cut` is
+    cut with the length of the value it stands for."""
     if isinstance(value, str):
-        if len(value) <= chars:
+        full = value.chars if isinstance(value, Cut) else len(value)
+        if full <= chars:
             return value
-        return f"{value[:chars]}{_MARK}{len(value)} chars]"
+        return f"{value[:chars]}{_MARK}{full} chars]"
     if isinstance(value, dict):
         return {k: clip(v, chars) for k, v in value.items()}
     if isinstance(value, list):

@@ -1,17 +1,23 @@
 """What a previewed export would write, shown and never written: a file export's path, columns
 and first lines; a table export's target and first staged rows, screened as staging
-screens them (bad values, null and repeated keys, keys of earlier batches)."""
+screens them (bad values, null and repeated keys, keys of earlier batches). Its rows keep
+no long value (`actors.preview_bounds.kept`), and a file export's text shows each value
+over 200 characters cut to its first 16 with its length (`"xxxx… [truncated: N chars]"`,
+short enough for the answer to show it whole): the text of 5 rows of a 50 MiB value is not
+written out only to be cut in the answer."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import connectors
+from actors.preview_bounds import Cut, clip, kept
 from actors.steps import StepEnv
 from dag import RowError, Step
 
 PREVIEW_RUN_ID = "00000000-0000-0000-0000-000000000000"  # stands for the run's id in paths
 SAMPLE_ROWS = 5
+TEXT_VALUE_CHARS = 16  # of a long value in a file export's text
 _TABLE_KEY_COLUMNS = {"run_id": "uuid", "step_id": "text", "record_key": "text"}
 _SQL_TYPES = {"int": "bigint", "string": "text", "date": "date"}
 
@@ -41,11 +47,11 @@ class FileExportView:
 
     def _keep(self, records: list[dict]) -> None:
         room = SAMPLE_ROWS - len(self.view["rows"])
-        self.view["rows"] += records[: max(room, 0)]
+        self.view["rows"] += [kept(r) for r in records[: max(room, 0)]]
 
     def finish(self, final: list[dict]) -> dict[str, Any]:
         self._keep(final)
-        rows = self.view["rows"]
+        rows = [_shown(r) for r in self.view["rows"]]
         if self.format == "csv":
             data = connectors.encode_csv(rows, self.columns, header=True)
         else:
@@ -88,12 +94,18 @@ class TableExportView:
             self.seen.add(record_key)
             if len(self.view["rows"]) < SAMPLE_ROWS:
                 row = {c: record.get(c) for c in self.columns}
-                self.view["rows"].append({**row, "record_key": record_key})
+                self.view["rows"].append(kept({**row, "record_key": record_key}))
         errors.sort(key=lambda e: e.record or 0)
         return errors
 
     def finish(self, final: list[dict]) -> dict[str, Any]:
         return self.view
+
+
+def _shown(row: dict[str, Any]) -> dict[str, Any]:
+    """A kept row as a file export's text shows it: each `Cut` value cut to
+    `TEXT_VALUE_CHARS`, with its length."""
+    return {k: clip(v, TEXT_VALUE_CHARS) if isinstance(v, Cut) else v for k, v in row.items()}
 
 
 def build_export_view(step: Step, env: StepEnv, columns: dict[str, str]):

@@ -33,6 +33,9 @@ class Progress:
     batches: int
     row_errors: list[dict]
     output_kept: bool = True
+    # The part of the computation's state that the last batch stores with its checkpoint
+    # (index, bytes: an aggregate's; `dag.Transform.checkpoint`), None: none.
+    state_part: tuple[int, bytes] | None = None
 
     def values(self, step: str) -> dict[str, Any]:
         """The `step_runs` values of this progress, JSON columns as Python values."""
@@ -87,12 +90,13 @@ class Progress:
         self.output_digest = chain_rows(self.output_digest, names, rows)
         room = MAX_ROW_ERRORS_SHOWN - len(self.row_errors)
         self.row_errors += [e.as_dict() for e in errors[: max(room, 0)]]
+        state, self.state_part = work.compute.checkpoint()
         self.checkpoint = {
             **batch.position,
             "n": work.n_batches,
             "chunks": work.chunks,
             "reject_chunks": work.reject_chunks,
-            "state": work.compute.state(),
+            "state": state,
         }
         return rows
 

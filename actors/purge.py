@@ -38,6 +38,7 @@ class PurgeReport:
     batches: int = 0  # step output batches deleted
     staging_tables: int = 0  # sandbox staging tables dropped
     stages: int = 0  # export and reject chunk folders removed
+    withdrawn: int = 0  # published rows of steps that did not succeed, deleted
     failed: list[str] = field(default_factory=list)  # runs skipped after an error
 
 
@@ -74,22 +75,32 @@ def clear_unpublished_stages(
 ) -> PurgeReport:
     """Soon after a run ends (the sweep, every pass): remove what its steps that did not
     succeed staged and can never publish (export chunks, staging tables, reject chunks),
-    for at most `limit` runs, oldest first. Succeeded steps keep their published marker.
-    A resume of the run starts those steps over, so nothing it needs is lost."""
+    and the rows such a step's table export published before its attempt ended without
+    its final commit, for at most `limit` runs, oldest first. Succeeded steps keep their
+    published marker. A resume of the run starts those steps over, so nothing it needs is
+    lost."""
     dirs = (export_dir, reject_dir)
 
     def clear(cur, row: tuple, sandbox: Callable, report: PurgeReport) -> None:
         run_id, unpublished = str(row[0]), set(row[2])
         steps = [s for s in _plan_steps(row[1]) if s.name in unpublished]
         _remove_stages(run_id, steps, dirs, sandbox, report)
+        for step in steps:  # after its staging table: a late publish has nothing to move
+            if step.type == "export" and step.config.get("target") == "table":
+                table = step.config["table"]
+                report.withdrawn += connectors.withdraw_run_rows(
+                    sandbox(), table, run_id, step.name
+                )
         cur.execute(QUERIES["mark_stages_cleared"], {"run_id": run_id})
 
     report = _each_run(conn, "lock_uncleared_run", {}, limit, connect_sandbox, clear)
-    if report.stages or report.staging_tables:
+    if report.stages or report.staging_tables or report.withdrawn:
         log.info(
-            "cleared %d chunk folder(s) and %d staging table(s) of finished runs",
+            "cleared %d chunk folder(s), %d staging table(s) and %d published row(s) of"
+            " unsucceeded steps of finished runs",
             report.stages,
             report.staging_tables,
+            report.withdrawn,
         )
     return report
 

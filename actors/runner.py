@@ -6,8 +6,9 @@ batch, the checkpoint (input position, counters, running digests, aggregate stat
 transaction that starts with the lease fence. A crash re-runs only the unfinished batch; a
 stale executor's commit changes nothing. That transaction is sent while the next batch is
 computed (`actors.committer`); when the sandbox is the state database, a table export's
-rows of the batch are staged in it too, and rows it refuses (a key another batch staged)
-send the attempt back to its checkpoint to stage them batch by batch (`StagingRefused`).
+rows of the batch are staged in it too, and a commit that fails with them (a key another
+batch staged, a row too big) sends the attempt back to its checkpoint to stage them batch
+by batch, where a staging error is the export step's own (`StagingRefused`).
 
 The claimed step runs with its fusion group (`actors.group`): every input batch goes through
 all of its members in one pass; each member still commits its own checkpoint, counters and
@@ -28,11 +29,10 @@ from typing import Any
 import psycopg2
 from dramatiq.middleware.time_limit import TimeLimitExceeded
 
-import connectors
 from actors import lineage
 from actors.checks import open_checks
 from actors.committer import BatchCommitter, StepCommit
-from actors.endings import LEASE_LOST, end_canceled, fail, finish, leave, release, unfuse
+from actors.endings import LEASE_LOST, cut, end_canceled, fail, finish, leave, release, unfuse
 from actors.errors import (
     ExecutorStopping,
     LeaseLost,
@@ -40,33 +40,32 @@ from actors.errors import (
     StepCanceled,
     StepTimeout,
 )
-from actors.faults import Faults
 from actors.group import (
     Member,
-    MemberOutput,
     check_replay,
     fed,
     followers,
     form_group,
     open_member,
+    over_budget,
+    release_taken,
 )
 from actors.leases import Claim, Heartbeat, claim_attempt, fence
+from actors.memberpass import finish_member, process_batch
 from actors.outputs import write_batch
 from actors.progress import fresh_progress, load_context
+from actors.recovery import RECONNECT_WAITS_S, take_back
 from actors.settings import ExecutorSettings
 from actors.sql import QUERIES
-from actors.steps import InputBatch, compute_batch
+from actors.steps import InputBatch
 from actors.tracing import AttemptSpans
-from dag import BATCH_SIZE, AttemptOutcome, RowValueError, StepStatus, chain_rows, encode_rows
-from dag.plan import ON_ROW_ERROR_STOP
+from dag import AttemptOutcome, StepStatus
 from ddl import connection_lost
 
 __all__ = ["LEASE_LOST", "ExecutorSettings", "StepRunner"]
 
 log = logging.getLogger("etl.executor")
-# Pauses between tries to reach a database that went away (restart, terminated sessions).
-MAX_TAKE_BACKS = 10  # per attempt
-RECONNECT_WAITS_S = (0.2, 0.5, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0)
+MAX_TAKE_BACKS = 10  # per attempt: then the step is left to its lease
 
 
 class StepRunner:
@@ -234,39 +233,20 @@ class StepRunner:
         return LEASE_LOST, None
 
     def _take_back(self, claim: Claim, heartbeat: Heartbeat, ctx: dict) -> bool:
-        """After a lost session: reconnect and fence our attempt (and our followers') in a
-        transaction of its own. True when the attempt is still ours (go on from the
-        checkpoint); False when the lease was taken over, or the database stayed away until
-        the executor stopped or the step ran out of time (the reaper hands the step over
-        then)."""
-        s = self.settings
+        """After a lost session: the attempt taken back from its checkpoint when it is
+        still ours (`actors.recovery`)."""
         self._drop_state_conn()
-        given_up = self._clock() + s.step_timeout_s
-        waits = iter(RECONNECT_WAITS_S)
-        while not heartbeat.lost.is_set() and self._clock() < given_up:
-            if self.stopping.wait(next(waits, RECONNECT_WAITS_S[-1])):
-                return False
-            try:
-                conn = self._state_conn()
-                with conn.cursor() as cur:
-                    cancel = fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
-                    for follower in self._follower_claims():
-                        fence(cur, follower.attempt_id, s.owner, s.lease_ttl_s)
-                conn.commit()
-            except LeaseLost as exc:
-                _rollback(self._conn)
-                log.warning("lease lost while the database was away: %s", exc, extra=ctx)
-                return False
-            except psycopg2.Error as exc:
-                if not connection_lost(exc):
-                    raise
-                self._drop_state_conn()
-                continue
-            if cancel:
-                heartbeat.cancel.set()
-            log.info("database back: attempt continues from its checkpoint", extra=ctx)
-            return True
-        return False
+        return take_back(
+            claim,
+            heartbeat,
+            ctx,
+            settings=self.settings,
+            connect=self._state_conn,
+            drop=self._drop_state_conn,
+            followers=self._follower_claims(),
+            stopping=self.stopping,
+            clock=self._clock,
+        )
 
     def _execute(self, conn, claim: Claim, heartbeat: Heartbeat) -> None:
         """Load the step's context, form its group, run its remaining batches through the
@@ -348,6 +328,7 @@ class StepRunner:
         group = self._group
         for m in group:
             m.out, m.done, m.staged = None, False, None
+            m.kept_before = m.ctx.progress.output_kept
         for m in list(group):
             if m not in self._group:
                 continue  # left with a failed member upstream of it
@@ -358,8 +339,14 @@ class StepRunner:
             with self._own_failure(conn, m):
                 if m.work is None:
                     self._open(conn, m, run_id)
-                _process(m, given, self.settings.faults, self._defer_staging, self._wait_commits)
+                process_batch(
+                    m, given, self.settings.faults, self._defer_staging, self._wait_commits
+                )
             m.spent_s += self._clock() - began
+            release_taken(self._group, m)
+            if m.head and (out := over_budget(self._group, m, self.settings.fusion_budget)):
+                self._wait_commits()  # the batch in flight holds their checkpoints
+                self._group = cut(conn, self._group, out, self.settings, self._heartbeat)
         if _commit_batch(conn, self._committer, self._group, run_id, self.settings):
             heartbeat.cancel.set()
 
@@ -384,7 +371,8 @@ class StepRunner:
                 if m.claim is None:
                     check_replay(m)
                 else:
-                    _finish_member(conn, m, self._spans)
+                    finish_member(conn, m, self._spans)
+                    self.settings.faults.after_publish(m.name, m.claim.number)
         _commit_succeeded(conn, self._group, self.settings)
 
     def _check(self, conn, heartbeat: Heartbeat, started: float) -> None:
@@ -420,7 +408,9 @@ def _commit_batch(
             continue
         progress, out = m.ctx.progress, m.out
         rows = out.rows if out is not None and m.work.keep_output else None
-        seq, n = (out.seq, len(out.records)) if out is not None else (progress.batches, 0)
+        seq, n = (out.seq, out.n) if out is not None else (progress.batches, 0)
+        if progress.state_part is not None:  # an aggregate's: stored as batch -1 - index
+            seq, rows = -1 - progress.state_part[0], progress.state_part[1]
         steps.append(StepCommit(m.claim.attempt_id, progress.values(m.name), seq, n, rows))
         if m.staged is not None:
             staged.append(m.staged)
@@ -448,94 +438,6 @@ def _commit_succeeded(conn, group: list[Member], s: ExecutorSettings) -> None:
             finish(cur, claim, AttemptOutcome.SUCCEEDED, None, step_status=StepStatus.SUCCEEDED)
     conn.commit()
     lineage.steps_ended([m.claim for m in group], AttemptOutcome.SUCCEEDED)
-
-
-def _process(
-    m: Member,
-    batch: InputBatch,
-    faults: Faults,
-    defer: bool,
-    wait_commits: Callable[[], None],
-) -> None:
-    """One member's batch: compute, write the export chunk and rejects (invisible until
-    the step commits) or, with `defer`, keep a table export's rows for the batch's commit
-    (`m.staged`), count it in its progress. `wait_commits` waits for the batch in flight."""
-    step, progress, work = m.ctx.step, m.ctx.progress, m.work
-    faults.before_batch(step.name)
-    first = progress.records_in + 1
-    out, errors = compute_batch(work.compute, batch, first)
-    if work.sink is not None:
-        if defer and work.sink.stages_in_commit:
-            m.staged = work.sink.defer(work.chunks, out, first)
-            if m.staged is None:
-                # Staged apart, this batch must not overtake the one in flight: a key both
-                # hold goes to the earlier batch, as it does when each is staged in turn.
-                wait_commits()
-        sink_errors = [] if m.staged is not None else work.sink.write(work.chunks, out, first)
-        if sink_errors:
-            bad = {e.record for e in sink_errors}
-            out = [r for i, r in enumerate(out) if first + i not in bad]
-            errors += sink_errors
-        work.chunks += 1
-    if errors and m.claim is not None and m.ctx.plan.on_row_error == ON_ROW_ERROR_STOP:
-        e = errors[0]
-        raise RowValueError(e.reason, line=e.line, column=e.column)
-    if errors and m.claim is not None:
-        work.rejects.write_chunk(work.reject_chunks, connectors.encode_rejects(errors))
-        work.reject_chunks += 1
-    work.n_batches += 1
-    if m.claim is not None:  # a crash here finds the batches before this one committed
-        faults.after_export(step.name, work.n_batches, m.claim.number, wait_commits)
-    if m.checks is not None:
-        m.checks.observe(out, work.compute.output_columns, progress.records_out + 1)
-    rows = progress.advance(batch, out, errors, work)
-    if m.checks is not None:
-        progress.checkpoint["checks"] = m.checks.state()
-    m.done = True
-    if rows is not None:
-        m.out = MemberOutput(out, rows, progress.batches)
-        if work.has_output:
-            progress.batches += 1
-            progress.output_kept = progress.output_kept and (
-                work.keep_output or not m.ctx.plan.dependents(step.name)
-            )
-
-
-def _finish_member(conn, m: Member, spans: AttemptSpans) -> None:
-    """A member's end: its input digest (its upstream's output digest), final records, the
-    verdict of its checks (`actors.checks`: a failed one raises before anything is
-    published), export (in its span) and reject file published."""
-    step, progress, work = m.ctx.step, m.ctx.progress, m.work
-    digest_of = getattr(work.source, "input_digest_of", None)
-    if digest_of is not None:
-        if m.upstream is not None and m.upstream.claim is not None:
-            progress.input_digest = m.upstream.ctx.progress.output_digest
-        else:
-            progress.input_digest = m.ctx.upstream_digests[digest_of]
-    final = work.compute.finish()
-    progress.columns = work.compute.output_columns
-    names = list(progress.columns)
-    parts = [final[i : i + BATCH_SIZE] for i in range(0, len(final), BATCH_SIZE)]
-    m.final = [(len(part), encode_rows(part, names)) for part in parts]
-    for _, rows in m.final:
-        progress.output_digest = chain_rows(progress.output_digest, names, rows)
-    if m.checks is not None:
-        m.checks.observe(final, progress.columns, progress.records_out + 1)
-    progress.records_out += len(final)
-    if m.checks is not None:
-        m.checks.verdict(conn, progress.records_in, progress.records_out, progress.rejected)
-    if work.sink is not None:
-        target = str(step.config.get("target", "file"))
-        with spans.export(m.claim, target, progress.records_out) as span:
-            location = work.sink.publish(work.chunks, progress.records_out)
-            span.set_attribute("etl.export.location", location)
-            log.info(
-                "export published to %s",
-                location,
-                extra={"run_id": m.claim.run_id, "step": step.name},
-            )
-    if work.reject_chunks:
-        work.rejects.publish(work.reject_chunks)
 
 
 def _timeout(elapsed_s: float, limit_s: float) -> StepTimeout:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actors.faults import Faults
+from dag import FUSION_BUDGET
 
 
 @dataclass(frozen=True)
@@ -23,5 +24,6 @@ class ExecutorSettings:
     reject_dir: Path
     faults: Faults = field(default_factory=Faults)
     fusion: bool = True  # run the steps that hang off a step in one pass with it
+    fusion_budget: int = FUSION_BUDGET  # bytes a fused group's batch may hold (`dag.fusion`)
     overlap: bool = True  # commit a batch while the next one is computed (`actors.committer`)
     sandbox_in_state: bool = False  # the sandbox is the state database: stage in the commit

@@ -88,6 +88,7 @@ class FileSource:
         self.limit = limit
         self.nulls = tuple(step.config.get("null_values") or ())
         self.evidence: dict[str, str] = {}  # why each inferred column has its type
+        self._paths: list[str] | None = None
 
     def _raw_batches(self, stream, start: Position) -> Iterator[RawBatch]:
         cfg = self.config
@@ -106,30 +107,48 @@ class FileSource:
             yield raw
 
     @contextmanager
-    def _open(self) -> Iterator[BinaryIO]:
-        """The source file behind the path guard, as UTF-8 (`connectors.decoded_source`)."""
-        path = self.config["path"]
+    def _open(self, rel_path: str) -> Iterator[BinaryIO]:
+        """One input file behind the path guard, as UTF-8 (`connectors.decoded_source`)."""
+        encoding = self.config.get("encoding", "utf-8")
         with (
-            connectors.open_source(self.env.data_dir, path, max_bytes=MAX_SOURCE_BYTES) as raw,
-            connectors.decoded_source(raw, self.config.get("encoding", "utf-8"), name=path) as s,
+            connectors.open_source(self.env.data_dir, rel_path, max_bytes=MAX_SOURCE_BYTES) as raw,
+            connectors.decoded_source(raw, encoding, name=rel_path) as stream,
         ):
-            yield s
+            yield stream
+
+    def paths(self) -> list[str]:
+        """The files the step reads, in order: its `path`, or every file its glob matches
+        (`connectors.expand_source`), fixed at the first call of the attempt."""
+        if self._paths is None:
+            self._paths = connectors.expand_source(self.env.data_dir, self.config["path"])
+        return self._paths
 
     def infer(self) -> dict[str, str]:
-        """The columns' types from a pass over the whole file (declared ones as declared)."""
+        """The columns' types from a pass over every input file (declared ones as declared);
+        the files of a glob must share their header."""
         csv_delimiter = self.config.get("delimiter") if self.config.get("format") == "csv" else None
-        with self._open() as stream:
-            inference = None
-            for raw in self._raw_batches(stream, Position.from_dict(None)):
-                if inference is None:
-                    declared = self.config.get("columns") or {}
-                    inference = ColumnInference(raw.header, declared, csv_delimiter)
-                inference.observe(raw.records)
+        inference = None
+        for rel_path in self.paths():
+            with self._open(rel_path) as stream:
+                for raw in self._raw_batches(stream, Position.from_dict(None)):
+                    if inference is None:
+                        declared = self.config.get("columns") or {}
+                        inference = ColumnInference(raw.header, declared, csv_delimiter)
+                        header = list(raw.header)
+                    elif raw.header and list(raw.header) != header:
+                        raise ConfigValueError(
+                            f"{rel_path}: its columns {list(raw.header)} differ from the first"
+                            f" file's {header}: the files of a glob are one input"
+                        )
+                    inference.observe(raw.records)
         assert inference is not None  # a reader yields at least one batch, with the header
         self.evidence = inference.evidence()
         return inference.columns()
 
     def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
+        """The input from `checkpoint` on: the files in order, each from its start, the
+        checkpoint's file (`file`, its index; 0 for one file) from its `position`."""
+        first = int((checkpoint or {}).get("file", 0))
         start = Position.from_dict((checkpoint or {}).get("position"))
         if self.columns is None:
             self.columns = self.infer()
@@ -137,8 +156,23 @@ class FileSource:
                 meet_schema(
                     self.env.state_conn, self.env.run_id, self.step_name, self.config, self.columns
                 )
-        with self._open() as stream:
-            ordinal = records_before + 1
+        ordinal = records_before + 1
+        paths = self.paths()
+        for index, rel_path in enumerate(paths[first:], start=first):
+            position = start if index == first else Position.from_dict(None)
+            for batch in self._file_batches(rel_path, index, position, ordinal):
+                if not batch.records_in and not batch.row_errors and index + 1 < len(paths):
+                    continue  # a file resumed at its end, or only a header: the next one
+                ordinal += batch.records_in
+                yield batch
+                if self.limit is not None and ordinal - 1 >= self.limit:
+                    return
+
+    def _file_batches(
+        self, rel_path: str, index: int, start: Position, ordinal: int
+    ) -> Iterator[InputBatch]:
+        assert self.columns is not None
+        with self._open(rel_path) as stream:
             offset = start.offset
             for raw in self._raw_batches(stream, start):
                 if self.limit is not None and raw.size >= self.limit - (ordinal - 1):
@@ -159,7 +193,9 @@ class FileSource:
                 raw_bytes = None if self.limit else os.pread(stream.fileno(), size, offset)
                 offset = raw.end.offset
                 ordinal += raw.size
-                position = {"position": raw.end.as_dict()}
+                position: dict[str, Any] = {"position": raw.end.as_dict()}
+                if index:
+                    position["file"] = index
                 yield InputBatch(typed, errors, raw.size, position, raw_bytes=raw_bytes)
 
 
@@ -346,11 +382,12 @@ class TableSink:
     def start(self, *, fresh: bool, chunks: int = 0, records: int = 0) -> None:
         """Begin an attempt: from scratch (leftovers of an attempt that committed nothing
         go), or after `chunks` committed batches of `records` rows (`StagingLost` if the
-        staging table no longer holds them)."""
+        staging table no longer holds them). Rows an attempt published before it died are
+        left as they are: `publish` finds them there (no batch is left to stage)."""
         if fresh:
             self.export.discard()
-        else:
-            self.export.check_staged(chunks, records)
+        elif self.export.check_staged(chunks, records):
+            return
         self.export.prepare()
 
     def defer(self, chunk: int, records: list[dict], first_ordinal: int) -> StagedRows | None:

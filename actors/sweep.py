@@ -5,7 +5,8 @@ checkpoint in a new attempt, on any executor), re-sends wake-ups of attempts nob
 (lost between a commit and a send, or stranded on a dead executor), and advances every
 pipeline with queued or running runs (due retries, lost advancer messages, promotion).
 Soon after a run ends it removes what its unsucceeded steps staged and can never publish
-(export chunks, staging tables, reject chunks). It folds the metric deltas that state
+(export chunks, staging tables, reject chunks) and the rows their table exports published
+before their attempt ended without its final commit. It folds the metric deltas that state
 changes appended into their totals (`actors/metric_fold.py`). Every few minutes it also
 purges what the retention lets go: runs' intermediate outputs and the broker's finished
 messages."""

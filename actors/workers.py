@@ -15,6 +15,7 @@ import dramatiq
 from actors.advancer import advance_run, send_wakeups
 from actors.broker import ADVANCE_RUN, COORDINATOR_QUEUE, RUN_STEP, STEPS_QUEUE
 from actors.runner import StepRunner
+from ddl import connection_lost
 
 log = logging.getLogger("etl.workers")
 
@@ -27,7 +28,21 @@ def register_advancer(broker: dramatiq.Broker, connect_state: Callable[[], Any])
         conn = getattr(local, "conn", None)
         if conn is None or conn.closed:
             conn = local.conn = connect_state()
-        result = advance_run(conn, run_id)
+        try:
+            result = advance_run(conn, run_id)
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
+            # Expected (a restart, a terminated backend): the next message or the sweep
+            # advances the run again, on a new session.
+            local.conn = None
+            conn.close()
+            log.warning(
+                "advancer session lost; the run is advanced again later: %s",
+                str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                extra={"run_id": run_id},
+            )
+            return
         send_wakeups(broker, run_id, trace_id, result)
 
     return dramatiq.actor(

@@ -1,6 +1,7 @@
 """Data in and out: file sources behind the path guard, sandbox tables (ingest and staged
 export), and attempt-safe export and reject files."""
 
+from connectors.dirmarks import directory_mark
 from connectors.errors import (
     ChunkMissing,
     ConnectorError,
@@ -24,15 +25,12 @@ from connectors.fileexport import (
     export_file,
     reject_file,
 )
-from connectors.files import check_rel_path, open_source
+from connectors.files import check_rel_path, expand_source, open_source
+from connectors.http_answers import MAX_HTTP_ANSWER_BYTES, BoundedAnswers, bounded_session
+from connectors.published_rows import count_run_rows, withdraw_run_rows
 from connectors.rejects import RejectPreview, read_rejects
 from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
-from connectors.table_export import (
-    TableExport,
-    check_export_columns,
-    count_run_rows,
-    drop_staging,
-)
+from connectors.table_export import TableExport, check_export_columns, drop_staging
 from connectors.table_source import (
     SourceTable,
     map_column_type,
@@ -42,7 +40,9 @@ from connectors.table_source import (
 from connectors.transcode import decoded_source
 
 __all__ = [
+    "MAX_HTTP_ANSWER_BYTES",
     "SANDBOX_SCHEMA",
+    "BoundedAnswers",
     "ChunkMissing",
     "ChunkedFile",
     "ConnectorError",
@@ -58,17 +58,20 @@ __all__ = [
     "TableConflict",
     "TableExport",
     "TableRefused",
+    "bounded_session",
     "check_export_columns",
     "check_rel_path",
     "check_table_name",
     "count_records",
     "count_run_rows",
     "decoded_source",
+    "directory_mark",
     "drop_staging",
     "duplicate_key_error",
     "encode_csv",
     "encode_jsonl",
     "encode_rejects",
+    "expand_source",
     "export_file",
     "map_column_type",
     "open_source",
@@ -77,4 +80,5 @@ __all__ = [
     "reject_file",
     "resolve_source_table",
     "screen_export_batch",
+    "withdraw_run_rows",
 ]

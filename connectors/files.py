@@ -8,7 +8,9 @@ file it shares, which may live outside the directory (a link made inside it to
 
 from __future__ import annotations
 
+import difflib
 import errno
+import glob
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -21,6 +23,21 @@ from dag.paths import relative_path_problem
 _PROC_FD = Path("/proc/self/fd")
 
 
+def _missing(root: str, rel_path: str) -> SourceMissing:
+    """A missing source named with the directory it was looked for in (a typo and a
+    coordinator started elsewhere look alike otherwise), and the nearest names there."""
+    text = f"source file {rel_path!r} does not exist in the data directory {root} (ETL_DATA_DIR)"
+    parent = PurePosixPath(rel_path).parent
+    try:
+        names = os.listdir(os.path.join(root, parent))
+    except OSError:
+        return SourceMissing(text)
+    near = difflib.get_close_matches(PurePosixPath(rel_path).name, names, n=3)
+    if near:
+        text += "; did you mean " + " or ".join(repr(str(parent / n)) for n in near) + "?"
+    return SourceMissing(text)
+
+
 def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> BinaryIO:
     """Open `rel_path` under `data_dir` for binary reading (seekable, at offset 0).
 
@@ -30,14 +47,16 @@ def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = MAX_SOURCE_BY
     check_rel_path(rel_path)
     root = os.path.realpath(data_dir)
     if not os.path.isdir(root):
-        raise SourceMissing(f"data directory of source {rel_path!r} does not exist")
+        raise SourceMissing(
+            f"the data directory {root} (ETL_DATA_DIR) of source {rel_path!r} does not exist"
+        )
     real = os.path.realpath(os.path.join(root, rel_path))
     if not _is_inside(root, real):
         raise SourceRefused(f"source path {rel_path!r} leaves the data directory")
     try:
         before = os.stat(real)
     except FileNotFoundError:
-        raise SourceMissing(f"source file {rel_path!r} does not exist") from None
+        raise _missing(root, rel_path) from None
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:  # the same on every attempt: not transient
             raise SourceRefused(f"source path {rel_path!r} is too long") from None
@@ -50,7 +69,7 @@ def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = MAX_SOURCE_BY
     try:
         fd = os.open(real, flags)
     except FileNotFoundError:
-        raise SourceMissing(f"source file {rel_path!r} does not exist") from None
+        raise _missing(root, rel_path) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise SourceRefused(f"source path {rel_path!r} changed while opening") from None
@@ -78,6 +97,32 @@ def open_source(data_dir: Path, rel_path: str, *, max_bytes: int = MAX_SOURCE_BY
     except BaseException:
         os.close(fd)
         raise
+
+
+MAX_GLOB_FILES = 10_000
+
+
+def expand_source(data_dir: Path, pattern: str) -> list[str]:
+    """The relative paths an ingest `path` names: itself when it holds no glob (`*`, `?`,
+    `[`), else every regular file under `data_dir` it matches, in name order (each is still
+    opened through `open_source`, its own guard and size limit). `SourceRefused` for a
+    pattern breaking the relative-path rule; `SourceMissing` when nothing matches."""
+    if not glob.has_magic(pattern):
+        return [pattern]
+    check_rel_path(pattern)
+    root = os.path.realpath(data_dir)
+    if not os.path.isdir(root):
+        raise SourceMissing(f"data directory of source {pattern!r} does not exist")
+    found = sorted(
+        name
+        for name in glob.glob(pattern, root_dir=root)
+        if os.path.isfile(os.path.join(root, name))
+    )
+    if not found:
+        raise SourceMissing(f"no source file matches {pattern!r}")
+    if len(found) > MAX_GLOB_FILES:
+        raise SourceRefused(f"{pattern!r} matches {len(found)} files, more than {MAX_GLOB_FILES}")
+    return found
 
 
 def check_rel_path(rel_path: str) -> PurePosixPath:

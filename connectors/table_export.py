@@ -39,6 +39,7 @@ from connectors.export_encoding import (
     record_keys,
     screen_export_batch,
 )
+from connectors.published_rows import count_run_rows
 from connectors.sandbox import (
     MAX_IDENTIFIER_BYTES,
     SANDBOX_SCHEMA,
@@ -128,11 +129,14 @@ class TableExport:
                 )
             )
 
-    def check_staged(self, n_batches: int, rows: int) -> None:
+    def check_staged(self, n_batches: int, rows: int) -> bool:
         """Before an attempt goes on from a checkpoint after `n_batches` batches that staged
-        `rows` rows: `StagingLost` unless the staging table holds exactly those rows."""
+        `rows` rows: False when the staging table holds exactly those rows; True when it
+        is gone because they were published (`sandbox.<table>` holds exactly `rows` rows of
+        this run and step: an attempt that died between its publish and its step's final
+        commit); else `StagingLost`."""
         if n_batches == 0:
-            return
+            return False
         try:
             with self._conn, self._conn.cursor() as cur:
                 cur.execute(
@@ -144,12 +148,15 @@ class TableExport:
                 staged = cur.fetchone()[0]
         except psycopg2.errors.UndefinedTable:
             staged = None
+            if count_run_rows(self._conn, self.table, self.run_id, self.step_name) == rows:
+                return True
         if staged != rows:
             found = "is gone" if staged is None else f"holds {staged}"
             raise StagingLost(
                 f"staging table {STAGE_SCHEMA}.{self.staging_name} of step {self.step_name!r}"
                 f" {found} where {n_batches} committed batch(es) staged {rows} row(s)"
             )
+        return False
 
     def write_batch(
         self, seq: int, records: list[Mapping[str, Any]], first_ordinal: int
@@ -381,20 +388,6 @@ def drop_staging(conn: Connection, run_id: object, step_name: str) -> bool:
         staging = sql.Identifier(STAGE_SCHEMA, name)
         cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=staging))
     return True
-
-
-def count_run_rows(conn: Connection, table: str, run_id: object, step_name: str) -> int | None:
-    """The rows `step_name` of `run_id` published into `sandbox.<table>`, in its own sandbox
-    transaction; None when the table does not exist (nothing published yet)."""
-    name = check_table_name(table)
-    with conn, conn.cursor() as cur:
-        if get_relation(cur, SANDBOX_SCHEMA, name) is None:
-            return None
-        query = sql.SQL(QUERIES["count_run_rows"]).format(
-            table=sql.Identifier(SANDBOX_SCHEMA, name)
-        )
-        cur.execute(query, {"run_id": str(uuid.UUID(str(run_id))), "step_id": step_name})
-        return cur.fetchone()[0]
 
 
 def _staging_digest(run_id: str, step_name: str) -> str:

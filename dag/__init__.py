@@ -15,7 +15,15 @@ from dag.errors import (
     PlanInvalid,
     RowValueError,
 )
-from dag.fusion import fusion_group, replay_chain
+from dag.fusion import (
+    FUSION_BUDGET,
+    BatchBytes,
+    fit_budget,
+    fused_peak,
+    fusion_budget,
+    fusion_group,
+    replay_chain,
+)
 from dag.inference import ColumnInference, infer_columns
 from dag.jsonparts import read_json_batches, read_jsonl_batches
 from dag.limits import (
@@ -28,6 +36,17 @@ from dag.limits import (
     PIPELINE_QUEUE_LIMIT,
     PIPELINE_RUNNING_LIMIT,
     RETRY_DELAYS_S,
+)
+from dag.params import (
+    BUILTIN_PARAMS,
+    PARAM_TYPES,
+    SCHEDULE_BUILTINS,
+    ParamsInvalid,
+    resolve_plan,
+    resolve_values,
+    uses_placeholders,
+    value_problem,
+    value_range,
 )
 from dag.paths import relative_path_problem, split_relative_path
 from dag.plan import Plan, Step, parse_plan, topological_order, validate_plan
@@ -44,20 +63,24 @@ from dag.states import (
     RunStatus,
     SkipReason,
     StepStatus,
+    attempts_that_ran,
 )
 from dag.transforms import Transform, build_transform
 from dag.types import COLUMN_TYPES, ISO_DATE_TEXT, null_out, type_records
 
 __all__ = [
     "BATCH_SIZE",
+    "BUILTIN_PARAMS",
     "COLUMN_TYPES",
     "DIGEST_SEED",
+    "FUSION_BUDGET",
     "GLOBAL_ACTIVE_LIMIT",
     "INT64_MAX",
     "INT64_MIN",
     "ISO_DATE_TEXT",
     "MAX_EXAMPLES",
     "MAX_SOURCE_BYTES",
+    "PARAM_TYPES",
     "PIPELINE_ACTIVE_LIMIT",
     "PIPELINE_QUEUE_LIMIT",
     "PIPELINE_RUNNING_LIMIT",
@@ -65,8 +88,10 @@ __all__ = [
     "RUN_ACTIVE",
     "RUN_FINAL",
     "RUN_TERMINAL",
+    "SCHEDULE_BUILTINS",
     "STEP_TERMINAL",
     "AttemptOutcome",
+    "BatchBytes",
     "CheckFailed",
     "Checker",
     "ColumnInference",
@@ -76,6 +101,7 @@ __all__ = [
     "FieldError",
     "InputDataError",
     "Int64OverflowError",
+    "ParamsInvalid",
     "Plan",
     "PlanInvalid",
     "Position",
@@ -91,6 +117,7 @@ __all__ = [
     "Step",
     "StepStatus",
     "Transform",
+    "attempts_that_ran",
     "build_transform",
     "chain_bytes",
     "chain_rows",
@@ -98,6 +125,9 @@ __all__ = [
     "decide_retry",
     "encode_rows",
     "failed_errors",
+    "fit_budget",
+    "fused_peak",
+    "fusion_budget",
     "fusion_group",
     "infer_columns",
     "is_input_data_error",
@@ -109,10 +139,15 @@ __all__ = [
     "read_jsonl_batches",
     "relative_path_problem",
     "replay_chain",
+    "resolve_plan",
+    "resolve_values",
     "split_relative_path",
     "step_warnings",
     "steps_to_rerun",
     "topological_order",
     "type_records",
+    "uses_placeholders",
     "validate_plan",
+    "value_problem",
+    "value_range",
 ]

@@ -42,10 +42,11 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
-from itertools import islice, pairwise
+from itertools import pairwise
 from typing import BinaryIO
 
 from dag.csvexact import FIELD_LIMIT_BYTES, ExactReader, parse_header
+from dag.csvlong import LONG_FIELDS, LONG_LINE_BYTES, PlainSeen, plain_lines, some_lines
 from dag.limits import BATCH_SIZE
 from dag.records import ColumnRecords, Position, RawBatch, RawRecord
 
@@ -65,12 +66,12 @@ def read_csv_batches(
     Each batch is first read by `_bare_batch`, for the commonest batch of all (one record
     per line, no quote spanning lines): whole lines at a time, its records a column at a time
     (`ColumnRecords`). A batch it cannot vouch for goes to `_plain_batch`, which does no
-    per-line Python work, and a batch that one cannot vouch for is read again by
-    `_exact_batch`, which follows every rule of the contract line by line. All three end a
+    per-line Python work, and a batch that one cannot vouch for is read again by the exact
+    reader (`dag.csvexact`), which follows every rule of the contract line by line. All three end a
     batch at the same record, so where batches end never depends on which reader read them.
     After two misses of a reader in a row, the rest of the file skips it (a file full of rare
     cases pays for each quicker try twice, not always). With another `quote` than `"`,
-    every batch is read by `_exact_batch`."""
+    every batch is read by the exact reader."""
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     if len(delimiter) != 1 or delimiter in f"{quote}\r\n":
@@ -165,9 +166,9 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
     quote (every line is then a record). A record ends at the first line at which its count
     of `"` is even. None when a quote is still open at the end of the file, or a line (or,
     in a batch with quotes, a record) is longer than `LONG_LINE_BYTES`."""
-    raw = list(islice(stream, batch_size))
-    if raw and max(map(len, raw)) > LONG_LINE_BYTES:
-        return None  # `_plain_batch` splits a long line holding one copy of it at a time
+    raw = some_lines(stream, batch_size)
+    if raw is None:
+        return None  # `_plain_batch` splits a long record holding one copy of it at a time
     data = b"".join(raw)
     if b'"' not in data:
         return data, None
@@ -188,7 +189,9 @@ def _bare_lines(stream: BinaryIO, batch_size: int) -> tuple[bytes, list[int] | N
             if record_bytes > LONG_LINE_BYTES:
                 return None  # a long quoted record: `csv.reader` would hold 4 bytes a char
         more = batch_size - len(starts) if not count % 2 else 1
-        raw = list(islice(stream, more)) if more > 0 else []
+        raw = some_lines(stream, more) if more > 0 else []
+        if raw is None:
+            return None
         if raw:
             data += b"".join(raw)
         elif not count % 2:
@@ -202,20 +205,21 @@ def _plain_batch(
     """The common batch, read by `csv.reader` (decoding and splitting in C): records of the
     header's width, valid UTF-8, no CR anywhere, and either no empty value or no `""` in the
     batch's bytes (so every empty value is an unquoted one: null). None for anything else,
-    which `_exact_batch` then reads. A line longer than `LONG_LINE_BYTES` without a quote is
-    split here, not by `csv.reader`, whose field buffer takes 4 bytes a character (a 50 MiB
-    field would need 200 MiB there): the same fields, as such a line holds no quoted field."""
+    which the exact reader then reads. A record longer than `LONG_LINE_BYTES` is split by
+    `dag.csvlong`, not by `csv.reader`, whose field buffer takes 4 bytes a character (a
+    50 MiB field would need 200 MiB there): the same fields."""
     stream.seek(begin.offset)
-    seen = _PlainSeen()
-    reader = csv.reader(_plain_lines(stream, delimiter, seen), delimiter=delimiter, strict=True)
+    seen = PlainSeen()
+    reader = csv.reader(plain_lines(stream, delimiter, seen), delimiter=delimiter, strict=True)
     width, records, empty = len(header), [], False
     try:
         while len(records) < batch_size:
             line = begin.line + seen.lines
+            seen.at_start = True
             fields = next(reader, None)
             if fields is None:
                 break
-            if seen.long and fields == _LONG_FIELDS:
+            if seen.long and fields == LONG_FIELDS:
                 fields, seen.long = seen.long, []
             if len(fields) != width:
                 if fields:
@@ -255,33 +259,3 @@ def _scan(stream: BinaryIO, begin: int, end: int) -> tuple[bool, bool, bytes]:
 
 
 _SCAN_BYTES = 1 << 20
-LONG_LINE_BYTES = 1 << 16
-_LONG_LINE = "\x00long line\n"  # what csv.reader reads in place of a long unquoted line
-_LONG_FIELDS = [_LONG_LINE[:-1]]
-
-
-class _PlainSeen:
-    """What the lines of a plain batch held so far: lines and bytes read, and the fields of
-    a long line split aside."""
-
-    def __init__(self) -> None:
-        self.lines = self.bytes = 0
-        self.long: list[str] = []
-
-
-def _plain_lines(stream: BinaryIO, delimiter: str, seen: _PlainSeen) -> Iterator[str]:
-    """The batch's lines for `csv.reader`, which pulls exactly the lines one record needs;
-    a long line without a quote is split into `seen.long` and read as `_LONG_LINE`."""
-    for raw in stream:
-        seen.lines += 1
-        seen.bytes += len(raw)
-        if len(raw) > LONG_LINE_BYTES and b'"' not in raw:
-            view = memoryview(raw)[: len(raw) - (raw[-1:] == b"\n")]
-            text = str(view, "utf-8")  # decoded without copying the bytes first
-            view.release()
-            del raw, view  # one copy of a long line at a time
-            seen.long = text.split(delimiter)
-            del text
-            yield _LONG_LINE
-        else:
-            yield raw.decode()

@@ -7,6 +7,7 @@ quote by the CSV reader (`dag.csvparts`)."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,8 +53,9 @@ def validate_dialect(config: Mapping[str, Any], path: str, errors: list[FieldErr
 def missing_columns_message(
     header: Sequence[str], missing: Sequence[str], delimiter: str | None = None
 ) -> str:
-    """Why the declared columns `missing` are not in the input: the header as read and,
-    for a CSV file read with `delimiter`, another delimiter that would find them all."""
+    """Why the declared columns `missing` are not in the input: the header as read,
+    for a CSV file read with `delimiter` another delimiter that would find them all, and
+    the name nearest the first missing one (a typo is told what it missed)."""
     names = ", ".join(repr(m) for m in missing)
     shown = repr(list(header))
     if len(shown) > _HEADER_SHOWN_CHARS:
@@ -65,7 +67,8 @@ def missing_columns_message(
         hint = _other_delimiter(header, missing, delimiter)
         if hint is not None:
             message += f"; with delimiter {hint!r} the header has them"
-    return message
+    near = difflib.get_close_matches(missing[0], header, n=1)
+    return message + (f" (did you mean {near[0]!r}?)" if near else "")
 
 
 def _other_delimiter(header: Sequence[str], missing: Sequence[str], used: str) -> str | None:

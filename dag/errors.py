@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -58,6 +60,15 @@ class Int64OverflowError(InputDataError):
 
 class ConfigValueError(InputDataError):
     """A step config that is valid on its own but does not fit the data (e.g. a column)."""
+
+    @classmethod
+    def missing_column(cls, text: str, name: str, columns: Iterable[str]) -> ConfigValueError:
+        """`text` (saying column `name` is missing), then the columns there are and the
+        nearest of them: a typo is told what it missed."""
+        columns = list(columns)
+        text += f"; its columns: {', '.join(columns)}" if columns else "; it has no columns"
+        near = difflib.get_close_matches(name, columns, n=1)
+        return cls(text + (f" (did you mean {near[0]!r}?)" if near else ""), column=name)
 
 
 class CheckFailed(InputDataError):

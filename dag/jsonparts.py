@@ -13,7 +13,11 @@ Shared contract:
   the position where the next record starts; passing it back as `start` yields exactly
   the remaining records. At least one batch (possibly empty) is always yielded.
 - A record that is not a JSON object, or contains invalid UTF-8, is a row error with its
-  line; `raw` is the record's text (decoded with `errors="replace"` if needed).
+  line; `raw` is the record's text (decoded with `errors="replace"` if needed). The text of
+  a good record longer than 64 KiB is not kept beside its value: when such a record has an
+  unknown column, `raw` is its value encoded again (`json.dumps`).
+- A long value costs its bytes once and its text once: a long line or element is read
+  into one buffer and decoded from it, and let go before the text is parsed.
 
 JSON Lines (`read_jsonl_batches`): one value per line; blank lines are skipped; a line that
 is not valid JSON is a row error too, and reading goes on with the next line.
@@ -42,9 +46,9 @@ __all__ = ["read_json_batches", "read_jsonl_batches"]
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 _CHUNK_BYTES = 64 * 1024
+_PIECE_BYTES = 1 << 20
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 _STRUCTURE = re.compile(rb'["{}\[\]]')
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _SCALAR_END = re.compile(rb"[,\]} \t\r\n]")
 
 # One input record as the scanners see it: where it starts, its decoded value (or the
@@ -54,11 +58,58 @@ _Item = tuple[int, Any, str | None, str, Position]
 _Scan = Callable[[BinaryIO, Position | None], tuple[Position, Iterator[_Item]]]
 
 
-def _decode(data: bytes) -> tuple[str, bool]:
-    try:
-        return data.decode("utf-8"), True
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "replace"), False
+def _decode(data: bytes | bytearray, begin: int = 0, end: int | None = None) -> tuple[str, bool]:
+    """`data[begin:end]` decoded (with `errors="replace"` and False when it is not UTF-8),
+    straight from `data`: no copy of the bytes first."""
+    with memoryview(data) as view:
+        part = view[begin:end]
+        try:
+            return str(part, "utf-8"), True
+        except UnicodeDecodeError:
+            return str(part, "utf-8", "replace"), False
+        finally:
+            part.release()
+
+
+def _string_end(buf: bytes | bytearray, i: int) -> int:
+    """The index after the JSON string whose opening quote is at `i`; -1 when it does not
+    end within `buf`. Found with `find` (a regular expression backtracked over a long
+    string each time the buffer grew)."""
+    j = i + 1
+    while True:
+        j = buf.find(b'"', j)
+        if j < 0:
+            return -1
+        k = j
+        while buf[k - 1] == 0x5C and k - 1 > i:  # the backslashes before it
+            k -= 1
+        if not (j - k) % 2:
+            return j + 1
+        j += 1
+
+
+def _read_line(stream: BinaryIO) -> bytes | bytearray:
+    """The next line (b"" at the end of the file); a long one read in pieces into one
+    buffer, not joined from the buffered reader's pieces into a second copy."""
+    line = stream.readline(_CHUNK_BYTES + 1)
+    if len(line) <= _CHUNK_BYTES or line.endswith(b"\n"):
+        return line
+    long = bytearray(line)
+    del line
+    while not long.endswith(b"\n"):
+        piece = stream.readline(_PIECE_BYTES)
+        if not piece:
+            break
+        long += piece
+    return long
+
+
+def _line_end(raw: bytes | bytearray) -> int:
+    """Where the text of a line ends: before its trailing CRs and LFs."""
+    end = len(raw)
+    while end and raw[end - 1] in b"\r\n":
+        end -= 1
+    return end
 
 
 def _header_of(items: list[_Item]) -> list[str]:
@@ -88,7 +139,7 @@ def _batches(
                         f"unknown column {unknown[0]!r} (not in the first batch)",
                         line=line,
                         column=unknown[0],
-                        raw=text,
+                        raw=text or json.dumps(value, ensure_ascii=False),
                     )
                 )
             else:
@@ -131,15 +182,15 @@ def _scan_jsonl(stream: BinaryIO, start: Position | None) -> tuple[Position, Ite
 
     def items() -> Iterator[_Item]:
         offset, line = begin.offset, begin.line
-        for raw in stream:
+        while raw := _read_line(stream):
             here = line
             offset += len(raw)
             if raw.endswith(b"\n"):  # only the file's last line may lack one
                 line += 1
-            if not raw.strip(_WS):
+            if not _NOT_WS.search(raw):
                 continue
-            text, valid = _decode(raw)
-            text = text.rstrip("\r\n")
+            text, valid = _decode(raw, 0, _line_end(raw))
+            del raw  # its text now, then its value
             value: Any = None
             if not valid:
                 problem: str | None = "invalid UTF-8"
@@ -152,6 +203,8 @@ def _scan_jsonl(stream: BinaryIO, start: Position | None) -> tuple[Position, Ite
                     problem = "invalid JSON: nested too deeply"
                 else:
                     problem = None if isinstance(value, dict) else "not a JSON object"
+            if problem is None and len(text) > _CHUNK_BYTES:
+                text = ""  # not held beside its value (see `_batches`)
             yield here, value, problem, text, Position(offset, line)
 
     return begin, items()
@@ -180,7 +233,7 @@ class _ArrayScanner:
 
     def __init__(self, stream: BinaryIO, offset: int, line: int) -> None:
         self._stream = stream
-        self._buf = b""
+        self._buf = bytearray()
         self._base = offset  # byte offset of _buf[0]
         self._pos = 0  # position in _buf
         self._line = line  # line number at _pos
@@ -199,7 +252,8 @@ class _ArrayScanner:
         if not data:
             self._eof = True
             return False
-        self._buf = self._buf[self._pos :] + data
+        del self._buf[: self._pos]
+        self._buf += data
         self._base += self._pos
         self._pos = 0
         return True
@@ -233,10 +287,10 @@ class _ArrayScanner:
         """End index of the element starting at _pos; raises _NeedMore if not buffered."""
         buf, i = self._buf, self._pos
         if buf[i : i + 1] == b'"':
-            string = _STRING.match(buf, i)
-            if string:
-                return string.end()
-            raise _NeedMore
+            end = _string_end(buf, i)
+            if end < 0:
+                raise _NeedMore
+            return end
         if buf[i : i + 1] not in (b"{", b"["):
             match = _SCALAR_END.search(buf, i)
             if match:
@@ -251,10 +305,9 @@ class _ArrayScanner:
                 raise _NeedMore
             char = buf[match.start()]
             if char == 0x22:  # '"'
-                string = _STRING.match(buf, match.start())
-                if not string:
+                i = _string_end(buf, match.start())
+                if i < 0:
                     raise _NeedMore
-                i = string.end()
             elif char in (0x7B, 0x5B):  # '{', '['
                 depth += 1
                 i = match.end()
@@ -264,8 +317,9 @@ class _ArrayScanner:
                 if depth == 0:
                     return i
 
-    def element(self) -> tuple[int, bytes]:
-        """The next element's start line and bytes; the cursor moves past it."""
+    def element(self) -> tuple[int, str, bool]:
+        """The next element's start line and text, and whether it is valid UTF-8 (see
+        `_decode`); the cursor moves past it. A long element's bytes are let go."""
         while True:
             try:
                 end = self._element_end()
@@ -274,9 +328,13 @@ class _ArrayScanner:
                 if not self._fill():
                     raise self.fail("the file ends inside an element") from None
         line = self._line
-        data = self._buf[self._pos : end]
+        text, valid = _decode(self._buf, self._pos, end)
         self._advance(end)
-        return line, data
+        if end > _CHUNK_BYTES:
+            del self._buf[:end]
+            self._base += end
+            self._pos = 0
+        return line, text, valid
 
     def previous_token(self) -> bytes:
         """The last non-white-space byte before the cursor (b"" at the file start)."""
@@ -324,8 +382,7 @@ def _scan_json(stream: BinaryIO, start: Position | None) -> tuple[Position, Iter
                 return
             if token in (b"", b",", b"]"):
                 raise scanner.fail("expected an element")
-            line, data = scanner.element()
-            text, valid = _decode(data)
+            line, text, valid = scanner.element()
             value: Any = None
             problem: str | None = None
             if not valid:
@@ -349,6 +406,8 @@ def _scan_json(stream: BinaryIO, start: Position | None) -> tuple[Position, Iter
                 state = _ELEMENT
             else:
                 state = _END
+            if problem is None and len(text) > _CHUNK_BYTES:
+                text = ""  # not held beside its value (see `_batches`)
             yield line, value, problem, text, scanner.position
 
     return begin, items()

@@ -32,6 +32,7 @@ from dag.limits import (
     MAX_STEPS,
     MIN_STEPS,
 )
+from dag.params import check_placeholders, validate_params
 from dag.stepconfig import (
     EXPORT_FORMATS,
     EXPORT_TABLE_RE,
@@ -93,7 +94,7 @@ ON_ROW_ERROR_MODES = (ON_ROW_ERROR_STOP, ON_ROW_ERROR_REJECT)
 # Step names end up in file names (staging chunks, reject files), so keep them path-safe.
 STEP_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
 
-_PLAN_KEYS = ("steps", "on_failure", "on_row_error")
+_PLAN_KEYS = ("steps", "on_failure", "on_row_error", "params")
 _STEP_KEYS = ("name", "type", "config", "depends_on", "retry", "checks")
 _RETRY_KEYS = ("max_attempts",)
 
@@ -130,6 +131,8 @@ class Plan:
     steps: tuple[Step, ...]
     on_failure: str = STOP_DEPENDENTS
     on_row_error: str = ON_ROW_ERROR_STOP
+    # The run parameters' declarations (`dag.params`), as the plan wrote them.
+    params: dict[str, Any] = field(default_factory=dict, hash=False)
     _by_name: dict[str, Step] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -168,11 +171,14 @@ class Plan:
 
     def as_dict(self) -> dict[str, Any]:
         """The normalised plan object (JSON-able); `parse_plan(p.as_dict()) == p`."""
-        return {
+        out: dict[str, Any] = {
             "on_failure": self.on_failure,
             "on_row_error": self.on_row_error,
             "steps": [s.as_dict() for s in self.steps],
         }
+        if self.params:
+            out["params"] = copy.deepcopy(self.params)
+        return out
 
 
 def validate_plan(obj: object) -> list[FieldError]:
@@ -202,6 +208,9 @@ def validate_plan(obj: object) -> list[FieldError]:
                 )
             )
         _validate_steps(steps, errors)
+    if "params" in obj:
+        validate_params(obj["params"], "plan.params", errors)
+    check_placeholders(obj, errors)
     return errors
 
 
@@ -226,6 +235,7 @@ def parse_plan(obj: object) -> Plan:
         steps=steps,
         on_failure=obj.get("on_failure", STOP_DEPENDENTS),
         on_row_error=obj.get("on_row_error", ON_ROW_ERROR_STOP),
+        params=copy.deepcopy(dict(obj.get("params", {}))),
     )
 
 

@@ -8,7 +8,9 @@ change again: terminal or skipped), `STEP_TERMINAL` (a step that has ended, run 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from typing import Any
 
 
 class RunStatus(StrEnum):
@@ -67,3 +69,17 @@ STEP_TERMINAL = frozenset(
         StepStatus.CANCELED,
     }
 )
+
+
+def attempts_that_ran(status: str, attempts: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The attempts to show as a step's own: all, except for a step that never ran
+    (`upstream_failed`, `not_run`) the attempt it was fused into another step's (`fused_into`
+    set) and `released` from when that step failed: the work was the other step's, and the
+    step did not run."""
+    if status not in (StepStatus.UPSTREAM_FAILED, StepStatus.NOT_RUN):
+        return list(attempts)
+    return [
+        a
+        for a in attempts
+        if not (a.get("fused_into") and a.get("outcome") == AttemptOutcome.RELEASED)
+    ]

@@ -7,8 +7,9 @@ aggregate over a non-int column raise `ConfigValueError`) and returns a `Transfo
 - `output_columns`: the ordered column types of its output;
 - `apply(records, first_ordinal) -> (records, row_errors)`: one batch in, never mutating
   it; `records[i]` has ordinal `first_ordinal + i` in the step's input;
-- `state()` / `restore(state)`: a JSON-able state for the checkpoint (`None` for every
-  transform but `aggregate`);
+- `state()` / `restore(state, parts)`: a JSON-able state for the checkpoint (`None` for
+  every transform but `aggregate`); `checkpoint()`: the state for a batch's checkpoint and
+  the part of it to store with that batch (`aggregate`: see below);
 - `finish()`: records only known at the end of the input (`aggregate`; else none).
 
 Ops (docs/plan-format.md has the config shapes):
@@ -33,11 +34,18 @@ Ops (docs/plan-format.md has the config shapes):
   exact while streaming; a sum outside int64 raises `Int64OverflowError` at `finish()`,
   so the outcome depends neither on the batch split nor on the record order. An empty
   input gives `{count: 0, sum: 0, min: null, max: null}` without `group_by` and no
-  records with it.
+  records with it. Its checkpoint grows with the batch, not with the groups: each batch
+  stores one part, the groups it touched (`[key, count, sum, min, max]` as JSON), and the
+  checkpoint's state counts the parts that make up the state (`{"parts", "entries"}`);
+  restoring applies them in order. When the parts would hold more than twice as many
+  entries as there are groups, the batch's part is all groups instead and the count starts
+  again at one, so what is stored and read back stays within twice the groups.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -71,9 +79,15 @@ class Transform:
         """JSON-able state to put in a checkpoint (`None`: nothing to keep)."""
         return None
 
-    def restore(self, state: Any) -> None:
-        """Continue from a `state()` taken earlier (possibly in another process); `None`
-        means from the start."""
+    def restore(self, state: Any, parts: Sequence[bytes] = ()) -> None:
+        """Continue from a `state()` or `checkpoint()` state taken earlier (possibly in
+        another process), with the parts stored with it, in order; `None` means from the
+        start."""
+
+    def checkpoint(self) -> tuple[Any, tuple[int, bytes] | None]:
+        """After a batch: the state for its checkpoint and the part to store with it
+        (its index and bytes; None: the state holds everything)."""
+        return self.state(), None
 
     def finish(self) -> list[Record]:
         """Records emitted once the whole input went through `apply`."""
@@ -83,7 +97,9 @@ class Transform:
 def _need_columns(names: Sequence[str], input_columns: Mapping[str, str], op: str) -> None:
     for name in names:
         if name not in input_columns:
-            raise ConfigValueError(f"{op}: no column {name!r} in the input", column=name)
+            raise ConfigValueError.missing_column(
+                f"{op}: no column {name!r} in the input", name, input_columns
+            )
 
 
 def _config_list(config: Mapping[str, Any], key: str, op: str) -> list[str]:
@@ -116,10 +132,37 @@ class _Whitespace(Transform):
             record = dict(record)
             for name in columns:
                 value = record[name]
-                if value is not None:
-                    record[name] = join(value.split()) if self._collapse else strip(value)
+                if value is None:
+                    continue
+                if not self._collapse:
+                    record[name] = strip(value)
+                elif len(value) <= _COLLAPSE_SLICE:
+                    record[name] = join(value.split())
+                else:
+                    record[name] = _collapse_long(value)
             out.append(record)
         return out, []
+
+
+def _collapse_long(value: str) -> str:
+    """`" ".join(value.split())` of a long value, a slice of about `_COLLAPSE_SLICE`
+    characters (cut at white space) at a time: never a list of all its words (a 30 MiB text
+    is 10 million of them, 800 MiB). The value itself when nothing changes, so a chain of
+    such steps holds one copy of it."""
+    parts, i, n = [], 0, len(value)
+    while i < n:
+        space = _SPACE.search(value, min(i + _COLLAPSE_SLICE, n))
+        j = space.start() if space else n
+        words = value[i:j].split()
+        if words:
+            parts.append(" ".join(words))
+        i = j
+    collapsed = " ".join(parts)
+    return value if collapsed == value else collapsed
+
+
+_COLLAPSE_SLICE = 1 << 16
+_SPACE = re.compile(r"\s")  # the white space of str.split() and str.isspace()
 
 
 class _Map(Transform):
@@ -256,6 +299,9 @@ class _Aggregate(Transform):
         self.output_columns.update(dict.fromkeys(AGGREGATE_OUTPUTS, "int"))
         # group key -> [count, sum, min, max]; dicts keep first-seen order.
         self._groups: dict[tuple[Any, ...], list[Any]] = {}
+        self._touched: list[tuple[Any, ...]] = []  # the keys of the last batch, in order
+        self._parts = 0  # parts stored so far that make up the state
+        self._entries = 0  # groups in those parts, counted with repeats
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
@@ -287,16 +333,46 @@ class _Aggregate(Transform):
                 low, high = min(present), max(present)
                 acc[2] = low if acc[2] is None else min(acc[2], low)
                 acc[3] = high if acc[3] is None else max(acc[3], high)
+        self._touched = list(by_key)
         return [], []
 
     def state(self) -> dict[str, Any]:
-        return {"groups": [[list(key), *acc] for key, acc in self._groups.items()]}
+        return {"groups": self._entries_of(self._groups)}
 
-    def restore(self, state: Any) -> None:
+    def checkpoint(self) -> tuple[dict[str, Any], tuple[int, bytes]]:
+        groups, touched = self._groups, self._touched
+        if self._entries + len(touched) > 2 * len(groups):
+            self._parts, self._entries, part = 0, 0, self._entries_of(groups)
+        else:
+            part = self._entries_of({key: groups[key] for key in touched})
+        index = self._parts
+        self._parts += 1
+        self._entries += len(part)
+        self._touched = []
+        # Sums are exact Python ints, maybe beyond 64 bits until finish(): stdlib json.
+        return {"parts": self._parts, "entries": self._entries}, (index, json.dumps(part).encode())
+
+    @staticmethod
+    def _entries_of(groups: Mapping[tuple[Any, ...], list[Any]]) -> list[list[Any]]:
+        return [[list(key), *acc] for key, acc in groups.items()]
+
+    def restore(self, state: Any, parts: Sequence[bytes] = ()) -> None:
+        self._groups, self._parts, self._entries = {}, 0, 0
         if state is None:  # no checkpoint yet: start empty
-            self._groups = {}
             return
-        self._groups = {tuple(key): list(acc) for key, *acc in state["groups"]}
+        if "groups" in state:  # the whole state in the checkpoint (as before parts)
+            self._groups = {tuple(key): list(acc) for key, *acc in state["groups"]}
+            self._entries = len(self._groups)
+            return
+        if len(parts) != state["parts"]:
+            raise ValueError(
+                f"aggregate state: {len(parts)} parts, the checkpoint names {state['parts']}"
+            )
+        groups = self._groups
+        for part in parts:  # later parts hold later values; new keys in first-seen order
+            for key, *acc in json.loads(part):
+                groups[tuple(key)] = acc
+        self._parts, self._entries = state["parts"], state["entries"]
 
     def finish(self) -> list[Record]:
         groups = self._groups

@@ -10,18 +10,25 @@ from ddl.connect import (
     wait,
 )
 from ddl.migrate import (
+    MIGRATIONS_DIR,
+    SANDBOX_DIR,
     DatabaseNotUtf8,
+    DatabaseUnreachable,
     MigrationError,
     apply_migrations,
     check_utf8,
     create_database_if_missing,
     migrate,
+    pending_migrations,
 )
 from ddl.queries import load_queries
 
 __all__ = [
+    "MIGRATIONS_DIR",
+    "SANDBOX_DIR",
     "Connection",
     "DatabaseNotUtf8",
+    "DatabaseUnreachable",
     "MigrationError",
     "apply_migrations",
     "check_utf8",
@@ -32,5 +39,6 @@ __all__ = [
     "create_database_if_missing",
     "load_queries",
     "migrate",
+    "pending_migrations",
     "wait",
 ]

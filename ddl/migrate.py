@@ -180,6 +180,52 @@ def apply_migrations(
     return applied_now
 
 
+class DatabaseUnreachable(MigrationError):
+    """The database server does not answer, or refuses the connection."""
+
+
+def pending_migrations(
+    url: str, directory: Path = MIGRATIONS_DIR, table: str = "schema_migrations"
+) -> list[str]:
+    """The migrations of `directory` not applied to the database at `url` (all of them when
+    the database does not exist yet), changing nothing; `DatabaseUnreachable` when the
+    server does not answer."""
+    names = [m.name for m in discover(directory)]
+    try:
+        conn = connect(url, "etl-preflight")
+    except psycopg2.OperationalError as exc:
+        if _database_missing(url):
+            return names
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseUnreachable(reason) from None
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT to_regclass(%s) IS NOT NULL", (table,))
+            if not cur.fetchone()[0]:
+                return names
+            cur.execute(sql.SQL("SELECT name FROM {}").format(sql.Identifier(table)))
+            done = {name for (name,) in cur.fetchall()}
+    finally:
+        conn.close()
+    return [n for n in names if n not in done]
+
+
+def _database_missing(url: str) -> bool:
+    """Whether the server answers (through its `postgres` database) without the database
+    named in `url`; False when it does not answer at all."""
+    parts = urlsplit(url)
+    try:
+        conn = connect(urlunsplit(parts._replace(path="/postgres")), "etl-preflight")
+    except psycopg2.OperationalError:
+        return False
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (parts.path.lstrip("/"),))
+            return cur.fetchone() is None
+    finally:
+        conn.close()
+
+
 def migrate(database_url: str, sandbox_url: str | None = None) -> list[str]:
     """Apply the state migrations (incl. the broker's) and, to the sandbox database (the
     same one by default), the sandbox migrations. Returns the names applied."""

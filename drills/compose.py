@@ -1,18 +1,20 @@
 """`etl drill compose`: the repository's own Dockerfile and docker-compose.yml on a real
-Docker Engine with Compose v2 (see docs/compose.md). Up with every service healthy, the
-sample plan, a 100,000-record import with the executor container that holds the running
-step `docker kill`ed, an executor's main process killed inside its container (the restart
-policy brings it back), the coordinator and PostgreSQL restarted mid-run, the peak memory of
+Docker Engine with Compose v2 (see docs/compose.md). Up with four executor replicas
+(`--scale executor=4`) and every container healthy, each replica under its own name, the
+sample plan, a 100,000-record import with the replica that holds the running step `docker
+kill`ed, a replica's main process killed inside its container (the restart policy brings it
+back under the same name), the coordinator and PostgreSQL restarted mid-run, the peak memory of
 every container from its cgroup, and `down -v` leaving nothing behind."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
-import signal
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +26,9 @@ from drills.report import DrillResult, iso, seconds
 from drills.standins import ensure_base_images
 from drills.workload import generate_csv, import_plan
 
-SERVICES = ["postgres", "coordinator", "executor-1", "executor-2"]
-EXECUTORS = ("executor-1", "executor-2")
+SERVICES = ["postgres", "coordinator", "executor"]
+REPLICAS = 4  # `--scale executor=4`: the compose file's two, doubled
+EXECUTORS = tuple(f"executor-{n}" for n in range(1, REPLICAS + 1))
 PRODUCTION_TIMINGS = {"ETL_LEASE_TTL_S": "30", "ETL_HEARTBEAT_S": "10", "ETL_SWEEP_S": "2"}
 IMPORT_FILE = "customers-100k.csv"
 # Inside the coordinator's container: lines and distinct ids of a run's JSONL export.
@@ -33,6 +36,11 @@ _COUNT_JSONL = (
     "import json, sys; lines = open(f'/exports/{sys.argv[1]}/customers.jsonl').read()"
     ".splitlines(); print(len(lines), len({json.loads(x)['id'] for x in lines}))"
 )
+
+
+def _label(service: str, container_name: str) -> str:
+    """A container's label in the report: its service, or `executor-N` for replica N."""
+    return f"{service}-{container_name.rsplit('-', 1)[1]}" if service == "executor" else service
 
 
 class ComposeDrill:
@@ -67,7 +75,7 @@ class ComposeDrill:
         for path in [self.data, *self.data.rglob("*")]:  # the containers run as uid 10001
             path.chmod(0o755 if path.is_dir() else 0o644)
         mount = {"volumes": [f"{self.data}:/data:ro"]}
-        services = {s: mount for s in ("coordinator", *EXECUTORS)}
+        services = {s: mount for s in ("coordinator", "executor")}
         (self.dir / "compose.drill.yml").write_text(json.dumps({"services": services}, indent=2))
 
     def timed(self, label: str, action: Callable[[], Any]) -> Any:
@@ -82,11 +90,13 @@ class ComposeDrill:
         self.res.figures["base_images"] = self.timed(
             "base images", lambda: ensure_base_images(self.docker)
         )
-        self.timed("up --build --wait", lambda: self.project("up", "--build", "--wait",
-                                                             "--wait-timeout", "300"))  # fmt: skip
+        self.timed("up --build --wait", lambda: self.project(
+            "up", "--build", "--wait", "--wait-timeout", "300", "--scale",
+            f"executor={REPLICAS}"))  # fmt: skip
         states = [json.loads(line) for line in self.project("ps", "--format", "json").splitlines()]
-        got = {s["Service"]: (s["State"], s.get("Health") or "no healthcheck") for s in states}
-        want = {s: ("running", "healthy") for s in SERVICES}
+        got = {_label(s["Service"], s["Name"]): (s["State"], s.get("Health") or "no healthcheck")
+               for s in states}  # fmt: skip
+        want = {s: ("running", "healthy") for s in ["postgres", "coordinator", *EXECUTORS]}
         self.res.expect("services after up --wait (state, health)", got, want)
         code, body = self.api.call("GET", "/health", auth=False)
         self.res.expect("/health through the published port", (code, body and body["status"]),
@@ -94,8 +104,36 @@ class ComposeDrill:
         encoding = self.project.sql("SELECT pg_encoding_to_char(encoding) FROM"
                                     " pg_database WHERE datname = 'etl'")  # fmt: skip
         self.res.expect("database etl: encoding", encoding[0][0], "UTF8")
+        self.executor_names()
         self.image_sizes()
         self.memory.start()
+
+    def executor_names(self) -> None:
+        """Each replica's executor name (`executor-` + its container's hostname): distinct,
+        announced in the database and labelled so in the metrics."""
+        self.replicas = self.project.replicas("executor")
+        hostname = lambda cid: self.docker("inspect", "-f", "{{.Config.Hostname}}", cid)  # noqa: E731
+        self.names = {r: f"executor-{hostname(cid).strip()}" for r, cid in self.replicas.items()}
+        self.res.figures["executor names"] = self.names
+        self.res.expect("executor replicas with distinct names", len(set(self.names.values())),
+                        REPLICAS)  # fmt: skip
+        query = "SELECT name FROM executors WHERE stopped_at IS NULL ORDER BY name"
+        announced = wait_until(
+            lambda: (rows := self.project.sql(query)) and len(rows) >= REPLICAS and rows,
+            timeout=60, what="every replica announced", every=0.5,
+        )  # fmt: skip
+        self.res.expect("executors announced", [r[0] for r in announced],
+                        sorted(self.names.values()))  # fmt: skip
+        labelled = set(re.findall(r'etl_executor_heartbeat_age_seconds\{executor="([^"]+)"\}',
+                                  self.metrics_text()))  # fmt: skip
+        self.res.expect("executors in /metrics", sorted(labelled), sorted(self.names.values()))
+
+    def metrics_text(self) -> str:
+        request = urllib.request.Request(
+            self.api.url("/metrics"), headers={"Authorization": f"Bearer {self.api.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.read().decode()
 
     def image_sizes(self) -> None:
         size = lambda image: int(self.docker("image", "inspect", "-f", "{{.Size}}", image))  # noqa: E731
@@ -178,61 +216,67 @@ class ComposeDrill:
         return pipeline
 
     def executor_killed(self, pipeline: str) -> str:
-        """`docker kill` of the executor container that holds to_table, a third of the way
-        in; the step goes on on the other one. Returns the killed service (restarted)."""
+        """`docker kill` of the replica that holds to_table, a third of the way in; the step
+        goes on on another one. Returns the killed replica (started again)."""
         run_id = self.trigger(pipeline, "compose-kill")
         attempt = self.await_committed(run_id, "to_table", max(1, -(-self.n // BATCH_SIZE) // 3))
-        service = attempt["executor"].split(":")[0]
+        name = attempt["executor"].split(":")[0]
+        replica = {n: r for r, n in self.names.items()}[name]
         killed_at = now_utc()
-        self.docker("kill", self.project.container(service))
+        self.docker("kill", self.replicas[replica])
         run = self.wait_run(run_id)
-        self.res.add_run(f"import: {service}'s container docker-killed mid-export", run)
+        self.res.add_run(f"import: {replica} ({name}) docker-killed mid-export", run)
         self.res.expect("import with an executor container killed", run["status"],
                         RunStatus.SUCCEEDED)  # fmt: skip
         step = step_of(run, "to_table")
         self.res.expect("to_table attempt outcomes", outcomes(step), [LEASE_EXPIRED, SUCCEEDED])
         other = (step["attempts"][-1]["executor"] or "").split(":")[0]
-        self.res.check("to_table finished on the other executor", other not in ("", service),
-                       f"killed {service}, finished on {other}")  # fmt: skip
+        self.res.check("to_table finished on another replica", other not in ("", name),
+                       f"killed {name}, finished on {other}")  # fmt: skip
         self.check_rows("after docker kill", run)
         resumed = step["attempts"][-1]["started_at"]
         self.res.figures["docker kill"] = {
-            "container": service, "killed_at": iso(killed_at), "resumed_at": resumed,
-            "kill_to_resumed_s": seconds(killed_at, resumed),
+            "container": f"{replica} ({name})", "killed_at": iso(killed_at),
+            "resumed_at": resumed, "kill_to_resumed_s": seconds(killed_at, resumed),
             "kill_to_finished_s": seconds(killed_at, run["finished_at"]),
         }  # fmt: skip
-        self.timed(f"start {service} again", lambda: self.project("start", service))
-        return service
+        self.timed(f"start {replica} again", lambda: self.docker("start", self.replicas[replica]))
+        return replica
 
     def restart_policy(self, sample: str) -> None:
-        """SIGKILL of executor-1's main process inside its container: the restart policy
-        brings the container back, and it alone then runs the sample plan."""
-        before = int(self.project.inspect("executor-1", "{{.RestartCount}}"))
-        pid = self.project.main_pid("executor-1")
+        """SIGKILL of executor-1's main process, from inside its container: the restart
+        policy brings the container back under the same executor name, and it alone then runs
+        the sample plan."""
+        replica = EXECUTORS[0]
+        cid, name = self.replicas[replica], self.names[replica]
+        state = lambda: self.docker(  # noqa: E731
+            "inspect", "-f", "{{.RestartCount}} {{.State.Status}}", cid
+        ).split()
+        before = int(state()[0])
         killed = time.monotonic()
-        os.kill(pid, signal.SIGKILL)
+        pid = self.project.kill_main_process(cid)
 
         def restarted() -> bool:
-            count, state = self.project.inspect(
-                "executor-1", "{{.RestartCount}} {{.State.Status}}"
-            ).split()
-            return int(count) > before and state == "running"
+            count, status = state()
+            return int(count) > before and status == "running"
 
-        wait_until(restarted, timeout=120, what="executor-1 restarted by its policy", every=0.2)
+        wait_until(restarted, timeout=120, what=f"{replica} restarted by its policy", every=0.2)
         self.res.figures["restart policy"] = {
-            "killed": f"pid {pid} (etl executor, the child of docker-init)",
+            "killed": f"{replica}: pid {pid} in its container (etl executor, docker-init's child)",
             "kill_to_running_again_s": round(time.monotonic() - killed, 2),
         }
-        self.res.check("executor-1 restarted by the restart policy", True, f"restarts: {before}+1")
-        self.project("stop", "executor-2")
+        self.res.check(f"{replica} restarted by the restart policy", True, f"restarts: {before}+1")
+        others = [self.replicas[r] for r in EXECUTORS[1:]]
+        self.docker("stop", *others)
         try:
             run = self.wait_run(self.trigger(sample, "compose-after-restart"))
         finally:
-            self.project("start", "executor-2")
-        self.res.add_run("the sample plan on the restarted executor-1 alone", run)
+            self.docker("start", *others)
+        self.res.add_run(f"the sample plan on the restarted {replica} alone", run)
         self.res.expect("the sample plan after the restart", run["status"], RunStatus.SUCCEEDED)
         ran_on = {(a["executor"] or "").split(":")[0] for s in run["steps"] for a in s["attempts"]}
-        self.res.expect("executors that ran it", ran_on, {"executor-1"})
+        self.res.expect(f"executors that ran it ({replica}'s name kept across its restart)",
+                        ran_on, {name})  # fmt: skip
 
     def restart_mid_run(self, pipeline: str, service: str) -> None:
         """`docker compose restart SERVICE` once to_table has committed a quarter of its

@@ -1,9 +1,11 @@
 """`make demo`: migrate, seed, start the local topology (`etl up`), run the sample pipeline
 (`fixtures/plans/demo.json`) on `fixtures/`, print the run with its steps and outputs and the
-web console's address and sign-in token, stop (on a terminal: once Enter is pressed).
+web console's address and a sign-in token of this demo alone, stop (on a terminal: once Enter
+is pressed) and revoke that token.
 
 Run with the project's virtualenv: `python -m drills.demo`. The configuration comes from
-the usual `ETL_*` variables; `ETL_ADMIN_TOKEN` defaults to a demo token here."""
+the usual `ETL_*` variables; `etl seed` keeps the admin of `ETL_ADMIN_TOKEN` (or, without it,
+an existing admin; a new one's generated token is printed once)."""
 
 from __future__ import annotations
 
@@ -13,18 +15,41 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from datetime import UTC, datetime
 
 from dag import RUN_TERMINAL, RunStatus
 from ddl import connect
 from drills.harness import ROOT, ApiClient
 from service.config import Config
+from service.domain.db import Database
+from service.domain.principals import ADMIN
+from service.domain.tokens import IssuedToken, create_token, revoke_token
 
-DEMO_TOKEN = "demo-admin-token-change-me"
+# The console sign-in token: random, made for one demo and revoked when it stops (it expires
+# by itself should the demo be killed first). The platform's admin is never touched.
+DEMO_TOKEN_TTL_S = 3600
+DEMO_PRINCIPAL = "etl demo"  # who the audit names for the demo's token
 
 
 def _etl(*args: str, env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "-m", "service", *args], env=env, cwd=ROOT, check=True)
+
+
+def _demo_pipeline(client: ApiClient, doc: dict) -> dict:
+    """The pipeline `demo`: created on the first `make demo`, the same one afterwards (a
+    new revision only when fixtures/plans/demo.json changed), so runs add up on it."""
+    _, page = client.call("GET", f"/pipelines?name={doc['name']}")
+    if not page["items"]:
+        code, pipeline = client.call("POST", "/pipelines", doc)
+    else:
+        code, pipeline = client.call("GET", f"/pipelines/{page['items'][0]['id']}")
+        if pipeline["plan"] != doc["plan"]:
+            path = f"/pipelines/{pipeline['id']}"
+            code, pipeline = client.call("PATCH", path, {"plan": doc["plan"]})
+    if code not in (200, 201):
+        raise SystemExit(f"pipeline {doc['name']}: {code} {pipeline}")
+    return pipeline
 
 
 def _print_run(run: dict, cfg: Config) -> None:
@@ -64,6 +89,7 @@ def _show_console(cfg: Config, token: str, run_id: str) -> None:
     until Enter (or Ctrl-C) so the pages can be opened."""
     base = f"http://{cfg.api_bind}/ui"
     print(f"\n== web console: {base}/  (sign in with the token {token})")
+    print("   (this demo's own token: revoked when the demo stops)")
     print(f"   this run's page: {base}/runs/{run_id}")
     if sys.stdin.isatty():
         try:
@@ -74,11 +100,42 @@ def _show_console(cfg: Config, token: str, run_id: str) -> None:
 
 def main() -> int:
     env = dict(os.environ)
-    env.setdefault("ETL_ADMIN_TOKEN", DEMO_TOKEN)
     cfg = Config.from_env(env)
     print("== migrate, seed")
     _etl("migrate", env=env)
-    _etl("seed", env=env)
+    _etl("seed", env=env)  # the admin of ETL_ADMIN_TOKEN, or a generated one if none exists
+    demo = _issue_demo_token(cfg)
+    try:
+        return _run_demo(cfg, env, demo.token)
+    finally:
+        _revoke_demo_token(cfg, demo)
+
+
+def _issue_demo_token(cfg: Config) -> IssuedToken:
+    """A random admin token of this demo alone, expiring in `DEMO_TOKEN_TTL_S`."""
+    db = Database(cfg.database_url, max_connections=1, application_name="etl-demo")
+    try:
+        with db.transaction() as cur:
+            name = f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+            return create_token(
+                cur, str(uuid.uuid4()), name, ADMIN, DEMO_TOKEN_TTL_S, DEMO_PRINCIPAL,
+                request_id=None,
+            )  # fmt: skip
+    finally:
+        db.close()
+
+
+def _revoke_demo_token(cfg: Config, demo: IssuedToken) -> None:
+    db = Database(cfg.database_url, max_connections=1, application_name="etl-demo")
+    try:
+        with db.transaction() as cur:
+            revoke_token(cur, str(demo.record["id"]), DEMO_PRINCIPAL, request_id=None)
+    finally:
+        db.close()
+    print(f"== the demo's token {demo.record['name']} is revoked")
+
+
+def _run_demo(cfg: Config, env: dict[str, str], token: str) -> int:
     log_path = ROOT / "var" / "demo" / "up.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     print(f"== etl up (coordinator + executor-1 + executor-2), log: {log_path}")
@@ -86,7 +143,7 @@ def main() -> int:
         up = subprocess.Popen(
             [sys.executable, "-m", "service", "up"], env=env, cwd=ROOT, stdout=log, stderr=log
         )
-    client = ApiClient(f"http://{cfg.api_bind}", env["ETL_ADMIN_TOKEN"], timeout_s=30)
+    client = ApiClient(f"http://{cfg.api_bind}", token, timeout_s=30)
 
     def alive() -> None:
         if up.poll() is not None:
@@ -95,14 +152,10 @@ def main() -> int:
     try:
         client.wait_healthy(timeout=60, alive=alive)
         doc = json.loads((ROOT / "fixtures" / "plans" / "demo.json").read_text())
-        name = f"{doc['name']}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-        code, pipeline = client.call("POST", "/pipelines", {"name": name, "plan": doc["plan"]})
-        if code != 201:
-            raise SystemExit(f"create pipeline: {code} {pipeline}")
+        name, pipeline = doc["name"], _demo_pipeline(client, doc)
         print(f"== pipeline {name} ({pipeline['id']}), revision {pipeline['revision']}")
-        code, run = client.call(
-            "POST", f"/pipelines/{pipeline['id']}/runs", {"trigger_key": "demo"}
-        )
+        key = f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S-%f}"  # each `make demo` runs anew
+        code, run = client.call("POST", f"/pipelines/{pipeline['id']}/runs", {"trigger_key": key})
         print(f"== triggered: HTTP {code}, run {run['id']} {run['status']}")
         deadline = time.monotonic() + 120
         while run["status"] not in RUN_TERMINAL:
@@ -111,7 +164,7 @@ def main() -> int:
             time.sleep(0.3)
             run = client.call("GET", f"/runs/{run['id']}")[1]
         _print_run(run, cfg)
-        _show_console(cfg, env["ETL_ADMIN_TOKEN"], run["id"])
+        _show_console(cfg, token, run["id"])
         return 0 if run["status"] == RunStatus.SUCCEEDED else 1
     finally:
         print("\n== stopping etl up")

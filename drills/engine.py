@@ -1,6 +1,7 @@
 """The Docker side of the compose drill: the `docker` command line (every call kept for the
 report), a Compose project of the repository's own `docker-compose.yml`, and the peak memory
-of its containers read from their cgroups."""
+of its containers read from their cgroups (or from `docker stats` where the host has none of
+them: Docker Desktop)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,22 @@ from typing import Any
 from drills.harness import ROOT
 
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-SETUP_HINT = "docker/engine-setup installs Docker Engine and Compose v2 and starts dockerd"
+SETUP_HINT = (
+    "install Docker Engine with the compose plugin (Debian/Ubuntu: apt-get install docker.io"
+    " docker-compose-plugin, or docker/engine-setup; macOS/Windows: Docker Desktop) and start it"
+)
+
+
+# Run inside a container: SIGKILL the one child of PID 1 (`docker exec`'s own process has
+# parent 0 in the container's PID namespace, so it is not among them).
+_KILL_MAIN = """
+import os, signal
+kids = [int(p) for p in os.listdir("/proc") if p.isdigit()
+        and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == "1"]
+assert len(kids) == 1, kids
+os.kill(kids[0], signal.SIGKILL)
+print(kids[0])
+"""
 
 
 class EngineMissing(RuntimeError):
@@ -61,6 +77,8 @@ class Docker:
         """The engine's and Compose's versions; `EngineMissing` when either is absent."""
         try:
             server = self("version", "--format", "{{.Server.Version}}", timeout=30).strip()
+        except EngineMissing:
+            raise
         except RuntimeError as exc:
             raise EngineMissing(f"no Docker Engine answers ({SETUP_HINT}): {exc}") from exc
         try:
@@ -92,17 +110,23 @@ class ComposeProject:
             raise RuntimeError(f"expected one container of {service}, found {ids}")
         return ids[0]
 
+    def replicas(self, service: str) -> dict[str, str]:
+        """`service-N` (N: the replica's number, as in its container name) -> container id,
+        for every container of `service`, running or not, in the order of N."""
+        ids = self("ps", "-a", "-q", service).split()
+        rows = self.docker("inspect", "-f", "{{.Id}} {{.Name}}", *ids).split() if ids else []
+        pairs = zip(rows[::2], rows[1::2], strict=True)
+        numbered = {int(name.rsplit("-", 1)[1]): cid for cid, name in pairs}
+        return {f"{service}-{n}": numbered[n] for n in sorted(numbered)}
+
     def inspect(self, service: str, template: str) -> str:
         return self.docker("inspect", "-f", template, self.container(service)).strip()
 
-    def main_pid(self, service: str) -> int:
-        """The host pid of the service's main process: the child of docker-init (tini)."""
-        rows = self.docker("top", self.container(service), "-o", "pid,ppid,args").splitlines()
-        init = int(self.inspect(service, "{{.State.Pid}}"))
-        children = [int(r.split()[0]) for r in rows[1:] if int(r.split()[1]) == init]
-        if len(children) != 1:
-            raise RuntimeError(f"{service}: expected one child of docker-init, got {rows}")
-        return children[0]
+    def kill_main_process(self, container: str) -> int:
+        """SIGKILL, from inside `container` (`docker exec`), of its main process: the one
+        child of docker-init (tini, PID 1); its PID in the container."""
+        out = self.docker("exec", container, "python", "-c", _KILL_MAIN)
+        return int(out.strip())
 
     def sql(self, query: str) -> list[list[str]]:
         """`query` through psql inside the postgres container, on database etl; its rows."""
@@ -139,10 +163,37 @@ def _cgroup_bytes(container_id: str) -> tuple[int, int] | None:
     return None
 
 
+_UNITS = {"B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
+          "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}  # fmt: skip
+
+
+def parse_mem_usage(text: str) -> int:
+    """Bytes in use of `docker stats`' MemUsage column (`123.4MiB / 512MiB`)."""
+    used = text.split("/")[0].strip()
+    number = used.rstrip("BKMGikb")
+    return round(float(number) * _UNITS[used[len(number) :]])
+
+
+def _stats_bytes(docker: Docker, ids: list[str]) -> dict[str, tuple[int, int]]:
+    """(usage, usage) of each container by the engine's own accounting (`docker stats`):
+    where the host has no cgroup of the containers to read (Docker Desktop runs them in a
+    VM), the peak is what the samples saw."""
+    out = docker("stats", "--no-stream", "--format", "{{.Container}} {{.MemUsage}}", *ids,
+                 timeout=30, check=False)  # fmt: skip
+    found = {}
+    for line in out.splitlines():
+        cid, _, usage = line.partition(" ")
+        try:
+            found[cid] = (parse_mem_usage(usage),) * 2
+        except (ValueError, KeyError):
+            continue
+    return found
+
+
 class ContainerMemory:
     """Every `interval_s`, from a background thread: the cgroup memory of each service's
-    container; the peak per service over the drill (a restarted container's cgroup starts
-    from zero, the peak does not)."""
+    container (of each replica of a scaled one); the peak per container over the drill (a
+    restarted container's cgroup starts from zero, the peak does not)."""
 
     def __init__(self, project: ComposeProject, services: list[str], interval_s: float = 0.25):
         self.project, self.services, self.interval_s = project, services, interval_s
@@ -153,10 +204,17 @@ class ContainerMemory:
         self._thread = threading.Thread(target=self._loop, name="cgroup-sampler", daemon=True)
 
     def start(self) -> None:
+        """Find the containers: one per service, or `service-N` for each of its replicas."""
         for service in self.services:
-            self._ids[service] = self.project.container(service)
-            limit = int(self.project.inspect(service, "{{.HostConfig.Memory}}") or 0)
-            self.limits[service] = limit
+            replicas = self.project.replicas(service)
+            named = replicas if len(replicas) > 1 else {service: next(iter(replicas.values()))}
+            for label, cid in named.items():
+                self._ids[label] = cid
+                self.peaks.setdefault(label, [0, 0])
+                limit = self.project.docker("inspect", "-f", "{{.HostConfig.Memory}}", cid)
+                self.limits[label] = int(limit.strip() or 0)
+        for service in set(self.services) - set(self._ids):
+            del self.peaks[service]
         self._thread.start()
 
     def stop(self) -> None:
@@ -166,10 +224,15 @@ class ContainerMemory:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            for service, cid in self._ids.items():
-                if (got := _cgroup_bytes(cid)) is not None:
+            got = {s: _cgroup_bytes(cid) for s, cid in self._ids.items()}
+            missing = [s for s, bytes_ in got.items() if bytes_ is None]
+            if missing:  # no host cgroup (Docker Desktop): ask the engine
+                stats = _stats_bytes(self.project.docker, [self._ids[s] for s in missing])
+                got.update({s: stats.get(self._ids[s]) for s in missing})
+            for service, bytes_ in got.items():
+                if bytes_ is not None:
                     peak = self.peaks[service]
-                    peak[:] = [max(a, b) for a, b in zip(peak, got, strict=True)]
+                    peak[:] = [max(a, b) for a, b in zip(peak, bytes_, strict=True)]
 
     def table(self) -> list[dict[str, Any]]:
         mib = lambda b: round(b / 2**20, 1)  # noqa: E731

@@ -99,3 +99,30 @@ class MemorySampler:
             }
             rows.append({"process": label, "pid": pid, **mib})
         return rows
+
+
+def status_mib(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of a live process in MiB."""
+    kib = _status_kib(pid)
+    if kib is None:
+        raise ProcessLookupError(pid)
+    return kib[0] / 1024, kib[1] / 1024
+
+
+def reset_peak(pid: int) -> None:
+    """Start `pid`'s VmHWM again from its current RSS (`/proc/PID/clear_refs`, 5), so that
+    the peak of each of a long-lived process's requests is measured on its own."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def child_pids(parent: int) -> list[int]:
+    """The live child processes of `parent` (a gunicorn master's: its workers)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            pids.append(int(stat.parent.name))
+    return pids

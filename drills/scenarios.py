@@ -22,9 +22,11 @@ from drills.acceptance import (
     drill_repeat_trigger,
 )
 from drills.compose import drill_compose
+from drills.engine import Docker, EngineMissing
 from drills.outages import drill_connections_cut, drill_executor_frozen, drill_postgres_restart
 from drills.pgcluster import PrivateCluster
 from drills.report import DrillResult, write_report
+from drills.swarm import drill_swarm
 from drills.topology import Topology
 
 SCENARIOS: dict[str, Callable[[Topology, DrillResult, int], None]] = {
@@ -40,7 +42,10 @@ SCENARIOS: dict[str, Callable[[Topology, DrillResult, int], None]] = {
     "connections-cut": drill_connections_cut,
 }
 # Drills that bring their own topology (not `etl up`): (result, records, fast).
-OWN_TOPOLOGY: dict[str, Callable[[DrillResult, int, bool], None]] = {"compose": drill_compose}
+OWN_TOPOLOGY: dict[str, Callable[[DrillResult, int, bool], None]] = {
+    "compose": drill_compose,
+    "swarm": drill_swarm,
+}
 DRILLS = (*SCENARIOS, *OWN_TOPOLOGY)
 FAULTS = {  # ETL_FAULT of the drill's topology (see actors/faults.py)
     "crash-after-export": "crash_after_export:step=to_table:batch=3",
@@ -104,7 +109,7 @@ def run_own(name: str, *, fast: bool, records: int) -> DrillResult:
 def _command(name: str, fast: bool, records: int) -> str:
     """The command that reproduces drill `name` as it was run."""
     command = f".venv/bin/etl drill {name}" + (" --fast" if fast else "")
-    if name in ("import-100k", "compose") and records != 100_000:
+    if name in ("import-100k", "compose", "swarm") and records != 100_000:
         command += f" --records {records}"
     return command
 
@@ -133,6 +138,12 @@ def run_drill(args: argparse.Namespace) -> int:
     """Run the drill(s) and write the report; 0 only if every check of every drill passed."""
     fast = args.fast or args.name == "ci"
     names = DRILLS if args.name in ("all", "ci") else (args.name,)
+    if "compose" in names:  # checked first: not after every other drill has run
+        try:
+            Docker().ensure_engine()
+        except EngineMissing as exc:
+            print(f"etl drill {args.name}: the compose drill needs Docker: {exc}", flush=True)
+            return 1
     started = time.monotonic()
     results = [run_one(name, fast=fast, records=args.records) for name in names]
     write_report(args.report_dir, [r.as_dict() for r in results], merge=len(names) == 1)

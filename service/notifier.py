@@ -33,6 +33,7 @@ from typing import Any
 import psycopg2
 import psycopg2.extensions
 
+from connectors import MAX_HTTP_ANSWER_BYTES  # of a receiver's answer read before closing
 from ddl import connector
 from service.config import Config
 from service.domain.db import Cursor
@@ -52,18 +53,24 @@ log = logging.getLogger("etl.notifier")
 
 CHANNEL = "etl_webhooks"
 USER_AGENT = "etl-platform-webhooks/1"
-MAX_ANSWER_BYTES = 64 * 1024  # of a receiver's answer body read before closing
 LISTEN_WAIT_S = 1.0  # the listener looks up from its socket this often (stop, purge)
 
 Connect = Callable[[], psycopg2.extensions.connection]
 
 
-class DeliveryFailed(Exception):
-    """An attempt that got no 2xx: `status_code` is the receiver's status, if it answered."""
+CONNECTION_FAILED = "connection failed"  # what the API shows of an attempt without an answer
 
-    def __init__(self, message: str, status_code: int | None = None):
+
+class DeliveryFailed(Exception):
+    """An attempt that got no 2xx. Its message is what `last_error` shows: `HTTP <status>`
+    when the receiver answered (`status_code`), else `connection failed`, whatever the reason
+    (refused, timed out, a name not found, TLS): the reason would tell an admin which ports
+    of which hosts are open. `detail` keeps it for the server log."""
+
+    def __init__(self, message: str, status_code: int | None = None, detail: str | None = None):
         super().__init__(message)
         self.status_code = status_code
+        self.detail = detail or message
 
 
 def post_webhook(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> int:
@@ -111,7 +118,7 @@ class _Attempt:
             try:
                 conn.request("POST", target, body=self.body, headers=self.headers)
                 answer = conn.getresponse()
-                answer.read(MAX_ANSWER_BYTES)
+                answer.read(MAX_HTTP_ANSWER_BYTES)
                 with self._lock:  # an answer cut off by `expire()` ends early: never a 2xx
                     if not self._expired:
                         self._status, self._reason = answer.status, answer.reason
@@ -151,9 +158,8 @@ class _Attempt:
         with self._lock:
             expired, status = self._expired, self._status
         if status is None:
-            if expired:
-                raise DeliveryFailed(f"timed out after {self.timeout_s:g} s")
-            raise DeliveryFailed(self._error or "no answer")
+            why = f"timed out after {self.timeout_s:g} s" if expired else self._error
+            raise DeliveryFailed(CONNECTION_FAILED, detail=why or "no answer")
         if not 200 <= status < 300:
             raise DeliveryFailed(f"HTTP {status} {self._reason}".strip(), status)
         return status
@@ -197,8 +203,10 @@ class Notifier:
         poll_s: float = 1.0,
         retention_s: float | None = None,
         purge_every_s: float = 300.0,
+        listen_connect: Connect | None = None,
     ):
         self._connect = connect
+        self._listen_connect = listen_connect or connect  # LISTEN needs a session of its own
         self.public_url = public_url
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
@@ -247,7 +255,7 @@ class Notifier:
         while not self._stop.is_set():
             try:
                 if conn is None:
-                    conn = self._connect()
+                    conn = self._listen_connect()
                     conn.autocommit = True
                     conn.cursor().execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
@@ -345,10 +353,11 @@ class Notifier:
                 delay_s=delay,
                 give_up=give_up,
             )
+            why = exc.detail  # the reason in full: the server log only
             if give_up:
-                log.warning("webhook %s given up: %s", what, exc, extra=context)
+                log.warning("webhook %s given up: %s", what, why, extra=context)
             else:
-                log.info("webhook %s failed (%s); retry in %.1f s", what, exc, delay, extra=context)
+                log.info("webhook %s failed (%s); retry in %.1f s", what, why, delay, extra=context)
             return
         record_delivered(cur, delivery["id"], status)
         log.info("webhook %s delivered (HTTP %s)", what, status, extra=context)
@@ -375,4 +384,5 @@ def build_notifier(cfg: Config) -> Notifier:
         max_attempts=cfg.webhook_max_attempts,
         backoff=Backoff(cfg.webhook_backoff_s, cfg.webhook_backoff_max_s),
         retention_s=cfg.retention_days * 86400,
+        listen_connect=connector(cfg.listen_url, "etl-notifier-listen"),
     )

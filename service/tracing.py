@@ -11,6 +11,7 @@ here, so a run's trace id never depends on whether tracing is on."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -37,6 +38,8 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
+
+log = logging.getLogger("etl.tracing")
 
 
 @dataclass(frozen=True)
@@ -143,10 +146,17 @@ def setup_tracing(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from connectors import bounded_session
+
     name = service_name or SERVICE_NAMES.get(process, f"etl-{process}")
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    # a collector's answer is read to 64 KiB, within 10 s: never a whole huge body
+    exporter = OTLPSpanExporter(session=bounded_session())
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+    # said once at start: a wrong endpoint is otherwise silent (exports fail in the background)
+    where = getattr(exporter, "_endpoint", "the OTEL_EXPORTER_OTLP_* endpoint")
+    log.info("tracing on: spans of service %s sent over OTLP/HTTP to %s", name, where)
     return provider
 
 

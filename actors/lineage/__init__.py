@@ -65,7 +65,13 @@ def start_lineage(
     build = EventBuilder(connect_state, namespace=namespace, places=places)
     emitter = LineageEmitter(client, build).start()
     _active = (emitter, build)
-    log.info("OpenLineage on: %s transport, namespace %r", client.transport.kind, namespace)
+    where = getattr(client.transport, "url", None) or "where the client's configuration says"
+    log.info(
+        "OpenLineage on: events sent by the %s transport to %s, namespace %r",
+        client.transport.kind,
+        where,
+        namespace,
+    )
     return emitter
 
 

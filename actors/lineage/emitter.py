@@ -6,7 +6,8 @@ Whoever notifies never waits and never fails: a full queue drops the notice and 
 the transport fails on is logged and counted (`failed`). The transport is whatever the
 client's own configuration says (`OPENLINEAGE_URL`, `OPENLINEAGE_CONFIG`, `openlineage.yml`,
 `OPENLINEAGE__TRANSPORT__*`); with none, lineage is off: `configured_client` answers None
-instead of the client's console fallback."""
+instead of the client's console fallback. An HTTP transport reads at most 64 KiB of an
+answer, within 10 s (`connectors.http_answers`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import urllib3
 from openlineage.client import OpenLineageClient
+from openlineage.client.transport.http import HttpTransport
+
+from connectors import BoundedAnswers, bounded_session
 
 log = logging.getLogger("etl.lineage")
 MAX_QUEUED = 10_000  # notices
@@ -39,7 +44,19 @@ def configured_client() -> OpenLineageClient | None:
     asked = (client.config.transport or {}).get("type")
     if kind == "noop" or (kind == "console" and asked != "console"):
         return None
+    bound_answers(client.transport)
     return client
+
+
+def bound_answers(transport: Any) -> None:
+    """Make an HTTP transport (or each of a composite's) read at most a bounded part of
+    every answer, in bounded time (`connectors.BoundedAnswers`; its own retries kept)."""
+    for inner in getattr(transport, "transports", None) or []:
+        bound_answers(inner)
+    if isinstance(transport, HttpTransport):
+        retry = urllib3.util.Retry(**transport.config.retry)
+        transport.config.adapter = BoundedAnswers(max_retries=retry)  # mounted for its URL
+        transport.session = bounded_session()
 
 
 class LineageEmitter:

@@ -3,7 +3,7 @@
 
 -- get_lineage_run --
 -- A run's pipeline name, trace id, error and revision plan.
-SELECT p.name, r.trace_id, r.error, v.plan
+SELECT p.name, r.trace_id, r.error, coalesce(r.plan, v.plan) AS plan
 FROM runs r
 JOIN pipelines p ON p.id = r.pipeline_id
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision

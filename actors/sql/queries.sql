@@ -15,7 +15,7 @@ SELECT pipeline_id FROM runs WHERE id = %(run_id)s;
 -- get_pipeline_run --
 -- The pipeline's oldest run in a status, locked, with its revision's plan: the running run
 -- (at most one), or the head of the queue (FIFO by trigger order).
-SELECT r.id, r.trace_id, r.cancel_requested, v.plan, r.revision
+SELECT r.id, r.trace_id, r.cancel_requested, coalesce(r.plan, v.plan) AS plan, r.revision
 FROM runs r
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.pipeline_id = %(pipeline_id)s AND r.status = %(status)s
@@ -185,7 +185,7 @@ FROM held;
 
 -- get_step_context --
 -- What an attempt needs to run its step: the plan, policy, and the step's progress.
-SELECT v.plan, s.type, s.checkpoint, s.columns, s.records_in, s.records_out, s.rejected,
+SELECT coalesce(r.plan, v.plan) AS plan, s.type, s.checkpoint, s.columns, s.records_in, s.records_out, s.rejected,
        s.input_digest, s.output_digest, s.batches, s.row_errors, s.output_kept
 FROM step_runs s
 JOIN runs r ON r.id = s.run_id
@@ -207,6 +207,12 @@ WHERE run_id = %(run_id)s AND status = 'succeeded' AND NOT output_kept;
 -- One committed output batch of a step.
 SELECT payload FROM step_batches
 WHERE run_id = %(run_id)s AND step_name = %(name)s AND seq = %(seq)s;
+
+-- read_state_parts --
+-- The parts of a step's computation state its checkpoint names (seq -1 .. low), in order.
+SELECT payload FROM step_batches
+WHERE run_id = %(run_id)s AND step_name = %(name)s AND seq < 0 AND seq >= %(low)s
+ORDER BY seq DESC;
 
 -- write_step_batch --
 -- One output batch, committed together with the checkpoint that covers it.
@@ -330,14 +336,14 @@ WHERE a.run_id = %(run_id)s AND a.step_name = %(name)s
 
 -- get_run_plan --
 -- The plan of the revision a run is bound to.
-SELECT v.plan FROM runs r
+SELECT coalesce(r.plan, v.plan) AS plan FROM runs r
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.id = %(run_id)s;
 
 -- lock_purgeable_run --
 -- The oldest finished run past the retention whose outputs are not purged yet and that no
 -- attempt still works on (a canceled run's executor stops at its next batch boundary).
-SELECT r.id, v.plan
+SELECT r.id, coalesce(r.plan, v.plan) AS plan
 FROM runs r
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.purged_at IS NULL AND r.status IN ('succeeded', 'failed', 'canceled')
@@ -426,7 +432,7 @@ WHERE s.run_id = %(run_id)s
 -- lock_uncleared_run --
 -- The oldest finished run whose unpublished stages were not removed yet (skipping those a
 -- pass failed on), locked against a resume; its plan, and its steps that did not succeed.
-SELECT r.id, v.plan,
+SELECT r.id, coalesce(r.plan, v.plan) AS plan,
        ARRAY(SELECT s.name FROM step_runs s
              WHERE s.run_id = r.id AND s.status <> 'succeeded' ORDER BY s.position) AS unpublished
 FROM runs r
@@ -466,13 +472,30 @@ SET value = CASE WHEN right(t.family, 18) = '_timestamp_seconds'
 -- Executors that stopped or stopped beating a day ago are forgotten.
 DELETE FROM executors WHERE coalesce(stopped_at, heartbeat_at) < now() - interval '1 day';
 
+-- lock_executor_announcements --
+-- One executor at a time announces itself and compares its directories with the live ones'
+-- (two starting at once with different directories: the second sees the first).
+SELECT pg_advisory_xact_lock(hashtext('etl.announce_executor'));
+
 -- announce_executor --
--- An executor starts: its row holds this incarnation, beating from now on.
-INSERT INTO executors (name, owner, pid, stale_after_s)
-VALUES (%(name)s, %(owner)s, %(pid)s, %(stale_after_s)s)
+-- An executor starts: its row holds this incarnation and the marks of the directories it
+-- sees, beating from now on.
+INSERT INTO executors (name, owner, pid, stale_after_s, export_mark, reject_mark)
+VALUES (%(name)s, %(owner)s, %(pid)s, %(stale_after_s)s, %(export_mark)s, %(reject_mark)s)
 ON CONFLICT (name) DO UPDATE
 SET owner = excluded.owner, pid = excluded.pid, stale_after_s = excluded.stale_after_s,
+    export_mark = excluded.export_mark, reject_mark = excluded.reject_mark,
     started_at = now(), heartbeat_at = now(), stopped_at = NULL;
+
+-- find_directory_mismatches --
+-- Live executors (not stopped, beating within their stale limit) that see another export or
+-- reject directory than this one; those of an earlier version (no marks) prove nothing.
+SELECT name, export_mark, reject_mark
+FROM executors
+WHERE name <> %(name)s AND stopped_at IS NULL
+  AND now() - heartbeat_at <= make_interval(secs => stale_after_s)
+  AND (export_mark <> %(export_mark)s OR reject_mark <> %(reject_mark)s)
+ORDER BY name;
 
 -- beat_executor --
 -- An executor is alive (whether or not it runs a step).

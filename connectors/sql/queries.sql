@@ -142,3 +142,10 @@ DROP TABLE IF EXISTS {staging};
 -- count_run_rows --
 -- The rows one step of one run published into an export table (the console's row count).
 SELECT count(*) FROM {table} WHERE run_id = %(run_id)s::uuid AND step_id = %(step_id)s;
+
+-- withdraw_run_rows --
+-- Delete the rows one step of one run published (a step that did not succeed); how many.
+WITH gone AS (
+    DELETE FROM {table} WHERE run_id = %(run_id)s::uuid AND step_id = %(step_id)s RETURNING 1
+)
+SELECT count(*) FROM gone;

@@ -11,7 +11,7 @@ import falcon
 from service.api.bodies import read_json
 from service.api.resources import Resource
 from service.domain.pipelines import saved_plan
-from service.domain.preview import plan_entity, preview_with
+from service.domain.preview import plan_entity, preview_answer
 from service.domain.principals import ADMIN_ONLY
 from service.schemas.requests import PreviewRequestSchema
 
@@ -30,10 +30,10 @@ class PreviewResource(Resource):
             with self.deps.db.transaction() as cur:
                 plan, revision = saved_plan(cur, pipeline_id, body.get("revision"))
             entity = f"pipeline:{pipeline_id}"
-        preview = preview_with(self.deps.config, plan, body["records"])
+        answer = preview_answer(self.deps.config, plan, body["records"])
         with self.deps.db.transaction() as cur:
-            what = {"records": body["records"], "ok": not preview.failed}
+            what = {"records": body["records"], "ok": answer["ok"]}
             if revision is not None:
                 what["revision"] = revision
             self.audit(cur, req, "pipeline.preview", entity, **what)
-        resp.media = preview.as_dict()
+        resp.media = answer

@@ -1,4 +1,4 @@
-"""Falcon resources of the REST API (README.md): thin faces over `service.domain`. Each
+"""Falcon resources of the REST API (docs/rest.md): thin faces over `service.domain`. Each
 declares the roles allowed per HTTP method (enforced by `service.api.auth.AuthMiddleware`),
 reads its body through `read_json` (413, 415, 400 in that order), calls the domain in one
 transaction, dumps with `service.schemas.responses` and wakes the dag-advancer after COMMIT.
@@ -215,6 +215,7 @@ class PipelineRunsResource(Resource):
                     str(pipeline_id),
                     key,
                     req.context.principal.name,
+                    params=body.get("params"),
                     new_id=self.deps.new_id,
                     request_id=req.context.request_id,
                     trace=trigger.run_trace,

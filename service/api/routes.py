@@ -16,6 +16,12 @@ from typing import Any, NamedTuple
 import falcon
 
 from service.api import resources as r
+from service.api.backfills import (
+    BackfillCancelResource,
+    BackfillResource,
+    BackfillsResource,
+    RunRerunResource,
+)
 from service.api.metrics import METRICS_CONTENT_TYPE, MetricsResource
 from service.api.openapi.spec import build_spec
 from service.api.preview import PreviewResource
@@ -385,6 +391,60 @@ ROUTES: list[Route] = [
                 " secret and its console sessions answer 401 at once (409: revoked)",
                 response="IssuedToken",
                 request="TokenRotate",
+                body_required=False,
+                also={409: "Error"},
+            ),
+        },
+    ),
+    Route(
+        f"{RUN}/rerun",
+        RunRerunResource,
+        {
+            "post": Op(
+                "rerun_run",
+                "A new run of the pipeline's current revision with the run's params (429:"
+                " the queue is full)",
+                201,
+                "Run",
+                request="EmptyBody",
+                body_required=False,
+                also={400: "Error", 409: "Error", 429: "RunSkipped"},
+            ),
+        },
+    ),
+    Route(
+        f"{PIPELINE}/backfills",
+        BackfillsResource,
+        {
+            "post": Op(
+                "create_backfill",
+                "One run per value of an int or date parameter from `from` to `to`"
+                " (inclusive), admitted in ascending order as the pipeline has room",
+                201,
+                "Backfill",
+                request="BackfillCreate",
+            ),
+        },
+    ),
+    Route(
+        f"{API}/backfills/{{backfill_id:uuid}}",
+        BackfillResource,
+        {
+            "get": Op(
+                "get_backfill", "A backfill: counters and each value's run", response="Backfill"
+            )
+        },
+    ),
+    Route(
+        f"{API}/backfills/{{backfill_id:uuid}}/cancel",
+        BackfillCancelResource,
+        {
+            "post": Op(
+                "cancel_backfill",
+                "Drop the pending values and cancel the queued and running runs",
+                202,
+                "Backfill",
+                request="EmptyBody",
                 body_required=False,
                 also={409: "Error"},
             ),

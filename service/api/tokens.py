@@ -1,7 +1,7 @@
 """`/api/v1/tokens` (admins): list the tokens (never a secret), create one (its secret shown
 once, in the 201, `Cache-Control: no-store`), revoke one (`DELETE`: 204, its API calls and
-console sessions answer 401 at once; 409 `last_admin` for the last live admin token) and
-rotate one (a new secret, the old one dead at once, `no-store` too), through
+console sessions answer 401 at once; 409 `last_admin` for the last live, or permanent, admin
+token) and rotate one (a new secret, the old one dead at once, `no-store` too), through
 `service.domain.tokens`."""
 
 from __future__ import annotations

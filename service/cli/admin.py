@@ -27,9 +27,9 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 def run_seed(args: argparse.Namespace) -> int:
-    """Create the `pipeline_admin` principal. With ETL_ADMIN_TOKEN that token is used (and
-    re-seeding with the same token changes nothing); without it a token is generated and
-    printed once, and an existing admin is left alone."""
+    """Create or restore the `pipeline_admin` principal, never expiring. With ETL_ADMIN_TOKEN
+    that token is used (re-seeding with the same token changes nothing, unless it expires);
+    without it a token is generated and printed once, and a live admin is left alone."""
     cfg = Config.from_env()
     problem = None if cfg.admin_token is None else chosen_token_problem(cfg.admin_token)
     if problem is not None:
@@ -56,6 +56,8 @@ def run_seed(args: argparse.Namespace) -> int:
             print(f"{ADMIN} exists; token unchanged (set ETL_ADMIN_TOKEN to replace it)")
         else:
             print(f"{ADMIN} already seeded with this token")
+    elif outcome == SeedOutcome.RESTORED:
+        print(f"{ADMIN} seeded from ETL_ADMIN_TOKEN (its expiry removed)")
     elif shown is not None:
         print(f"{ADMIN} token (shown once): {shown}")
     else:

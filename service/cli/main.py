@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,13 +27,13 @@ class Command:
     configure: str | None = None
 
 
-_ADMIN, _SERVE, _CLIENT = "service.cli.admin", "service.cli.serve", "service.client.commands"
+_ADMIN, _SERVE = "service.cli.admin", "service.cli.serve"
 COMMANDS: dict[str, Command] = {
     "migrate": Command("apply ddl/ migrations (idempotent)", _ADMIN, "run_migrate"),
     "seed": Command("create the pipeline_admin token", _ADMIN, "run_seed"),
     "token": Command(
-        "create, list, revoke or rotate tokens (API client, admin)",
-        _CLIENT,
+        "create (on the server host, or through the API), list, revoke or rotate tokens",
+        "service.cli.tokens",
         "run_token",
         "configure_token",
     ),
@@ -55,24 +56,45 @@ COMMANDS: dict[str, Command] = {
     "drill": Command("failure drills and the report", _SERVE, "run_drill", "configure_drill"),
     "pipelines": Command(
         "list, show, apply, pause, unpause or delete pipelines (API client)",
-        _CLIENT,
+        "service.client.pipelines",
         "run_pipelines",
         "configure_pipelines",
     ),
     "run": Command(
-        "trigger a run of PIPELINE (API client)", _CLIENT, "run_trigger", "configure_run"
+        "trigger a run of PIPELINE (API client)",
+        "service.client.runs",
+        "run_trigger",
+        "configure_run",
     ),
     "runs": Command(
         "list, show, watch, cancel or resume runs (API client)",
-        _CLIENT,
+        "service.client.runs",
         "run_runs",
         "configure_runs",
     ),
     "schedules": Command(
         "list, add or delete schedules (API client)",
-        _CLIENT,
+        "service.client.schedules",
         "run_schedules",
         "configure_schedules",
+    ),
+    "webhooks": Command(
+        "list, add or delete a pipeline's webhooks (API client, admin)",
+        "service.client.webhooks",
+        "run_webhooks",
+        "configure_webhooks",
+    ),
+    "backfill": Command(
+        "one run of PIPELINE per value of a parameter's range (API client)",
+        "service.client.backfills",
+        "run_backfill",
+        "configure_backfill",
+    ),
+    "backfills": Command(
+        "show or cancel a backfill (API client)",
+        "service.client.backfills",
+        "run_backfills",
+        "configure_backfills",
     ),
 }
 
@@ -81,6 +103,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The `etl` parser: every command's help line, and the arguments of the command that
     `argv` names (its module is imported for that; the others' are not)."""
     parser = argparse.ArgumentParser(prog="etl", description="local ETL pipeline platform")
+    parser.add_argument("--version", action="version", version=f"etl {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, command in COMMANDS.items():
@@ -96,7 +119,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     command = COMMANDS[args.command]
     try:
-        return getattr(importlib.import_module(command.module), command.run)(args)
+        status = getattr(importlib.import_module(command.module), command.run)(args)
+        sys.stdout.flush()  # inside the `try`: a reader gone shows here, not at exit
+        return status
     except ConfigError as exc:
         print(f"etl: configuration error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader stopped early (`etl runs list | head`): what it read is all it wanted
+        _discard_stdout()
+        return 0
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what
+    is still buffered does not fail again on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("etl-platform")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"

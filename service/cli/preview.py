@@ -1,5 +1,6 @@
-"""`etl preview PLAN.json [--records N] [--step NAME] [--json]`: what a plan does to the
-first N records of its inputs, step by step, before it is saved (see `actors.preview`).
+"""`etl preview PLAN.json [--records N] [--step NAME] [--param NAME=VALUE ...] [--json]`:
+what a plan does to the first N records of its inputs, step by step, before it is saved (see
+`actors.preview`), with the parameter values substituted as a trigger would.
 
 Offline: file ingests need no database; a table ingest reads the sandbox read-only. Exit 0
 when every step succeeds, 1 when one fails (a row error in `stop` mode, a config that does
@@ -18,9 +19,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS, PlanPreview, StepPreview, preview_plan
+from actors.preview_bounds import MAX_VALUE_CHARS, clip
 from dag import StepStatus
 from dag.plan import parse_plan
 from ddl import connector
+from service.cli.plans import bind_values
+from service.client.command import new_console
+from service.client.params import add_param_option
 from service.config import Config
 from service.plandoc import read_plan_document
 
@@ -55,6 +60,7 @@ def configure_preview(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--step", metavar="NAME", help="only this step (and what it needs)")
     parser.add_argument("--json", action="store_true", help="the API's JSON answer")
+    add_param_option(parser)
 
 
 def run_preview(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -64,6 +70,8 @@ def run_preview(args: argparse.Namespace, out: TextIO | None = None) -> int:
     problems = list(doc.problems)
     if not problems and args.step is not None and args.step not in _step_names(doc.plan):
         problems.append(("step", f"no step {args.step!r} in the plan"))
+    if not problems:
+        plan, problems = bind_values(doc.plan, args.param)
     if problems:
         _print_invalid(problems, as_json=args.json, out=out)
         return 2
@@ -73,7 +81,7 @@ def run_preview(args: argparse.Namespace, out: TextIO | None = None) -> int:
         cfg.sandbox_url, "etl-preview", connect_timeout_s=5, statement_timeout_s=10
     )
     preview = preview_plan(
-        parse_plan(doc.plan),
+        parse_plan(plan),
         data_dir=cfg.data_dir,
         export_dir=cfg.export_dir,
         records=args.records,
@@ -83,7 +91,7 @@ def run_preview(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.json:
         out.write(json.dumps(preview.as_dict(), ensure_ascii=False, indent=2, default=str) + "\n")
     else:
-        render_preview(preview, Console(file=out, highlight=False, soft_wrap=False))
+        render_preview(preview, new_console(file=out, soft_wrap=False))
     return 1 if preview.failed else 0
 
 
@@ -157,9 +165,11 @@ def _where(step: StepPreview) -> str:
 
 
 def _cell(value: Any) -> str:
+    """A value as the table shows it: a long string cut as in the JSON answer."""
     if value is None:
         return "[dim]null[/]"
-    return escape(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return escape(clip(text, MAX_VALUE_CHARS) if isinstance(value, str) else text)
 
 
 def _records_table(rows: list[dict], names: list[str], title: str) -> Table:

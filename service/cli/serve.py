@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import socket
 import sys
 
 import ddl
 from service.config import Config
-from service.run import coordinator, executor, purge, supervisor
+from service.run import coordinator, executor, preflight, purge, supervisor
 from service.run.gunicorn import gunicorn_argv
 
 
@@ -29,6 +30,8 @@ def run_coordinator(args: argparse.Namespace) -> int:
     from service.scheduler import build_scheduler  # the coordinator's alone (apscheduler)
 
     cfg = Config.from_env()
+    if not _migrated(cfg, "coordinator"):
+        return preflight.EXIT_NOT_READY
     return coordinator.run_coordinator(
         cfg,
         gunicorn_argv(cfg),
@@ -39,17 +42,41 @@ def run_coordinator(args: argparse.Namespace) -> int:
 
 def configure_executor(parser: argparse.ArgumentParser) -> None:
     # The name is the lease identity: a restarted executor takes over its own name's leases
-    # at once, so two live executors must never share one. The default is unique per process.
+    # at once, so two live executors must never share one. The default is unique per process;
+    # a replica names itself after its container's hostname (`executor-{hostname}`).
     parser.add_argument(
         "--name",
-        default=f"executor-{os.getpid()}",
-        help="executor name, unique among live executors (default: executor-<pid>)",
+        default="executor-{pid}",
+        help="executor name, unique among live executors; {hostname} and {pid} are replaced"
+        " by this host's name (a container's: its id) and this process's id"
+        " (default: executor-{pid})",
     )
 
 
 def run_executor(args: argparse.Namespace) -> int:
     """One executor process running step attempts, until SIGTERM."""
-    return executor.run_executor(Config.from_env(), args.name)
+    try:
+        name = executor.executor_name(args.name, socket.gethostname(), os.getpid())
+    except ValueError as exc:
+        print(f"error: --name: {exc}", file=sys.stderr)
+        return 2
+    cfg = Config.from_env()
+    if not _migrated(cfg, name):
+        return preflight.EXIT_NOT_READY
+    return executor.run_executor(cfg, name)
+
+
+def _migrated(cfg: Config, who: str) -> bool:
+    """False (after saying why and what to do) when the database is not migrated; a
+    database that does not answer is left to the process's own errors and restarts."""
+    try:
+        preflight.check_database(cfg)
+    except preflight.NotMigrated as exc:
+        print(f"etl {who}: {exc}", file=sys.stderr, flush=True)
+        return False
+    except preflight.NotReady:
+        pass
+    return True
 
 
 def configure_purge(parser: argparse.ArgumentParser) -> None:
@@ -99,5 +126,14 @@ def run_drill(args: argparse.Namespace) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    """Coordinator + executor-1 + executor-2 in the foreground; restarts dead children."""
-    return supervisor.run_up()
+    """Coordinator + executor-1 + executor-2 in the foreground; restarts dead children.
+    Exit 2 at once, with one line naming the fix, when the database does not answer or is
+    not migrated, or the API's address is taken."""
+    cfg = Config.from_env()
+    try:
+        preflight.check_database(cfg)
+        preflight.check_api_bind(cfg)
+    except preflight.NotReady as exc:
+        print(f"etl up: {exc}", file=sys.stderr)
+        return 2
+    return supervisor.run_up(preflight.directories(cfg))

@@ -1,5 +1,5 @@
 """A small client of the REST API (`/api/v1`, bearer token) over urllib: what the `etl`
-client commands (service/client_cli.py) use to talk to the coordinator like any other
+client commands (service/client/) use to talk to the coordinator like any other
 client. Error answers raise `ApiError` with the API's error `code`, `message` and `details`;
 a connection that cannot be made raises `ApiUnreachable`."""
 
@@ -149,9 +149,13 @@ class ApiClient:
         return self.request("GET", f"/pipelines/{pipeline_id}/revisions/{number}")[1]
 
     # --- runs ---
-    def trigger(self, pipeline_id: str, key: str | None = None) -> tuple[int, dict]:
+    def trigger(
+        self, pipeline_id: str, key: str | None = None, params: dict | None = None
+    ) -> tuple[int, dict]:
         """(201 new | 200 existing for the key | 429 skipped, the run)."""
-        body = {"trigger_key": key} if key else {}
+        body: dict[str, Any] = {"trigger_key": key} if key else {}
+        if params:
+            body["params"] = params
         return self.request("POST", f"/pipelines/{pipeline_id}/runs", body, accept=(429,))
 
     def get_run(self, run_id: str) -> dict:

@@ -1,5 +1,6 @@
 """Live progress of a run for `etl run --wait` and `etl runs watch`: one line per step with
-its state, records done / total (where known), rate, attempts and executor.
+its state, records in so far / total (where known), records out, rejected, rate, attempts
+and executor.
 
 On a terminal the lines update in place (rich's `Live` display); otherwise (a pipe, a log
 file, CI) a plain line is printed whenever a step changes state, attempt or executor, and
@@ -20,12 +21,12 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from dag import RUN_FINAL, RunStatus, StepStatus
+from dag import RUN_FINAL, RunStatus, StepStatus, attempts_that_ran
 from dag.durations import elapsed_s, seconds_text
 from dag.labels import distinct_labels
 from service.client.http import ApiClient
 
-# `--wait` / `watch` exit statuses by how the run ended (documented in README.md).
+# `--wait` / `watch` exit statuses by how the run ended (documented in docs/cli.md).
 EXIT_STATUS = {
     RunStatus.SUCCEEDED: 0,
     RunStatus.FAILED: 1,
@@ -60,7 +61,7 @@ class StepLine:
     name: str
     type: str
     status: str
-    done: int
+    done: int  # records in so far
     total: int | None
     rate: float | None  # records per second
     attempts: int
@@ -68,6 +69,8 @@ class StepLine:
     error: str | None
     seconds: float | None = None  # how long it took, or has been running; None: not started
     finished: bool = False
+    out: int = 0  # records out so far (a filter's fewer, an aggregate's groups)
+    rejected: int = 0  # rows set aside as rejects (`on_row_error: reject`)
 
     def took(self) -> str:
         """`took 4.2 s`, `running for 3 min 04 s` (a step not finished), or `-`."""
@@ -148,7 +151,7 @@ def step_lines(
         else:
             took = seconds_between(s.get("started_at"), s.get("finished_at"))
             rate = done / took if took and done else None
-        attempts = s.get("attempts") or []
+        attempts = attempts_that_ran(s["status"], s.get("attempts") or [])
         executor = (attempts[-1].get("executor") or "") if attempts else ""
         lines.append(
             StepLine(
@@ -163,6 +166,8 @@ def step_lines(
                 error=s.get("error"),
                 seconds=elapsed(s, now),
                 finished=bool(s.get("finished_at")),
+                out=int(s.get("records_out") or 0),
+                rejected=int(s.get("rejected") or 0),
             )
         )
     return lines
@@ -184,10 +189,13 @@ def run_header(run: Mapping[str, Any], now: datetime | None = None) -> str:
     return text
 
 
-COLUMNS = ("step", "type", "state", "duration", "records", "rate", "attempts", "executor")
-NAME_ROOM = 20  # a narrow terminal drops columns (first executor, then rate, type, duration)
+COLUMNS = (
+    "step", "type", "state", "duration", "records", "out", "rejected", "rate", "attempts",
+    "executor",
+)  # fmt: skip
+NAME_ROOM = 20  # a narrow terminal drops columns (executor, rate, type, out, duration)
 # to keep this much room for step names
-DROPPED_FIRST = ("executor", "rate", "type", "duration")
+DROPPED_FIRST = ("executor", "rate", "type", "out", "duration")
 
 
 def table(
@@ -199,18 +207,19 @@ def table(
     """The rich table of a run's steps (terminal display), titled by `run_header` (with
     `now`: the run's duration). A step's duration is how long it took, or has been running
     (the state column says which). Within `width` terminal columns: the executor, rate,
-    type and duration columns go (in that order) while step names would get less than
+    type, out and duration columns go (in that order) while step names would get less than
     NAME_ROOM characters, and names too long even then are shortened distinctly
     (`dag.labels`): two names sharing a long prefix never print as the same text, as
     rich's own cut at the end would make them."""
     rows = [
         {"step": ln.name, "type": ln.type, "state": ln.status,
          "duration": seconds_text(ln.seconds) if ln.seconds is not None else "-",
-         "records": ln.records(), "rate": ln.rate_text(), "attempts": str(ln.attempts),
+         "records": ln.records(), "out": str(ln.out), "rejected": str(ln.rejected),
+         "rate": ln.rate_text(), "attempts": str(ln.attempts),
          "executor": ln.executor}
         for ln in lines
     ]  # fmt: skip
-    shown = list(COLUMNS)
+    shown = [c for c in COLUMNS if c != "rejected" or any(ln.rejected for ln in lines)]
     labels = {ln.name: ln.name for ln in lines}
     if width is not None and rows:
 
@@ -226,7 +235,7 @@ def table(
         labels = distinct_labels([ln.name for ln in lines], max(room(), len("step")))
     t = Table(title=run_header(run, now), title_justify="left", expand=False)
     for column in shown:
-        right = column in ("duration", "records", "rate", "attempts")
+        right = column in ("duration", "records", "out", "rejected", "rate", "attempts")
         t.add_column(column, justify="right" if right else "left", no_wrap=True)
     for ln, row in zip(lines, rows, strict=True):
         cells: list[str | Text] = [row[c] for c in shown]
@@ -239,7 +248,8 @@ def table(
 def plain_line(ln: StepLine, name_width: int = 24) -> str:
     """One step as a plain text line (no terminal)."""
     text = (
-        f"{ln.name:<{name_width}} {ln.status:<15} records {ln.records():>13}"
+        f"{ln.name:<{name_width}} {ln.status:<15} records {ln.records():>13} out {ln.out:>6}"
+        f"{f'  rejected {ln.rejected}' if ln.rejected else ''}"
         f"  rate {ln.rate_text():>9}  attempts {ln.attempts}  executor {ln.executor or '-'}"
         f"  {ln.took()}"
     )

@@ -25,6 +25,7 @@ NAME_CHARS = 20  # a longer name is shortened (distinctly); the full one is in t
 LAYOUT_CACHE = 256  # plans laid out kept in memory: the run page asks again every second
 
 GANTT_LABEL_W, GANTT_BAR_W, GANTT_ROW_H, GANTT_AXIS_H = 200, 760, 26, 24
+LABEL_CHAR_PX = 6.5  # the width of an 11 px system-ui character, with room to spare
 
 # Attempt outcomes after which a new attempt is a takeover, not a retry after a delay.
 _TAKEOVERS = {
@@ -267,6 +268,19 @@ class Bar:
     gap_label: str | None = None
     first_of_step: bool = False
 
+    def label_place(self, width: int) -> tuple[int, str, bool]:
+        """Where the label is drawn on a timeline `width` px wide, never over the step
+        names' column: (x, SVG text-anchor, inside the bar). Right of the bar when it fits
+        before the end, else left of it when it fits after the names, else inside the bar
+        from its start (a live run's bar reaches the end of the axis)."""
+        text = self.label + (f" ({self.gap_label})" if self.gap_label else "")
+        need = round(len(text) * LABEL_CHAR_PX)
+        if self.x + self.w + 4 + need <= width:
+            return self.x + self.w + 4, "start", False
+        if self.x - 4 - need >= GANTT_LABEL_W:
+            return self.x - 4, "end", False
+        return self.x + 4, "start", True
+
 
 @dataclass(frozen=True)
 class Gantt:
@@ -277,12 +291,15 @@ class Gantt:
 
 
 def layout_gantt(
-    attempts_by_step: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], now: datetime
+    attempts_by_step: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
+    now: datetime,
+    resumes: Sequence[datetime] = (),
 ) -> Gantt:
     """One row per started attempt, grouped by step in plan order, on one time axis from
     the first attempt's start to the last end (`now` for live attempts). Each bar's label
     names the executor and outcome; the gap before a step's next attempt is labelled as a
-    retry delay, or as a takeover after a lost lease or a release."""
+    retry delay, as a takeover after a lost lease or a release, or as a resume when one of
+    `resumes` (when the run was resumed by hand) falls in it."""
     started = [a for _, attempts in attempts_by_step for a in attempts if a.get("started_at")]
     if not started:
         return Gantt([])
@@ -308,26 +325,11 @@ def layout_gantt(
             shown = outcome or StepStatus.RUNNING
             secs = ((a.get("finished_at") or now) - a["started_at"]).total_seconds()
             label = f"#{a['number']} {executor} \u00b7 {shown} \u00b7 {secs:.1f} s"
-            gap_x = gap_label = None
-            if prev is not None and prev.get("finished_at"):
-                gap_s = (a["started_at"] - prev["finished_at"]).total_seconds()
-                verb = _TAKEOVERS.get(prev.get("outcome") or "", "retry")
-                gap_x, gap_label = px(prev["finished_at"]), f"{verb} after {max(gap_s, 0):.1f} s"
-            bars.append(
-                Bar(
-                    step,
-                    a["number"],
-                    executor,
-                    outcome,
-                    y,
-                    x0,
-                    max(x1 - x0, 3),
-                    label,
-                    gap_x,
-                    gap_label,
-                    first,
-                )
-            )
+            gap_label = _gap_label(prev, a, resumes)
+            gap_x = px(prev["finished_at"]) if gap_label and prev else None
+            bar = Bar(step, a["number"], executor, outcome, y, x0, max(x1 - x0, 3), label,
+                      gap_x, gap_label, first)  # fmt: skip
+            bars.append(bar)
             prev, first, y = a, False, y + GANTT_ROW_H
     ticks = []
     step_s = _tick_step(span_s)
@@ -336,6 +338,20 @@ def layout_gantt(
         ticks.append((GANTT_LABEL_W + round(t * scale), f"+{t:g} s"))
         t += step_s
     return Gantt(bars, ticks, height=y + 6)
+
+
+def _gap_label(
+    prev: Mapping[str, Any] | None, attempt: Mapping[str, Any], resumes: Sequence[datetime]
+) -> str | None:
+    """What led from a step's previous attempt to `attempt`: a retry's delay, a takeover,
+    or a resume by hand (one of `resumes` between them); None for a first attempt."""
+    if prev is None or not prev.get("finished_at"):
+        return None
+    gap_s = (attempt["started_at"] - prev["finished_at"]).total_seconds()
+    verb = _TAKEOVERS.get(prev.get("outcome") or "", "retry")
+    if any(prev["finished_at"] <= r <= attempt["started_at"] for r in resumes):
+        verb = "resumed by hand"
+    return f"{verb} after {max(gap_s, 0):.1f} s"
 
 
 def _tick_step(span_s: float) -> float:

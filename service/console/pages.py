@@ -19,23 +19,21 @@ from service.console.graph import layout_dag
 from service.console.lifecycle import NOTICES as LIFECYCLE_NOTICES
 from service.console.runview import build_run_page
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
+from service.console.web import query_param as _param
 from service.domain.audit import audit_change, list_audit_actions
 from service.domain.authfailures import record_failure
-from service.domain.db import Cursor, database_now
+from service.domain.db import database_now
 from service.domain.deps import wake
 from service.domain.listing import (
     MAX_LIMIT,
-    RUN_STATUSES,
     list_audit,
-    list_pipelines,
     list_revisions,
     list_runs,
     list_schedules,
     list_webhooks,
-    parse_uuid,
 )
 from service.domain.pipelines import get_pipeline, get_revision, list_pipeline_overview
-from service.domain.preview import preview_with
+from service.domain.preview import preview_answer
 from service.domain.principals import ADMIN_ONLY, OPERATE, READ
 from service.domain.runs import (
     Admission,
@@ -57,7 +55,7 @@ from service.domain.sessions import (
     revoke_session,
 )
 from service.domain.webhooks import list_recent_deliveries
-from service.errors import NotFound, ServiceError
+from service.errors import ServiceError
 from service.schemas import requests
 from service.schemas.requests import MAX_BODY_BYTES
 from service.tracing import trigger_span
@@ -96,11 +94,6 @@ def _set_cookie(req: falcon.Request, resp: falcon.Response, name: str, value: st
 
 def _notice(req: falcon.Request) -> str | None:
     return NOTICES.get(req.get_param("notice") or "")
-
-
-def _param(req: falcon.Request, name: str) -> str | None:
-    value = (req.get_param(name) or "").strip()
-    return value or None
 
 
 class StaticFile(ConsolePage):
@@ -251,7 +244,7 @@ class PipelinePage(ConsolePage):
 
 class PreviewAction(ConsolePage):
     """The preview panel's answer: the pipeline's current plan, or an edited one pasted in
-    the form, previewed on the first records (`service.domain.preview.preview_with`, as
+    the form, previewed on the first records (`service.domain.preview.preview_answer`, as
     the API does); an audit row is all it writes. Roles as creating a pipeline."""
 
     roles = {"POST": ADMIN_ONLY}
@@ -272,8 +265,7 @@ class PreviewAction(ConsolePage):
             fields = {"plan": plan, "records": records}
             loaded = requests.load_fields(fields, requests.PreviewRequestSchema(), "form")
             page["records"] = loaded["records"]
-            preview = preview_with(self.deps.config, loaded["plan"], loaded["records"])
-            page["preview"] = preview.as_dict()
+            page["preview"] = preview_answer(self.deps.config, loaded["plan"], loaded["records"])
             page["dag"] = layout_dag(_plan_steps(loaded["plan"]))
             page["by_name"] = {s["name"]: {**s, "progress": None} for s in page["preview"]["steps"]}
         except ServiceError as exc:  # 400: the form shows what to change
@@ -429,56 +421,6 @@ class CancelAction(_RunAction):
 
 class ResumeAction(_RunAction):
     act = staticmethod(resume_run)
-
-
-class RunsPage(ConsolePage):
-    """Every run, newest first, filtered by status and pipeline (by name, or by id from a
-    pipeline's page), keyset-paginated, with how long each took or has been running."""
-
-    roles = {"GET": READ}
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        status, pipeline_id = _param(req, "status"), _param(req, "pipeline_id")
-        name = _param(req, "pipeline")
-        with as_console_errors(), self.deps.db.transaction() as cur:
-            if name is not None:
-                named, _ = list_pipelines(cur, name=name, limit=1)
-                pipeline_id = str(named[0]["id"]) if named else None
-            elif parse_uuid(pipeline_id, "pipeline_id") is not None:
-                name = _pipeline_name(cur, str(pipeline_id))
-            if name is not None and pipeline_id is None:
-                rows, cursor = [], None  # no pipeline of that name: no runs
-            else:
-                rows, cursor = list_runs(
-                    cur,
-                    status=status,
-                    pipeline_id=pipeline_id,
-                    limit=PAGE_SIZE,
-                    before=_param(req, "before"),
-                )
-            now = database_now(cur)
-        self.console.render(
-            req,
-            resp,
-            "runs.html",
-            runs=rows,
-            next_cursor=cursor,
-            paged=_param(req, "before") is not None,
-            status=status,
-            pipeline_id=pipeline_id,
-            pipeline_name=name,
-            statuses=RUN_STATUSES,
-            now=now,
-        )
-
-
-def _pipeline_name(cur: Cursor, pipeline_id: str) -> str | None:
-    """The name of a pipeline, None when there is none of that id (its runs may still be
-    listed: a deleted pipeline's runs stay readable)."""
-    try:
-        return get_pipeline(cur, pipeline_id)["name"]
-    except NotFound:
-        return None
 
 
 class AuditPage(ConsolePage):

@@ -12,14 +12,14 @@ from typing import Any
 import psycopg2
 
 import connectors
-from dag import RUN_ACTIVE, StepStatus
+from dag import RUN_ACTIVE, StepStatus, attempts_that_ran
 from ddl import connect
 from service.console.graph import layout_dag, layout_gantt
 from service.console.web import ConsoleSettings
 from service.domain.db import Cursor, database_now
 from service.domain.pipelines import get_pipeline, get_revision
 from service.domain.rejects import rejects_of
-from service.domain.runs import get_run_view
+from service.domain.runs import get_run_view, list_run_resumes
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +47,17 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
         s["progress"] = step_progress(s, by_name, settings.data_dir)
     return {
         "run": view,
+        "trace_link": settings.trace_link(view.get("trace_id")),
         "pipeline_name": pipeline.get("name", "?"),
         "pipeline_deleted": pipeline.get("deleted_at") is not None,
         "steps": steps,
         "by_name": by_name,
         "dag": layout_dag(plan_steps),
-        "gantt": layout_gantt([(s["name"], s["attempts"]) for s in steps], now),
+        "gantt": layout_gantt(
+            [(s["name"], attempts_that_ran(s["status"], s["attempts"])) for s in steps],
+            now,
+            list_run_resumes(cur, run_id),
+        ),
         "rejects": [
             (s["name"], _rejects(settings, run_id, s))
             for s in steps

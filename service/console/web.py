@@ -51,6 +51,13 @@ class ConsoleSettings:
     sandbox_url: str | None = None
     session_ttl_s: int = SESSION_TTL_S
     refresh_ms: int = 1000  # the run page polls at most once a second while the run is active
+    trace_url: str | None = None  # `{trace_id}` in it: where a run's trace id links to
+
+    def trace_link(self, trace_id: str | None) -> str | None:
+        """The URL of a run's trace, when a template is configured."""
+        if not self.trace_url or not trace_id:
+            return None
+        return self.trace_url.replace("{trace_id}", urllib.parse.quote(trace_id, safe=""))
 
     @classmethod
     def from_config(cls, cfg: Config) -> ConsoleSettings:
@@ -60,7 +67,14 @@ class ConsoleSettings:
             export_dir=cfg.export_dir,
             reject_dir=cfg.reject_dir,
             sandbox_url=cfg.sandbox_url,
+            trace_url=cfg.trace_url,
         )
+
+
+def query_param(req: falcon.Request, name: str) -> str | None:
+    """A query parameter with white space trimmed; None when absent or empty."""
+    value = (req.get_param(name) or "").strip()
+    return value or None
 
 
 class ConsoleError(Exception):

@@ -1,10 +1,11 @@
-"""The coordinator's database access: a small connection pool, one-transaction blocks, and
+"""The coordinator's database access: a small pool of kept sessions, one-transaction blocks, and
 the named queries of `service/domain/sql/queries.sql` (loaded once, called by name). Only
 `service.domain` runs SQL; the faces (API, console, CLI) call its functions."""
 
 from __future__ import annotations
 
 import logging
+import select
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -12,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 import psycopg2
+import psycopg2.extensions
 import psycopg2.extras
-import psycopg2.pool
 
 from ddl import connection_kwargs
 from service.domain.sql import QUERIES
@@ -43,10 +44,13 @@ def fetch_all(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -
 
 
 class Database:
-    """A lazily opened, thread-safe pool of connections to `url`.
+    """A lazily filled, thread-safe pool of up to `max_connections` sessions to `url`.
 
-    Opened on first use so that a gunicorn worker builds its own pool after the fork.
-    Sessions run in UTC so timestamps come back as UTC-aware datetimes."""
+    Sessions are opened on first need (so a gunicorn worker opens its own after the fork)
+    and kept between transactions: opening one costs PostgreSQL a backend process and an
+    authentication, a dozen times a short transaction. A pooled session the server ended
+    meanwhile (restart, `pg_terminate_backend`, an idle timeout) is seen before it is handed
+    out and replaced. Sessions run in UTC so timestamps come back as UTC-aware datetimes."""
 
     def __init__(
         self,
@@ -60,22 +64,29 @@ class Database:
         self.max_connections = max_connections
         self.application_name = application_name
         self.wait_s = wait_s
-        self._pool: psycopg2.pool.ThreadedConnectionPool | None = None
+        self._idle: list[psycopg2.extensions.connection] = []
         self._lock = threading.Lock()
-        # psycopg2's pool raises at once when every connection is out; with threaded
-        # gunicorn workers, callers queue here for up to `wait_s` instead.
+        # Callers queue here for up to `wait_s` when every session is in use.
         self._slots = threading.BoundedSemaphore(max_connections)
 
-    def _get_pool(self) -> psycopg2.pool.ThreadedConnectionPool:
+    def _checkout(self) -> psycopg2.extensions.connection:
+        """A pooled session that is still open, else a new one."""
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                kwargs = connection_kwargs(self.application_name, connect_timeout_s=5)
+                return psycopg2.connect(self.url, **kwargs)
+            if _still_open(conn):
+                return conn
+            conn.close()
+
+    def _checkin(self, conn: psycopg2.extensions.connection, *, broken: bool) -> None:
+        if broken or conn.closed:
+            conn.close()
+            return
         with self._lock:
-            if self._pool is None:
-                self._pool = psycopg2.pool.ThreadedConnectionPool(
-                    0,
-                    self.max_connections,
-                    self.url,
-                    **connection_kwargs(self.application_name, connect_timeout_s=5),
-                )
-            return self._pool
+            self._idle.append(conn)
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:
@@ -87,9 +98,8 @@ class Database:
                 f"all {self.max_connections} database connections stayed busy for {self.wait_s:g} s"
             )
         try:
-            pool = self._get_pool()
-            conn = pool.getconn()
-        except (psycopg2.OperationalError, psycopg2.pool.PoolError) as exc:
+            conn = self._checkout()
+        except psycopg2.OperationalError as exc:
             self._slots.release()
             raise DatabaseUnavailable(f"database unavailable: {exc}".strip()) from exc
         except BaseException:
@@ -111,15 +121,27 @@ class Database:
                 raise DatabaseUnavailable(f"database unavailable: {exc}".strip()) from exc
             raise
         finally:
-            pool.putconn(conn, close=broken or bool(conn.closed))
+            self._checkin(conn, broken=broken)
             self._slots.release()
 
     def close(self) -> None:
-        """Close every pooled connection (tests, shutdown)."""
+        """Close every idle pooled connection (tests, shutdown, once the work is done)."""
         with self._lock:
-            if self._pool is not None:
-                self._pool.closeall()
-                self._pool = None
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _still_open(conn: psycopg2.extensions.connection) -> bool:
+    """Whether an idle session is still there: it has nothing to say between transactions,
+    so anything to read (the server's goodbye, or end of file) means the server ended it."""
+    if conn.closed:
+        return False
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
 
 
 def check_database(cur: Cursor) -> str | None:

@@ -44,6 +44,7 @@ class Deps:
     config: Config = field(default_factory=Config)  # directories and sandbox of previews
     tracer: Tracer = field(default_factory=faces_tracer)
     penalties: Penalties = field(default_factory=Penalties)
+    metrics_max_age_s: float = 1.0  # a `/metrics` body is reused this long (one read a second)
 
 
 def wake(deps: Deps, run: dict) -> None:

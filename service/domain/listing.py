@@ -18,7 +18,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from marshmallow import Schema
@@ -88,6 +88,20 @@ def parse_uuid(raw: str | None, field: str) -> str | None:
     if not UUID_TEXT.fullmatch(raw):
         raise _invalid(field, "must be a UUID (8-4-4-4-12 hex digits)")
     return str(uuid.UUID(raw))
+
+
+def parse_day(raw: str | None, field: str) -> datetime | None:
+    """An optional `YYYY-MM-DD` day as its first instant in UTC; other text is a 400."""
+    if raw is None:
+        return None
+    try:
+        return datetime.combine(date.fromisoformat(raw), time(), tzinfo=UTC)
+    except ValueError:
+        raise _invalid(field, "must be a day YYYY-MM-DD") from None
+
+
+def _next_day(day: datetime | None) -> datetime | None:
+    return None if day is None else day + timedelta(days=1)
 
 
 # --- cursors ---------------------------------------------------------------------------------
@@ -202,15 +216,20 @@ def list_runs(
     pipeline_id: str | None,
     limit: int,
     before: str | None,
+    created_from: str | None = None,
+    created_to: str | None = None,
 ) -> Page:
     """Run summaries newest first, optionally of some statuses (a status, a comma-separated
     string or a sequence) and of one pipeline. Each item has the run's fields, `steps` (how
     many) and `step_counts` ({step status: count}) instead of step details, `records_out`
-    and `rejected` summed over its steps, and `error` (its first failed step's). Bad
-    parameters raise `ValidationFailed` naming the field."""
+    and `rejected` summed over its steps, and `error` (its first failed step's).
+    `created_from` and `created_to` (`YYYY-MM-DD`, UTC, both days included) bound when the
+    runs were created. Bad parameters raise `ValidationFailed` naming the field."""
     params = {
         "statuses": parse_statuses(status),
         "pipeline_id": parse_uuid(pipeline_id, "pipeline_id"),
+        "created_from": parse_day(created_from, "from"),
+        "created_before": _next_day(parse_day(created_to, "to")),
         **_time_and_id(before, "runs"),
     }
     rows, last = _page(

@@ -4,7 +4,7 @@ is counted in process memory. Counters, histograms and last-success/failure time
 the totals that state changes keep (migration 0009: triggers append deltas in the changing
 transaction, the sweep folds them): a scrape costs the same whatever the history. Gauges of
 the present read the live rows. `service.api.metrics` serves it at `GET /metrics`;
-README.md ("Metrics") documents each metric and the label sets."""
+docs/metrics.md ("Metrics") documents each metric and the label sets."""
 
 from __future__ import annotations
 
@@ -94,7 +94,8 @@ KEPT = {
     ),
     "etl_records_total": Kept(
         CounterMetricFamily,
-        "Records read (in), written (out) and rejected by succeeded steps",
+        "Records read (in) and rejected by steps that ended succeeded or failed, and written"
+        " (out) by succeeded steps",
         ("pipeline", "step", "kind"),
     ),
     "etl_step_retries_total": Kept(
@@ -109,8 +110,8 @@ KEPT = {
     ),
     "etl_lease_takeovers_total": Kept(
         CounterMetricFamily,
-        "Attempts whose lease expired (their step goes on in a new attempt), by pipeline and"
-        " the executor that lost the lease",
+        "Leases that expired and were taken over (their steps go on in new attempts), one per"
+        " lease however many fused steps it held, by pipeline and the executor that lost it",
         ("pipeline", "executor"),
     ),
 }

@@ -1,7 +1,8 @@
 """Previews of plans, saved or not: what a plan does to the first records of its inputs, step
 by step, before it runs (`actors.preview`). The REST API and the console's preview panel
 both call `preview_with`; nothing is written but the caller's audit row (`plan_entity` names
-an unsaved plan in it).
+an unsaved plan in it). `preview_answer` is what they send: the bounded answer, built
+while the preview's records are alive and with none of them left once it returns.
 
 Bounded: at most `MAX_RECORDS` records per ingest, a time limit checked at every batch
 boundary (a step past it fails, the rest do not run). File ingests go through the ingest path
@@ -17,6 +18,7 @@ from actors.preview import PlanPreview, preview_plan
 from dag.plan import parse_plan
 from ddl import connector
 from service.config import Config
+from service.domain.memory import release_memory
 from service.schemas.requests import check_plan
 
 TIME_LIMIT_S = 5.0
@@ -39,6 +41,19 @@ def preview_with(cfg: Config, plan: Any, records: int) -> PlanPreview:
         sandbox_connect=sandbox,
         time_limit_s=TIME_LIMIT_S,
     )
+
+
+def preview_answer(cfg: Config, plan: Any, records: int) -> dict[str, Any]:
+    """The answer of `preview_with` (`PlanPreview.as_dict`: long values cut, bounded in
+    bytes). The preview's records are let go before it returns, and the memory they held
+    is given back to the system (`service.domain.memory`): a worker that previewed a
+    50 MiB value is back where it began, not holding the allocator's free pages."""
+    preview = preview_with(cfg, plan, records)
+    try:
+        return preview.as_dict()
+    finally:
+        del preview
+        release_memory()
 
 
 def plan_entity(plan: Any) -> str:

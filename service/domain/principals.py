@@ -86,26 +86,32 @@ class SeedOutcome(StrEnum):
 
     CREATED = "created"  # a new admin principal with the token
     REPLACED = "replaced"  # the admin's token (and role) replaced by the chosen one
+    RESTORED = "restored"  # the admin already had the chosen token, which expires: not anymore
     UNCHANGED = "unchanged"  # already seeded with this token, or kept (no token chosen)
     TOKEN_TAKEN = "token_taken"  # the chosen token belongs to another principal
     TOKEN_RETIRED = "token_retired"  # the chosen token was revoked or rotated away: refused
 
 
 def seed_admin(cur: Cursor, token: str | None) -> tuple[SeedOutcome, str | None]:
-    """Give the live `pipeline_admin` the chosen `token`, or a generated one when None and
-    no admin exists (an existing admin is then left alone). Returns the outcome and the
-    token to show (the generated one, once; None otherwise). A token that was revoked or
-    rotated away is refused (`TOKEN_RETIRED`, nothing changes). Replacing the admin's token
-    retires the old one and ends its console sessions at once. The caller checks a chosen
-    token first (`chosen_token_problem`) and owns the transaction."""
+    """Give `pipeline_admin` the chosen `token`, never expiring, or a generated one when None
+    and no live admin exists (a live one is then left alone; an expired one gets the new
+    token). Returns the outcome and the token to show (the generated one, once; None
+    otherwise). A token that was revoked or rotated away is refused (`TOKEN_RETIRED`,
+    nothing changes). Replacing the admin's token retires the old one and ends its console
+    sessions at once. The caller checks a chosen token first (`chosen_token_problem`) and
+    owns the transaction."""
     existing = fetch_one(cur, "find_principal_by_name", {"name": ADMIN})
-    if token is None and existing is not None:
+    if token is None and existing is not None and not existing["expired"]:
         return SeedOutcome.UNCHANGED, None
     chosen = token or generate_token()
     hashed = hash_token(chosen)
     shown = None if token else chosen
     if existing is not None and existing["token_hash"] == hashed and existing["role"] == ADMIN:
-        return SeedOutcome.UNCHANGED, None
+        if existing["permanent"]:
+            return SeedOutcome.UNCHANGED, None
+        execute(cur, "update_principal_token", {"name": ADMIN, "role": ADMIN, "token_hash": hashed})
+        _audit_seed(cur, str(existing["id"]), SeedOutcome.RESTORED, sessions_ended=0)
+        return SeedOutcome.RESTORED, None
     state = fetch_one(cur, "token_hash_state", {"token_hash": hashed})
     assert state is not None
     if state["retired"]:

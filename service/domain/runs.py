@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from psycopg2.extras import Json
+
 from dag import (
     GLOBAL_ACTIVE_LIMIT,
     PIPELINE_ACTIVE_LIMIT,
@@ -34,6 +36,7 @@ from dag import (
 )
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
+from service.domain.runparams import BoundParams, bind_params, check_same_params
 from service.errors import Conflict, NotFound
 from service.tracing import RunTrace
 
@@ -122,18 +125,25 @@ def admit_run(
     trigger_key: str,
     principal: str,
     *,
+    params: Mapping[str, Any] | None = None,
+    builtins: Mapping[str, Any] | None = None,
     new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     request_id: str | None = None,
     trace: RunTrace | None = None,
 ) -> Admission:
-    """Admit a trigger of `pipeline_id` with `trigger_key` (1..200 chars) for `principal`.
+    """Admit a trigger of `pipeline_id` with `trigger_key` (1..200 chars) for `principal`,
+    with parameter values `params` and built-ins `builtins` (a scheduled fire's interval).
 
     A key seen before for the pipeline returns its run whatever the status and creates
-    nothing. Otherwise a new run bound to the pipeline's current revision is inserted as
-    `queued`, or as `skipped` with reason `queue_full` / `busy` when a limit is reached,
-    in `trace` (the trigger span's, `service.tracing`; default a new trace of its own).
-    Raises `NotFound` for an unknown pipeline, `Conflict` with code `pipeline_paused` for a
-    paused one and `plan_invalid` when the current revision no longer passes validation."""
+    nothing (`Conflict` code `params_mismatch` when it asks for other values). Otherwise a
+    new run bound to the pipeline's current revision, its values bound
+    (`service.domain.runparams`), is inserted as `queued`, or as `skipped` with reason
+    `queue_full` / `busy` when a limit is reached, in `trace` (the trigger span's,
+    `service.tracing`; default a new trace of its own). Raises `NotFound` for an unknown
+    pipeline, `ValidationFailed` (code `invalid_params`) for values that do not fit,
+    `Conflict` with code `pipeline_paused` for a paused one and `plan_invalid` when the
+    current revision no longer passes validation."""
+    given, builtins = params or {}, builtins or {}
     lock_admission(cur)
     params = {"pipeline_id": pipeline_id, "include_deleted": False}
     pipeline = fetch_one(cur, "get_pipeline", params)
@@ -144,6 +154,7 @@ def admit_run(
     if existing is not None:
         run = get_run(cur, existing["id"])
         assert run is not None
+        check_same_params(pipeline["plan"], given, builtins, run)
         _audit_run(cur, principal, "run.trigger", run, AdmissionOutcome.EXISTING, request_id)
         return Admission(AdmissionOutcome.EXISTING, run, run["reason"])
     if pipeline["paused"]:
@@ -153,29 +164,40 @@ def admit_run(
             details=[{"field": "pipeline", "message": "is paused"}],
         )
     check_runnable(pipeline["plan"], pipeline["revision"])
-    reason = refusal_reason(cur, pipeline_id)
     run_id = str(new_id())
-    trace = trace or RunTrace.new(new_id)
-    execute(
-        cur,
-        "insert_run",
-        {
-            **key,
-            "id": run_id,
-            "revision": pipeline["revision"],
-            "status": RunStatus.SKIPPED if reason else RunStatus.QUEUED,
-            "reason": reason,
-            "trace_id": trace.trace_id,
-            "parent_span_id": trace.span_id,
-            "trace_sampled": trace.sampled,
-            "created_by": principal,
-        },
-    )
+    bound = bind_params(pipeline["plan"], given, builtins, run_id)
+    reason = refusal_reason(cur, pipeline_id)
+    status = RunStatus.SKIPPED if reason else RunStatus.QUEUED
+    row = {**key, "id": run_id, "revision": pipeline["revision"], "status": status}
+    _insert_run(cur, {**row, "reason": reason, "created_by": principal}, trace, bound, new_id)
     run = get_run(cur, run_id)
     assert run is not None
     outcome = AdmissionOutcome.SKIPPED if reason else AdmissionOutcome.CREATED
     _audit_run(cur, principal, "run.trigger", run, outcome, request_id)
     return Admission(outcome, run, reason)
+
+
+def _insert_run(
+    cur: Cursor,
+    row: dict[str, Any],
+    trace: RunTrace | None,
+    bound: BoundParams,
+    new_id: Callable[[], uuid.UUID],
+) -> None:
+    """Insert a run `row` in `trace` (default a new trace of its own) with its values."""
+    trace = trace or RunTrace.new(new_id)
+    execute(
+        cur,
+        "insert_run",
+        {
+            **row,
+            "trace_id": trace.trace_id,
+            "parent_span_id": trace.span_id,
+            "trace_sampled": trace.sampled,
+            "params": Json(bound.values),
+            "plan": None if bound.plan is None else Json(bound.plan),
+        },
+    )
 
 
 def cancel_run(
@@ -288,6 +310,11 @@ def _audit_run(
         details=details,
         trace_id=run["trace_id"],
     )
+
+
+def list_run_resumes(cur: Cursor, run_id: str) -> list[Any]:
+    """When the run was resumed by hand (accepted resumes of the audit), oldest first."""
+    return [r["created_at"] for r in fetch_all(cur, "list_run_resumes", {"run_id": run_id})]
 
 
 def get_run_view(cur: Cursor, run_id: str) -> dict:

@@ -21,7 +21,7 @@ from service.domain.audit import insert_audit
 from service.domain.db import Cursor, fetch_one
 from service.domain.runs import Admission, admit_run
 from service.domain.sql import SCHEDULE_QUERIES
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, NotFound, ValidationFailed
 from service.tracing import RunTrace
 
 PRINCIPAL = "scheduler"  # who the audit trail names for schedule fires
@@ -36,7 +36,12 @@ class FireSkip(StrEnum):
 
 
 # The admission's refusals that skip a fire (recorded, not retried), by Conflict code.
-_SKIPS = {"pipeline_paused": FireSkip.PAUSED, "plan_invalid": FireSkip.PLAN_INVALID}
+# A plan whose parameter has no default cannot run from a schedule: `plan_invalid` too.
+_SKIPS = {
+    "pipeline_paused": FireSkip.PAUSED,
+    "plan_invalid": FireSkip.PLAN_INVALID,
+    "invalid_params": FireSkip.PLAN_INVALID,
+}
 
 
 def trigger_key(schedule_id: str, fire_time: datetime) -> str:
@@ -96,6 +101,18 @@ class ScheduleSpec:
             anchor_at=self.anchor_at,
             now=now.astimezone(UTC),
         )
+
+    def interval_params(self, fire_time: datetime) -> dict[str, str]:
+        """The built-in values of the run of the fire at `fire_time`: the fire closes the
+        interval [fire - period, fire) and processes it (docs/schedules.md); `logical_date`
+        is the interval's start date."""
+        end = fire_time.astimezone(UTC)
+        start = end - self.period
+        return {
+            "logical_date": start.date().isoformat(),
+            "interval_start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "interval_end": end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
 
     def latest_fire_at(self, now: datetime) -> datetime | None:
         """The latest fire time at or before `now`, or None before the first fire."""
@@ -205,8 +222,9 @@ def fire_schedule(
     skip: FireSkip | None = None
     try:
         key = trigger_key(spec.id, fire_time)
-        admission = admit_run(cur, spec.pipeline_id, key, PRINCIPAL, trace=trace)
-    except Conflict as exc:
+        builtins = spec.interval_params(fire_time)
+        admission = admit_run(cur, spec.pipeline_id, key, PRINCIPAL, builtins=builtins, trace=trace)
+    except (Conflict, ValidationFailed) as exc:
         if exc.code not in _SKIPS:
             raise
         admission, skip = None, _SKIPS[exc.code]  # recorded all the same: no retry each reconcile

@@ -4,8 +4,9 @@ one (shown once), revoke one, rotate one (a new secret for the same id, name and
 A token is a principal (`service.domain.principals`): its id is the token's id. Every
 function takes the caller's cursor and runs inside the caller's transaction, writing its
 audit row (`token.create`, `token.revoke`, `token.rotate`, entity `token:<id>`) there.
-Revoking or rotating locks the token's row first (revoking an admin token then takes the
-admin-tokens lock, so the last live admin token is never revoked), then ends the token's
+Revoking or rotating locks the token's row first (revoking an admin token, or giving one an
+expiry, then takes the admin-tokens lock, so the last live admin token is never revoked and
+the last permanent one never revoked nor expired), then ends the token's
 console sessions in the same transaction; sessions are also checked against the token on
 every console request (`service.domain.sessions`), so nothing signed in with an old secret
 outlives the COMMIT.
@@ -73,21 +74,14 @@ def create_token(
 def revoke_token(cur: Cursor, token_id: str, principal: str, *, request_id: str | None) -> None:
     """Revoke a token at once: its API calls and its console sessions answer 401 from the
     COMMIT on. `NotFound` if unknown; revoking a revoked token changes nothing (no audit
-    row). `Conflict` (code `last_admin`) for the last live, unexpired admin token, the
-    caller's own included: without one nobody could manage tokens until an `etl seed` with a
-    new `ETL_ADMIN_TOKEN` (rotate it instead, or make another admin token first)."""
+    row). `Conflict` (code `last_admin`) for the last live admin token, or the last one that
+    never expires, the caller's own included: without one nobody could manage tokens (for
+    long) until an `etl seed` (rotate it instead, or make another admin token first)."""
     row = _lock(cur, token_id)
     if row["revoked_at"] is not None:
         return
     if row["role"] == ADMIN:
-        execute(cur, "lock_admin_tokens", {})
-        others = fetch_one(cur, "other_live_admin_tokens", {"id": token_id, "role": ADMIN})
-        if others is None or others["n"] == 0:
-            raise Conflict(
-                f"token {token_id} is the last live admin token; make another admin token"
-                " first, or rotate this one",
-                code="last_admin",
-            )
+        _keep_an_admin(cur, row, revoking=True)
     execute(cur, "revoke_token", {"id": token_id})
     ended = fetch_all(cur, "end_principal_sessions", {"principal_id": token_id})
     audit_change(
@@ -112,10 +106,13 @@ def rotate_token(
     """A new secret for a live token (same id, name and role; a new lifetime when
     `expires_in_s` is given, else the old expiry stays). The old secret stops working at
     once, with the console sessions it signed in, and is never accepted again. `NotFound`
-    if unknown, `Conflict` (code `token_revoked`) when revoked."""
+    if unknown, `Conflict` (code `token_revoked`) when revoked, `Conflict` (code
+    `last_admin`) when it would give the last admin token that never expires an expiry."""
     row = _lock(cur, token_id)
     if row["revoked_at"] is not None:
         raise Conflict(f"token {token_id} is revoked; create a new one", code="token_revoked")
+    if row["role"] == ADMIN and expires_in_s is not None:
+        _keep_an_admin(cur, row, revoking=False)
     secret = generate_token()
     execute(cur, "retire_token_hash", {"token_hash": row["token_hash"], "principal_id": token_id})
     params = {"id": token_id, "token_hash": hash_token(secret), "expires_in_s": expires_in_s}
@@ -133,6 +130,28 @@ def rotate_token(
         expires_at=_iso(record["expires_at"]),
     )
     return IssuedToken(record, secret)
+
+
+def _keep_an_admin(cur: Cursor, row: dict, *, revoking: bool) -> None:
+    """`Conflict` (code `last_admin`) when revoking the admin token `row` (locked) would leave
+    no live admin token, or revoking it or giving it an expiry would leave no permanent one
+    (an expiring admin would otherwise lock everyone out when it expires). Whoever asks."""
+    execute(cur, "lock_admin_tokens", {})
+    others = fetch_one(cur, "other_live_admin_tokens", {"id": row["id"], "role": ADMIN})
+    assert others is not None
+    if row["expires_at"] is None and others["permanent"] == 0:
+        change = "revoked" if revoking else "given an expiry"
+        raise Conflict(
+            f"token {row['id']} is the last admin token that never expires and cannot be"
+            f" {change}; make another admin token without an expiry first",
+            code="last_admin",
+        )
+    if revoking and others["n"] == 0:
+        raise Conflict(
+            f"token {row['id']} is the last live admin token; make another admin token"
+            " first, or rotate this one",
+            code="last_admin",
+        )
 
 
 def get_token(cur: Cursor, token_id: str) -> dict:

@@ -1,6 +1,7 @@
 """What every long-running process of the platform does about signals and parents: SIGTERM
 and SIGINT set a stop event (the process winds down at its next boundary), and a child
-asks the kernel to be stopped when its parent dies."""
+asks the kernel to be stopped when its parent dies. And before a process consumes wake-ups,
+whether LISTEN works on its URL at all."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import ctypes
 import logging
 import signal
 import threading
+
+from actors import ListenSilent, check_listen
 
 log = logging.getLogger("etl.process")
 
@@ -30,3 +33,14 @@ def stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return stop
+
+
+def listen_heard(url: str, who: str, *, app: str) -> bool:
+    """Whether LISTEN on `url` hears a NOTIFY (`actors.check_listen`, sessions named `app`);
+    if not, the error is logged: `who` must not start, its wake-ups would never come."""
+    try:
+        check_listen(url, app=app)
+    except ListenSilent as exc:
+        log.error("%s refuses to start: %s", who, exc)
+        return False
+    return True

@@ -1,6 +1,8 @@
 """`etl up`: the coordinator and two executors in the foreground, like compose with
 `restart: unless-stopped`. Output lines are prefixed with the child's name; a child that
-dies is restarted (and the restart logged); SIGINT/SIGTERM stops everything."""
+dies is restarted (and the restart logged), except one exiting with `EXIT_NOT_READY` (it
+said why: a restart cannot help), which stops everything with exit 2, as SIGINT/SIGTERM
+stop everything with 0."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from service.run.preflight import EXIT_NOT_READY
 
 EXECUTORS = ("executor-1", "executor-2")
 STOP_TIMEOUT_S = 30.0
@@ -83,6 +88,10 @@ class Supervisor:
             for child in self.children.values():
                 if child.proc is not None and child.proc.poll() is not None:
                     code = child.proc.returncode
+                    if code == EXIT_NOT_READY:
+                        self.say("up", f"{child.name} cannot start (see above); stopping")
+                        self.shutdown()
+                        return 2
                     # A child that keeps dying waits longer each time, up to 10 s.
                     quick = time.monotonic() - child.started_at < 10
                     backoff = self.restart_delay_s * (2 ** min(child.restarts, 4))
@@ -126,6 +135,10 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def run_up() -> int:
-    """`etl up`: coordinator + executor-1 + executor-2 in the foreground."""
-    return Supervisor(child_commands()).run()
+def run_up(notes: Sequence[str] = ()) -> int:
+    """`etl up`: coordinator + executor-1 + executor-2 in the foreground, after printing
+    `notes` (the directories they use)."""
+    supervisor = Supervisor(child_commands())
+    for line in notes:
+        supervisor.say("up", line)
+    return supervisor.run()

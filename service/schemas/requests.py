@@ -52,9 +52,11 @@ class PipelinePatchSchema(Schema):
 
 
 class RunTriggerSchema(Schema):
-    """`POST /pipelines/{id}/runs`: an optional idempotency key."""
+    """`POST /pipelines/{id}/runs`: an optional idempotency key and parameter values (typed
+    against the plan's declarations by `dag.params` at admission)."""
 
     trigger_key = fields.String(validate=validate.Length(min=1, max=TRIGGER_KEY_MAX))
+    params = fields.Dict(keys=fields.String(), values=fields.Raw(allow_none=True))
 
 
 class EmptyBodySchema(Schema):

@@ -142,6 +142,8 @@ class RunSchema(Schema):
     cancel_requested = fields.Boolean()
     created_by = fields.String()
     error = fields.String(allow_none=True)
+    # every value of the run: given, defaulted and built-in (`run_id`, a fire's interval)
+    params = fields.Dict(keys=fields.String(), values=fields.Raw())
     steps = fields.List(fields.Nested(StepSchema))
 
 
@@ -235,6 +237,7 @@ class PipelineSummarySchema(Schema):
     id = fields.String()
     name = fields.String()
     revision = fields.Integer()
+    paused = fields.Boolean()  # its schedules make no runs and triggers are refused (409)
     steps = fields.Integer(allow_none=True)
     last_run = fields.Nested(LastRunSchema, allow_none=True)
     schedules = fields.Integer()

@@ -113,6 +113,7 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
         new_id: Callable[[], uuid.UUID] = uuid.uuid4,
         tracer: Any = None,
         sleep: Callable[[float], None] | None = None,
+        metrics_max_age_s: float = 0.0,  # every scrape reads the database (tests see changes)
     ) -> Api:
         if db is None:
             if seed and not seeded:
@@ -128,6 +129,7 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
             now=lambda: NOW,
             new_id=new_id,
             penalties=Penalties(_recorded(sleeps, sleep)),
+            metrics_max_age_s=metrics_max_age_s,
             **({"config": config} if config is not None else {}),
             **({"tracer": tracer} if tracer is not None else {}),
         )

@@ -1,6 +1,6 @@
 """Static checks of the container topology (docker-compose.yml, Dockerfile): the files are
-parsed and compared with README.md ("Configuration"). `etl drill compose` runs them for real
-on Docker Engine (docs/compose.md)."""
+parsed and compared with docs/configuration.md ("Configuration"). `etl drill compose` runs
+them for real on Docker Engine (docs/compose.md)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 CONFIG_SOURCE = ROOT / "service" / "config.py"
 
-SERVICES = {"postgres", "coordinator", "executor-1", "executor-2"}
-ETL_SERVICES = ("coordinator", "executor-1", "executor-2")
-EXECUTORS = ("executor-1", "executor-2")
-# README.md, "Configuration": the variables every deployment may set.
+SERVICES = {"postgres", "coordinator", "executor"}
+ETL_SERVICES = ("coordinator", "executor")
+# docs/configuration.md, "Configuration": the variables every deployment may set.
 CONTRACT_VARIABLES = {
     "ETL_DATABASE_URL",
     "ETL_SANDBOX_URL",
@@ -255,30 +254,41 @@ def test_coordinator_waits_for_a_healthy_postgres(compose):
     )
 
 
-@pytest.mark.parametrize("name", EXECUTORS)
-def test_executor_command_limits_and_restart(compose, name):
-    svc = service(compose, name)
+def test_executor_command_limits_and_restart(compose):
+    svc = service(compose, "executor")
     words = effective_argv(svc)
-    assert words == ["etl", "executor", "--name", name] or words == [
-        "etl",
-        "executor",
-        f"--name={name}",
-    ], f"service {name!r}: key `command` runs {words}, expected `etl executor --name {name}`"
+    assert words == ["etl", "executor", "--name", "executor-{hostname}"], (
+        f"service 'executor': key `command` runs {words}, expected"
+        " `etl executor --name executor-{hostname}` (one name per replica, its container's)"
+    )
     limit = memory_limit(svc)
     assert limit is not None and limit.lower() in {"512m", "512mb", "536870912"}, (
-        f"service {name!r}: key `mem_limit` is {limit!r}, expected 512m"
+        f"service 'executor': key `mem_limit` is {limit!r}, expected 512m"
     )
     assert svc.get("restart") == "unless-stopped", (
-        f"service {name!r}: key `restart` is {svc.get('restart')!r}, expected unless-stopped"
+        f"service 'executor': key `restart` is {svc.get('restart')!r}, expected unless-stopped"
     )
-    deps = depends_on(name, svc)
+    deps = depends_on("executor", svc)
     assert deps.get("postgres") == "service_healthy", (
-        f"service {name!r}: key `depends_on.postgres.condition` is {deps.get('postgres')!r}"
+        f"service 'executor': key `depends_on.postgres.condition` is {deps.get('postgres')!r}"
     )
-    assert "coordinator" in deps, f"service {name!r}: key `depends_on` lacks coordinator"
-    assert "ETL_DATABASE_URL" in healthcheck_text(name, svc), (
-        f"service {name!r}: key `healthcheck.test` does not reach the database"
+    assert deps.get("coordinator") == "service_healthy", (
+        "service 'executor': key `depends_on.coordinator.condition` should be service_healthy"
+        " (the coordinator migrates before an executor starts)"
     )
+    assert "ETL_DATABASE_URL" in healthcheck_text("executor", svc), (
+        "service 'executor': key `healthcheck.test` does not reach the database"
+    )
+
+
+def test_executors_are_two_replicas_of_one_scalable_service(compose):
+    svc = service(compose, "executor")
+    replicas = (svc.get("deploy") or {}).get("replicas")
+    assert replicas == 2, f"service 'executor': key `deploy.replicas` is {replicas!r}, expected 2"
+    # `--scale executor=N` refuses a service with a fixed name or a published host port, and
+    # replicas sharing one `hostname` would share one executor name.
+    for key in ("container_name", "hostname", "ports"):
+        assert key not in svc, f"service 'executor': key `{key}` stops it from scaling"
 
 
 @pytest.mark.parametrize("name", ETL_SERVICES)
@@ -298,8 +308,8 @@ def test_only_contract_variables(compose, name):
     env = environment(name, service(compose, name))
     unknown = sorted(k for k in env if k.startswith("ETL_") and k not in allowed)
     assert not unknown, (
-        f"service {name!r}: key `environment` sets {unknown}, which neither README.md nor "
-        "service/config.py knows"
+        f"service {name!r}: key `environment` sets {unknown}, which neither"
+        " docs/configuration.md nor service/config.py knows"
     )
 
 

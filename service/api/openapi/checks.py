@@ -10,13 +10,16 @@ from typing import Any
 from dag.checks import CHECK_KINDS, MAX_CHECKS, SEVERITIES
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 
+# Every string of a check is without NUL, as every string of a request (PostgreSQL cannot
+# store one); `pattern` applies to the strings of a union type only.
 _NAME = {"type": "string", "minLength": 1, "pattern": NO_NUL}
-_BOUND = {"type": ["number", "string"]}
+_BOUND = {"type": ["number", "string"], "pattern": NO_NUL}
 _COUNT = {"type": "integer", "minimum": 0}
+_VALUE = {"type": ["string", "number", "null"], "pattern": NO_NUL}
 _KEYS: dict[str, dict[str, Any]] = {
     "columns": {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME},
     "column": _NAME,
-    "values": {"type": "array", "minItems": 1, "items": {"type": ["string", "number", "null"]}},
+    "values": {"type": "array", "minItems": 1, "items": _VALUE},
     "min": _BOUND,
     "max": _BOUND,
     "ratio": {"type": "number", "minimum": 0, "maximum": 1},

@@ -127,9 +127,13 @@ def _ingest_configs() -> dict[str, dict[str, Any]]:
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 1,
-                "pattern": "^[\\x00-\\x7f]$",
+                "pattern": "^[\\x01-\\x7f]$",
                 "not": enum(["\r", "\n"]),
-                "description": "the quote character (not the delimiter); default '\"'",
+                "description": (
+                    "the quote character; default '\"'. It must differ from the delimiter"
+                    " (',' when none is given): a plan where they are the same is refused"
+                    " (400 invalid_plan, field config.quote)"
+                ),
             },
             "on_schema_change": enum(SCHEMA_CHANGES),
         },

@@ -26,7 +26,7 @@ from service.api.openapi.preview import preview_components
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 from service.domain import listing
 from service.domain.principals import ADMIN, READ
-from service.schemas import requests, responses
+from service.schemas import backfills, requests, responses
 
 
 class Operation(Protocol):
@@ -92,6 +92,9 @@ SCHEMAS = {
     "TokenRotate": requests.TokenRotateSchema,
     "Token": responses.TokenSchema,
     "IssuedToken": responses.IssuedTokenSchema,
+    "BackfillCreate": backfills.BackfillCreateSchema,
+    "BackfillRun": backfills.BackfillRunSchema,
+    "Backfill": backfills.BackfillSchema,
 }
 # The items of each list (`Op.page`): `<name>Page` components are built from them.
 PAGE_ITEMS = (
@@ -308,6 +311,12 @@ def _refine_components(components: dict[str, Any]) -> None:
     token_name = components["TokenCreate"]["properties"]["name"]
     token_name.update(pattern=NO_NUL, **{"not": {"const": ADMIN}})  # `etl seed`'s name
     components["RunTrigger"]["properties"]["trigger_key"]["pattern"] = NO_NUL
+    for end in ("from", "to"):  # the ends of an int or a date parameter's range
+        components["BackfillCreate"]["properties"][end] = {
+            "type": ["integer", "string"],
+            "pattern": NO_NUL,
+            "description": "an int parameter's integer or a date parameter's YYYY-MM-DD",
+        }
     every, daily = (
         components["ScheduleCreate"]["properties"][k] for k in ("every_minutes", "daily_at")
     )

@@ -9,6 +9,32 @@
 // = "1"), no fetch starts and the answer of one already under way is dropped unapplied, so the
 // page stays exactly as it is (what a test running axe-core on the page needs); deleting the
 // attribute resumes the refresh at the next tick.
+//
+// The graph: a step's box links to `#step-NAME`, whose <details> is opened when followed;
+// the "fit" button scales a wide graph to the page's width and back (a flag on <body>, which
+// the refresh leaves alone).
+(function () {
+  "use strict";
+  function openStep() {
+    var id = decodeURIComponent(window.location.hash.slice(1));
+    var target = id && document.getElementById(id);
+    if (target && target.nodeName === "DETAILS") {
+      target.open = true;
+    }
+  }
+  window.addEventListener("hashchange", openStep);
+  openStep();
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("button.dag-fit")) {
+      if (document.body.hasAttribute("data-dag-fit")) {
+        document.body.removeAttribute("data-dag-fit");
+      } else {
+        document.body.setAttribute("data-dag-fit", "1");
+      }
+    }
+  });
+})();
+
 (function () {
   "use strict";
   var ms = Number(document.body.dataset.refreshMs || 0);

@@ -1,6 +1,7 @@
 """The coordinator's named SQL queries, loaded once: `queries.sql` (API, admission),
 `listing.sql` (the keyset lists), `metrics.sql` (the /metrics collector),
-`schedules.sql` (the scheduler) and `webhooks.sql` (webhooks and their outbox)."""
+`schedules.sql` (the scheduler), `webhooks.sql` (webhooks and their outbox) and
+`backfills.sql` (backfills and the admission of their values)."""
 
 from pathlib import Path
 
@@ -12,5 +13,13 @@ SCHEDULE_QUERIES = load_queries(_HERE / "schedules.sql")
 LISTING_QUERIES = load_queries(_HERE / "listing.sql")
 METRICS_QUERIES = load_queries(_HERE / "metrics.sql")
 WEBHOOK_QUERIES = load_queries(_HERE / "webhooks.sql")
+BACKFILL_QUERIES = load_queries(_HERE / "backfills.sql")
 
-__all__ = ["LISTING_QUERIES", "METRICS_QUERIES", "QUERIES", "SCHEDULE_QUERIES", "WEBHOOK_QUERIES"]
+__all__ = [
+    "BACKFILL_QUERIES",
+    "LISTING_QUERIES",
+    "METRICS_QUERIES",
+    "QUERIES",
+    "SCHEDULE_QUERIES",
+    "WEBHOOK_QUERIES",
+]

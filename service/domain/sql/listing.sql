@@ -5,8 +5,8 @@
 -- so every row is shown exactly once across pages.
 
 -- list_pipeline_summaries --
--- Live pipelines newest first (optionally one by exact name): current revision, step count, last run, schedules.
-SELECT p.id, p.name, p.revision, p.created_at, p.updated_at,
+-- Live pipelines newest first (optionally one by exact name): current revision, paused, step count, last run, schedules.
+SELECT p.id, p.name, p.revision, p.paused, p.created_at, p.updated_at,
        jsonb_array_length(v.plan -> 'steps') AS steps,
        lr.id AS last_run_id, lr.status AS last_run_status, lr.created_at AS last_run_created_at,
        lr.finished_at AS last_run_finished_at,
@@ -38,11 +38,11 @@ ORDER BY number DESC
 LIMIT %(limit)s;
 
 -- list_run_summaries --
--- Runs newest first, filtered by statuses and pipeline: counts of steps by status instead of the steps.
+-- Runs newest first, filtered by statuses, pipeline and creation time: counts of steps by status instead of the steps.
 SELECT r.id, r.pipeline_id, p.name AS pipeline_name, p.deleted_at IS NOT NULL AS pipeline_deleted,
        r.revision, r.status, r.reason,
        r.trigger_key, r.trace_id, r.cancel_requested, r.created_by, r.created_at,
-       r.started_at, r.finished_at, r.purged_at,
+       r.started_at, r.finished_at, r.purged_at, r.params,
        CASE WHEN r.status = 'queued' THEN (
            SELECT count(*) FROM runs q
            WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
@@ -65,6 +65,8 @@ LEFT JOIN LATERAL (
     HAVING count(*) > 0) sc ON true
 WHERE (%(statuses)s::text[] IS NULL OR r.status = ANY(%(statuses)s::text[]))
   AND (%(pipeline_id)s::uuid IS NULL OR r.pipeline_id = %(pipeline_id)s::uuid)
+  AND (%(created_from)s::timestamptz IS NULL OR r.created_at >= %(created_from)s::timestamptz)
+  AND (%(created_before)s::timestamptz IS NULL OR r.created_at < %(created_before)s::timestamptz)
   AND (%(before_at)s::timestamptz IS NULL
        OR (r.created_at, r.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
 ORDER BY r.created_at DESC, r.id DESC

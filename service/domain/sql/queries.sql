@@ -11,8 +11,8 @@ WHERE datname = current_database();
 -- The live principal owning a token (by its sha256 hex: unrevoked, unexpired on the database
 -- clock). A find also clears the failed authentications of the caller's address once its
 -- last failure is 2 s old (the longest penalty: interleaving a valid token with guesses
--- does not undo their penalty), and writes the token's last use when the stored one is a
--- minute old (not on every request).
+-- does not undo their penalty), auditing first the failures not yet in the audit, and writes
+-- the token's last use when the stored one is a minute old (not on every request).
 WITH found AS (
     SELECT id, name, role, token_hash FROM principals
     WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
@@ -20,7 +20,14 @@ WITH found AS (
 cleared AS (
     DELETE FROM auth_failures
     WHERE client_addr = %(client_addr)s AND last_failed_at <= now() - interval '2 seconds'
-      AND EXISTS (SELECT FROM found)),
+      AND EXISTS (SELECT FROM found)
+    RETURNING client_addr, failures, unaudited),
+audited AS (
+    INSERT INTO audit (principal, action, entity_type, entity_id, details)
+    SELECT 'anonymous', 'auth.failed', 'client', c.client_addr,
+           jsonb_build_object('failures', c.unaudited, 'consecutive', c.failures,
+                              'cleared_by', (SELECT name FROM found))
+    FROM cleared c WHERE c.unaudited > 0),
 touched AS (
     UPDATE principals p SET last_used_at = now() FROM found
     WHERE p.id = found.id
@@ -28,8 +35,11 @@ touched AS (
 SELECT id, name, role, token_hash FROM found;
 
 -- find_principal_by_name --
--- The live principal of a name (seed idempotency).
-SELECT id, name, role, token_hash FROM principals WHERE name = %(name)s AND revoked_at IS NULL;
+-- The unrevoked principal of a name (seed idempotency), whether it never expires and whether
+-- it is expired (on the database clock).
+SELECT id, name, role, token_hash, expires_at IS NULL AS permanent,
+       expires_at IS NOT NULL AND expires_at <= now() AS expired
+FROM principals WHERE name = %(name)s AND revoked_at IS NULL;
 
 -- insert_principal --
 -- A new principal; returns nothing when the name or token hash is taken.
@@ -39,8 +49,8 @@ ON CONFLICT DO NOTHING
 RETURNING id, name, role;
 
 -- update_principal_token --
--- Give a live principal a new token hash and role (seed with a changed ETL_ADMIN_TOKEN).
-UPDATE principals SET token_hash = %(token_hash)s, role = %(role)s
+-- Give an unrevoked principal a token hash and role that never expire (`etl seed`).
+UPDATE principals SET token_hash = %(token_hash)s, role = %(role)s, expires_at = NULL
 WHERE name = %(name)s AND revoked_at IS NULL
 RETURNING id, name, role;
 
@@ -89,16 +99,17 @@ SELECT now() AS now;
 
 -- list_pipeline_overview --
 -- One page of pipelines by name (after `after`, or the page before `before`; `limit` rows),
--- each with its last non-skipped run and its live schedules' next fire; sorted by name.
+-- each with whether it is paused, its last non-skipped run and its live schedules' next
+-- fire; sorted by name.
 WITH page AS (
-    SELECT id, name, revision, updated_at FROM pipelines
+    SELECT id, name, revision, paused, updated_at FROM pipelines
     WHERE deleted_at IS NULL
       AND (%(after)s::text IS NULL OR name > %(after)s::text)
       AND (%(before)s::text IS NULL OR name < %(before)s::text)
     ORDER BY CASE WHEN %(before)s::text IS NULL THEN name END,
              CASE WHEN %(before)s::text IS NOT NULL THEN name END DESC
     LIMIT %(limit)s)
-SELECT p.id, p.name, p.revision, p.updated_at,
+SELECT p.id, p.name, p.revision, p.paused, p.updated_at,
        lr.id AS last_run_id, lr.status AS last_run_status, lr.created_at AS last_run_at,
        sc.schedules, sc.next_fire_at
 FROM page p
@@ -176,16 +187,24 @@ FROM runs WHERE status IN ('queued', 'running');
 -- insert_run --
 -- A new run (queued, or skipped with a reason) bound to a revision.
 INSERT INTO runs (id, pipeline_id, revision, status, reason, trigger_key, trace_id,
-                  parent_span_id, trace_sampled, created_by)
+                  parent_span_id, trace_sampled, created_by, params, plan)
 VALUES (%(id)s, %(pipeline_id)s, %(revision)s, %(status)s, %(reason)s, %(trigger_key)s,
-        %(trace_id)s, %(parent_span_id)s, %(trace_sampled)s, %(created_by)s)
+        %(trace_id)s, %(parent_span_id)s, %(trace_sampled)s, %(created_by)s, %(params)s,
+        %(plan)s)
 RETURNING id;
+
+-- list_run_resumes --
+-- When a run was resumed by hand (the audit's accepted `run.resume` rows), oldest first.
+SELECT created_at FROM audit
+WHERE action = 'run.resume' AND entity_type = 'run' AND entity_id = %(run_id)s
+  AND details ->> 'outcome' = 'requeued'
+ORDER BY created_at;
 
 -- get_run --
 -- One run, with its 1-based position among its pipeline's queued runs when queued.
 SELECT r.id, r.pipeline_id, r.revision, r.status, r.reason, r.trigger_key, r.trace_id,
        r.parent_span_id, r.trace_sampled, r.cancel_requested, r.created_by, r.created_at, r.started_at, r.finished_at, r.purged_at,
-       r.error AS run_error,
+       r.error AS run_error, r.params,
        CASE WHEN r.status = 'queued' THEN (
            SELECT count(*) FROM runs q
            WHERE q.pipeline_id = r.pipeline_id AND q.status = 'queued'
@@ -282,17 +301,19 @@ FROM principals WHERE id = %(id)s;
 
 -- lock_token --
 -- Lock a token's row for a revocation or rotation (a sign-in's find waits, then sees it).
-SELECT id, name, role, token_hash, revoked_at FROM principals WHERE id = %(id)s FOR UPDATE;
+SELECT id, name, role, token_hash, expires_at, revoked_at FROM principals
+WHERE id = %(id)s FOR UPDATE;
 
 -- lock_admin_tokens --
--- Serialise revocations of admin tokens (two admins revoking each other's last two tokens
--- at once would leave none): taken before counting the admin tokens that stay.
+-- Serialise revocations and expiries of admin tokens (two admins revoking each other's last
+-- two tokens at once would leave none): taken before counting the admin tokens that stay.
 SELECT pg_advisory_xact_lock(hashtext('etl.admin_tokens'));
 
 -- other_live_admin_tokens --
 -- How many live (unrevoked, unexpired on the database clock) admin tokens there are besides
--- one (a revocation of the last one is refused).
-SELECT count(*) AS n FROM principals
+-- one, and how many of them never expire (the last live one, and the last permanent one, are
+-- never revoked; the last permanent one is never given an expiry).
+SELECT count(*) AS n, count(*) FILTER (WHERE expires_at IS NULL) AS permanent FROM principals
 WHERE role = %(role)s AND id <> %(id)s AND revoked_at IS NULL
   AND (expires_at IS NULL OR expires_at > now());
 

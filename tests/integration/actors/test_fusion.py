@@ -28,6 +28,7 @@ PLAN = {
 
 
 FAIL_TABLE = {"ETL_FAULT": "fail_attempts:step=to_table:times=1"}
+NO_ROOM = {"ETL_EXECUTOR_MEMORY_MIB": "96"}  # a fused group's budget: 0 bytes
 FAIL_CLEAN = {"ETL_FAULT": "fail_attempts:step=clean:times=1"}
 
 
@@ -204,3 +205,25 @@ def test_a_tree_fuses_under_stop_dependents_with_the_outputs_and_digests_of_an_u
     assert steps["only_a"]["records_out"] == 1534  # kind a: the ids not divisible by 3
     assert steps["by_kind"]["records_out"] == 2
     assert fused_rows == plain_rows == (1534, 1534)
+
+
+@pytest.mark.parametrize("stack", [NO_ROOM], indirect=True)
+def test_followers_over_the_memory_budget_leave_the_group_and_run_after_it(stack: Stack) -> None:
+    """With no room for a second output in memory, the first batch cuts every follower out
+    of the group before it reaches them: each runs after its upstream, on its own, reading
+    the output its upstream stored from that batch on (nothing recomputed)."""
+    stack.start()
+    run = stack.wait_run(stack.trigger(stack.create("no-room", PLAN))[1]["id"])
+    steps = _steps(run)
+    assert run["status"] == "succeeded", run
+    assert _outcomes(steps["read"]) == ["succeeded"]
+    assert [a["fused_into"] for a in steps["clean"]["attempts"]] == ["read", None]
+    assert _outcomes(steps["clean"]) == ["released", "succeeded"]
+    for name in ("to_table", "to_file"):  # adopted by read's group, then by clean's
+        assert _outcomes(steps[name]) == ["released", "released", "succeeded"], name
+        assert [a["fused_into"] for a in steps[name]["attempts"]] == ["read", "clean", None]
+    kept = dict(stack.sql("SELECT name, output_kept FROM step_runs WHERE run_id = %s", run["id"]))
+    assert (kept["read"], kept["clean"]) == (True, True)
+    assert steps["clean"]["input_digest"] == steps["read"]["output_digest"]
+    assert _table_rows(stack, run["id"]) == (N, N)
+    assert len((stack.exports / run["id"] / "p.jsonl").read_text().splitlines()) == N

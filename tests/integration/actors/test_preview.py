@@ -98,7 +98,7 @@ class Engine:
                 columns = columns_from_db(cols)
                 cur.execute(
                     "SELECT payload FROM step_batches WHERE run_id = %s AND step_name = %s"
-                    " ORDER BY seq LIMIT 1",
+                    " AND seq >= 0 ORDER BY seq LIMIT 1",  # seq < 0: an aggregate's state
                     (rid, name),
                 )
                 batch = cur.fetchone()

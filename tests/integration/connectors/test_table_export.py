@@ -14,8 +14,9 @@ from connectors import (
     TableExport,
     TableRefused,
 )
+from connectors.published_rows import count_run_rows, withdraw_run_rows
 from connectors.sql import QUERIES
-from connectors.table_export import STAGE_SCHEMA, count_run_rows
+from connectors.table_export import STAGE_SCHEMA
 from dag.errors import ConfigValueError, InputDataError
 from tests.integration.connectors.sandbox import (
     COLUMNS,
@@ -347,6 +348,7 @@ def test_every_named_query_is_loaded() -> None:
         "publish_staging",
         "drop_staging",
         "count_run_rows",
+        "withdraw_run_rows",
     } == set(QUERIES)
 
 
@@ -426,3 +428,28 @@ def test_an_attempt_going_on_from_a_checkpoint_checks_what_is_staged(conn, other
     run(other, f"DROP TABLE {STAGE_SCHEMA}.{export.staging_name}")
     with pytest.raises(StagingLost, match="is gone where 1 committed batch"):
         export.check_staged(1, 5)
+
+
+def test_an_attempt_after_a_publish_that_committed_finds_it_done(conn) -> None:
+    export = staged_export(conn, uuid.uuid4())
+    export.write_batch(0, sample_records(5), 1)
+    assert export.check_staged(1, 5) is False  # staged, not published
+    assert export.publish(1, 5) == 5
+    assert export.check_staged(1, 5) is True  # published: nothing to stage again
+    with pytest.raises(StagingLost, match="is gone where 1 committed batch"):
+        export.check_staged(1, 4)
+
+
+def test_withdraw_run_rows_deletes_one_run_and_step_only(conn) -> None:
+    run_id, other_run = uuid.uuid4(), uuid.uuid4()
+    assert withdraw_run_rows(conn, "customers", run_id, "to_table") == 0  # no table yet
+    assert withdraw_run_rows(conn, "x; drop table y", run_id, "to_table") == 0
+    staged_export(conn, run_id).write_batch(0, sample_records(7), 1)
+    staged_export(conn, run_id, step="other").write_batch(0, sample_records(2), 1)
+    staged_export(conn, other_run).write_batch(0, sample_records(3), 1)
+    for run_, step in ((run_id, "to_table"), (run_id, "other"), (other_run, "to_table")):
+        TableExport(conn, "customers", run_, step, COLUMNS, "id").publish()
+    assert withdraw_run_rows(conn, "customers", run_id, "to_table") == 7
+    assert count_run_rows(conn, "customers", run_id, "to_table") == 0
+    assert count_run_rows(conn, "customers", run_id, "other") == 2
+    assert count_run_rows(conn, "customers", other_run, "to_table") == 3

@@ -144,7 +144,9 @@ def test_a_receiver_down_then_failing_gets_the_same_event_until_it_answers_2xx(
     end_run(api.db_url, run_id, "succeeded")
     wait(lambda: delivery_row(api, run_id)[1] >= 2, what="two refused attempts")
     status, _, code, error, _, _ = delivery_row(api, run_id)
-    assert status == "pending" and code is None and "refused" in error.lower()
+    # Regression: the driver's reason ("Connection refused", a timeout, a name not found)
+    # told an admin which ports of which hosts are open: it goes to the server log only.
+    assert (status, code, error) == ("pending", None, "connection failed")
     receiver = Receiver(port=port, statuses=[500, 503])  # up, but failing twice
     try:
         wait(lambda: len(receiver.received) >= 3, what="two 5xx and a 2xx")
@@ -174,7 +176,7 @@ def test_an_attempt_has_a_wall_clock_limit_while_the_receiver_trickles_its_answe
     end_run(api.db_url, run_id, "succeeded")
     wait(lambda: delivery_row(api, run_id)[1] >= 1, what="the first attempt's end")
     status, _, code, error, _, _ = delivery_row(api, run_id)
-    assert (status, code, error) == ("pending", None, "timed out after 1 s")
+    assert (status, code, error) == ("pending", None, "connection failed")
     wait(lambda: delivery_row(api, run_id)[0] == "delivered", what="the third attempt")
     status, attempts, code, error, event_id, stored = delivery_row(api, run_id)
     assert (status, attempts, code, error) == ("delivered", 3, 200, None)
@@ -202,8 +204,9 @@ def test_an_answer_cut_off_by_the_deadline_is_a_timeout_though_its_status_line_c
     attempt.expire()
     sender.join(5)
     assert not sender.is_alive()
-    with pytest.raises(DeliveryFailed, match="timed out after 5 s"):
+    with pytest.raises(DeliveryFailed, match=r"^connection failed$") as failed:
         attempt.outcome()
+    assert failed.value.detail == "timed out after 5 s"
 
 
 def test_a_receiver_on_ipv6_loopback_gets_its_delivery(api: Api, notifier_factory) -> None:
@@ -238,8 +241,9 @@ def test_an_ipv6_url_without_a_port_goes_to_the_schemes_port() -> None:
         pytest.fail(f"IPv6 loopback is required (the contract takes IPv6 URLs): {exc}")
     finally:
         probe.close()
-    with pytest.raises(DeliveryFailed, match="ConnectionRefusedError"):
+    with pytest.raises(DeliveryFailed, match=r"^connection failed$") as failed:
         post_webhook("http://[::1]/hook", b"{}", {}, 2.0)
+    assert "ConnectionRefusedError" in failed.value.detail
 
 
 def test_a_delivery_is_given_up_after_the_last_attempt_visibly(

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from actors.preview import preview_plan
-from actors.preview_bounds import MAX_ANSWER_BYTES, MAX_VALUE_CHARS, clip
+from actors.preview_bounds import MAX_ANSWER_BYTES, MAX_VALUE_CHARS, Cut, clip
 from dag import parse_plan
 
 
@@ -47,7 +47,23 @@ def test_a_long_value_is_cut_in_the_answer_with_its_full_length(tmp_path: Path) 
     assert shown == "x" * MAX_VALUE_CHARS + f"\u2026 [truncated: {len(big)} chars]"
     assert answer["steps"][2]["sample"][1]["a"] == "short"
     assert answer["truncated"]["value_chars"] == MAX_VALUE_CHARS
-    assert preview.steps[2].sample[0]["a"] == big  # the computation saw the whole value
+    # The sample keeps the value's first characters and its length, not the value.
+    kept = preview.steps[2].sample[0]["a"]
+    assert isinstance(kept, Cut) and kept == big[:MAX_VALUE_CHARS] and kept.chars == len(big)
+    assert clip(kept, 16) == "x" * 16 + f"\u2026 [truncated: {len(big)} chars]"
+
+
+def test_a_file_export_shows_a_long_value_cut_in_its_text(tmp_path: Path) -> None:
+    big = "y" * 300
+    plan = _chain(1)
+    plan["steps"].append(
+        {"name": "out", "type": "export", "depends_on": [plan["steps"][-1]["name"]],
+         "config": {"target": "file", "path": "o.csv", "format": "csv"}}
+    )  # fmt: skip
+    preview = _preview(tmp_path, f"id,a\n1,{big}\n", plan, records=5)
+    export = preview.as_dict()["steps"][-1]["export"]
+    assert export["text"] == f"id,a\n1,{'y' * 16}\u2026 [truncated: 300 chars]\n"
+    assert export["rows"] == [{"id": 1, "a": "y" * 200 + "\u2026 [truncated: 300 chars]"}]
 
 
 def test_an_answer_that_cuts_nothing_says_so(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dag import csvparts
+from dag import csvlong, csvparts
 from dag.csvparts import read_csv_batches
 from dag.errors import CsvFormatError
 from dag.records import Position, RawBatch
@@ -120,6 +120,49 @@ def test_property_a_bad_record_never_hides_the_good_ones(rows, data):
     assert plain(rows_of(batches)) == rows[:bad] + rows[bad + 1 :]
     [error] = errors_of(batches)
     assert "found 3" in error.reason
+
+
+def read_all_long(data: bytes, **kwargs) -> list[RawBatch]:
+    """`read`, with every record of more than 4 bytes a long one (`dag.csvlong` splits it,
+    not `csv.reader`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(csvlong, "LONG_LINE_BYTES", 4)
+        patch.setattr(csvparts, "LONG_LINE_BYTES", 4)
+        return read(data, **kwargs)
+
+
+def shown(batches: list[RawBatch]) -> list:
+    return [
+        (
+            b.end,
+            [(r.line, r.values) for r in b.records],
+            [(e.line, e.reason, e.raw) for e in b.row_errors],
+        )
+        for b in batches
+    ]
+
+
+@PROPERTY
+@given(csv_files(), st.integers(1, 50))
+def test_property_long_records_read_as_csv_reader_reads_them(generated, batch_size):
+    delimiter, data, _, rows, starts, _, _ = generated
+    batches = read_all_long(data, delimiter=delimiter, batch_size=batch_size)
+    assert plain(rows_of(batches)) == rows
+    assert errors_of(batches) == []
+    assert lines_of(batches) == [line for _, line in starts]
+    assert shown(batches) == shown(read(data, delimiter=delimiter, batch_size=batch_size))
+
+
+@PROPERTY
+@given(
+    st.text(alphabet=st.sampled_from(["a", "é", ",", '"', "\n", "\r", " "]), max_size=80),
+    st.integers(1, 5),
+)
+def test_property_any_text_reads_the_same_with_every_record_long(text, batch_size):
+    data = b"h,i\n" + text.encode()
+    assert shown(read_all_long(data, batch_size=batch_size)) == shown(
+        read(data, batch_size=batch_size)
+    )
 
 
 def test_a_long_quoted_field_never_yields_a_record_from_inside_it() -> None:

@@ -185,6 +185,21 @@ def test_json_big_elements_across_buffer_refills():
     assert values_of(jarray(data, batch_size=4, start=batches[0].end)) == items[4:]
 
 
+@pytest.mark.parametrize("read", [jsonl, jarray])
+def test_long_values_with_escapes_read_whole_and_a_long_bad_record_keeps_its_text(read):
+    long = "\\" * 40_000 + '\\"' + "é" * 70_000 + '"\\'  # backslash runs before quotes
+    items = [{"a": 1, "s": "x"}, {"a": 2, "s": long}, {"a": 3, "s": long, "b": 1}]
+    if read is jsonl:
+        data = b"".join(json.dumps(i).encode() + b"\r\n" for i in items)
+    else:
+        data = json.dumps(items).encode()
+    batches = read(data, batch_size=1)
+    assert values_of(batches) == items[:2]
+    [error] = errors_of(batches)
+    assert (error.line, error.column) == ((3, "b") if read is jsonl else (1, "b"))
+    assert json.loads(error.raw) == items[2]  # its value encoded again: not held as text
+
+
 def test_json_fixture():
     with open(FIXTURES / "customers.json", "rb") as stream:
         batches = list(read_json_batches(stream))

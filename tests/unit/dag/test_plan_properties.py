@@ -34,6 +34,12 @@ from tests.unit.dag.plans import (
 STEP_NAMES = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}", fullmatch=True)
 COLUMN = st.text(min_size=1, max_size=8)
 LITERAL = st.one_of(st.none(), st.text(max_size=8), st.integers(INT64_MIN, INT64_MAX))
+# A filter_eq value is a template (dag.params): a lone brace there is an error of its own.
+TEMPLATE_LITERAL = st.one_of(
+    st.none(),
+    st.text(max_size=8).map(lambda t: t.replace("{", "{{").replace("}", "}}")),
+    st.integers(INT64_MIN, INT64_MAX),
+)
 SEGMENT = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,8}", fullmatch=True)
 REL_PATH = st.lists(SEGMENT, min_size=1, max_size=3).map("/".join)
 
@@ -65,7 +71,7 @@ TRANSFORM_CONFIGS = st.one_of(
         {"op": st.just("map"), "column": COLUMN, "mapping": st.dictionaries(st.text(), LITERAL)},
         optional={"into": COLUMN, "default": LITERAL},
     ),
-    _op("filter_eq", column=COLUMN, value=LITERAL),
+    _op("filter_eq", column=COLUMN, value=TEMPLATE_LITERAL),
     _op("parse_date", column=COLUMN),
     st.fixed_dictionaries(
         {"op": st.just("aggregate"), "column": COLUMN},

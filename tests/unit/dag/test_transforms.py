@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dag import transforms
 from dag.errors import ConfigValueError, Int64OverflowError
 from dag.transforms import build_transform
 from dag.types import INT64_MAX, INT64_MIN
@@ -312,6 +313,66 @@ def test_aggregate_state_survives_json_and_a_new_process():
     ]
 
 
+def _stored(parts: dict[int, bytes], state: dict) -> list[bytes]:
+    """The parts a checkpoint's state names, as the executor reads them back."""
+    return [parts[i] for i in range(state["parts"])]
+
+
+def test_aggregate_checkpoint_stores_only_the_groups_its_batch_touched():
+    """A batch's checkpoint costs what the batch touched, not every group so far: the
+    state holds a count of parts, each batch stores one part of its groups."""
+    config = {"op": "aggregate", "column": "n", "group_by": ["id"]}
+    transform = build_transform(config, COLUMNS)
+    transform.apply([rec(id=i, n=i) for i in range(1000)], 1)
+    state, (index, part) = transform.checkpoint()
+    assert (state, index, len(json.loads(part))) == ({"parts": 1, "entries": 1000}, 0, 1000)
+    transform.apply([rec(id=i, n=1) for i in range(10)], 1001)
+    state, (index, part) = transform.checkpoint()
+    assert (state, index, len(json.loads(part))) == ({"parts": 2, "entries": 1010}, 1, 10)
+
+
+def test_aggregate_parts_fold_into_one_when_they_hold_twice_the_groups():
+    config = {"op": "aggregate", "column": "n", "group_by": ["id"]}
+    transform = build_transform(config, COLUMNS)
+    parts: dict[int, bytes] = {}
+    for batch in range(5):  # the same 100 groups every batch
+        transform.apply([rec(id=i, n=batch) for i in range(100)], 1 + 100 * batch)
+        state, (index, part) = transform.checkpoint()
+        parts[index] = part
+        assert state["entries"] <= 2 * 100
+    assert state == {"parts": 1, "entries": 100}  # batch 5: 200 + 100 > 200, one part again
+    restored = build_transform(config, COLUMNS)
+    restored.restore(state, _stored(parts, state))
+    assert restored.finish() == transform.finish()
+
+
+def test_aggregate_many_groups_across_batches_resumed_from_its_checkpoints():
+    """60,000 groups in 240 batches of 500, groups coming back in later batches, a
+    checkpoint after every batch: a new transform every 30 batches, restored from the
+    checkpoint's state and stored parts (as a new attempt after a crash), gives what one
+    pass gives."""
+    config = {"op": "aggregate", "column": "n", "group_by": ["name", "id"]}
+    records = [rec(name=f"g{(i * 7919) % 60_000}", id=i % 3, n=i % 1000 - 500)
+               for i in range(120_000)]  # fmt: skip
+    whole = build_transform(config, COLUMNS)
+    whole.apply(records, 1)
+    expected = whole.finish()
+    parts: dict[int, bytes] = {}
+    state = None
+    for lo in range(0, len(records), 500):
+        if lo % 15_000 == 0:
+            transform = build_transform(config, COLUMNS)
+            transform.restore(state, [] if state is None else _stored(parts, state))
+        transform.apply(records[lo : lo + 500], lo + 1)
+        state, (index, part) = transform.checkpoint()
+        state = json.loads(json.dumps(state))
+        parts[index] = part
+    last = build_transform(config, COLUMNS)
+    last.restore(state, _stored(parts, state))
+    assert last.finish() == expected
+    assert len(expected) == 60_000  # each group in two batches, 120 batches apart
+
+
 # --- properties -------------------------------------------------------------------------
 
 RECORDS = st.lists(
@@ -405,3 +466,22 @@ def test_property_aggregate_matches_a_plain_computation(rows, batch, group_by):
                      "sum": sum(present), "min": min(present, default=None),
                      "max": max(present, default=None)})  # fmt: skip
     assert transform.finish() == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from([" ", "\t", "\n", "\u00a0", "\u2003", "\x85", "a", "é"])),
+    st.integers(1, 12),
+)
+def test_a_long_value_collapses_as_split_and_join_do(value, slice_chars):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(transforms, "_COLLAPSE_SLICE", slice_chars)
+        assert transforms._collapse_long(value) == " ".join(value.split())
+
+
+def test_a_long_value_collapsed_twice_is_the_same_object_the_second_time():
+    t = build_transform({"op": "normalize_whitespace", "columns": ["a"]}, {"a": "string"})
+    long = "word  " * 50_000
+    (once,), _ = t.apply([{"a": long}])
+    (twice,), _ = t.apply([once])
+    assert once["a"] == " ".join(long.split()) and twice["a"] is once["a"]

@@ -4,12 +4,13 @@ cases every run, and the app's ids from a seeded generator): EXAMPLES per operat
 phase. Zero failures is the bar.
 
 The generator gets help only where JSON schema cannot state a rule, and only for *positive*
-cases (negative cases are left alone): a plan's dependencies, unique names and distinct
-export paths are repaired to follow them (`valid_plan`), a preview names a pipeline and a
-revision that exist, and a list's `before` becomes a cursor of that list (`list_cursor`: a
-cursor is opaque, only the `next` of a page is one). A 412 to a valid If-Match counts as
-accepting valid data (it names another revision). Previews read a small CSV in a data
-directory of the test's own."""
+cases (negative cases are left alone): a plan's dependencies, unique names, distinct
+export paths, a CSV quote other than the delimiter and placeholders (`{NAME}`) of no
+parameter are repaired to follow them (`valid_plan`), a run names no parameter (the plans
+declare none), a preview names a pipeline and a revision that exist, and a list's `before`
+becomes a cursor of that list (`list_cursor`: a cursor is opaque, only the `next` of a page
+is one). A 412 to a valid If-Match counts as accepting valid data (it names another
+revision). Previews read a small CSV in a data directory of the test's own."""
 
 from __future__ import annotations
 
@@ -70,6 +71,8 @@ def map_case(context: Any, case: Any) -> Any:
         body = case.body
         if isinstance(body, dict) and isinstance(body.get("plan"), dict):
             case.body = {**body, "plan": valid_plan(body["plan"])}
+        if isinstance(body, dict) and isinstance(body.get("params"), dict):
+            case.body = {**body, "params": {}}  # a run's: the plans declare no parameter
         if isinstance(body, dict) and "pipeline_id" in body and KNOWN_PIPELINES:
             # a preview of a pipeline that exists, at revision 1 (which every pipeline has):
             # a generated id or revision names none, and the stateful check reads the 404
@@ -117,6 +120,12 @@ def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
             ] or [names[-1]]
         if step["type"] == "export" and step["config"].get("target") == "file":
             step["config"]["path"] = f"out-{i}.jsonl"
+        config = step.get("config")
+        if isinstance(config, dict) and config.get("quote") == config.get("delimiter", ","):
+            config["quote"] = '"'  # a quote other than the delimiter (never `"`)
+        for key in ("path", "value"):  # no placeholder: the plan declares no parameter
+            if isinstance(config, dict) and isinstance(config.get(key), str):
+                config[key] = config[key].replace("{", "_").replace("}", "_")
         names.append(name)
     return plan
 
@@ -272,6 +281,10 @@ OPERATION_IDS = {
     ("get", "/api/v1/runs/{run_id}/steps/{step}/rejects"): "list_step_rejects",
     ("post", "/api/v1/runs/{run_id}/cancel"): "cancel_run",
     ("post", "/api/v1/runs/{run_id}/resume"): "resume_run",
+    ("post", "/api/v1/runs/{run_id}/rerun"): "rerun_run",
+    ("post", "/api/v1/pipelines/{pipeline_id}/backfills"): "create_backfill",
+    ("get", "/api/v1/backfills/{backfill_id}"): "get_backfill",
+    ("post", "/api/v1/backfills/{backfill_id}/cancel"): "cancel_backfill",
     ("get", "/api/v1/audit"): "list_audit",
     ("get", "/api/v1/tokens"): "list_tokens",
     ("post", "/api/v1/tokens"): "create_token",

@@ -145,6 +145,31 @@ def test_the_last_live_admin_token_cannot_be_revoked(api: Api) -> None:
         assert gone.status == 204
 
 
+def test_the_last_permanent_admin_token_cannot_be_revoked_or_expired_away(api: Api) -> None:
+    # Regression: an expiring admin revoked the last permanent one; once it expired, nobody
+    # was admin.
+    seeded = admin_id(api)
+    expiring = create(api, "temporary", role=ADMIN, expires_in_s=3600)
+    for method, path, body in [
+        ("DELETE", f"/tokens/{seeded}", None),
+        ("POST", f"/tokens/{seeded}/rotate", {"expires_in_s": 60}),
+    ]:
+        refused = api.call(method, path, body, token=expiring["token"])
+        assert (refused.status, refused.body["error"]["code"]) == (409, "last_admin"), path
+    own = api.call("POST", f"/tokens/{seeded}/rotate", {"expires_in_s": 60})
+    assert (own.status, own.body["error"]["code"]) == (409, "last_admin")
+    assert status_with(api, TOKENS[ADMIN]) == 200
+    assert api.sql("SELECT expires_at FROM principals WHERE id = %s", (seeded,)) == [(None,)]
+    # the expiring one may go, and with another permanent admin the seeded one may too
+    assert api.call("DELETE", f"/tokens/{expiring['id']}").status == 204
+    other = create(api, "second", role=ADMIN)
+    rotated = api.call("POST", f"/tokens/{seeded}/rotate", {"expires_in_s": 60})
+    assert rotated.status == 200 and rotated.body["expires_at"] is not None
+    last = api.call("DELETE", f"/tokens/{other['id']}", token=rotated.body["token"])
+    assert (last.status, last.body["error"]["code"]) == (409, "last_admin")
+    assert api.call("DELETE", f"/tokens/{seeded}", token=other["token"]).status == 204
+
+
 def test_an_expired_token_answers_401(api: Api) -> None:
     made = create(api, expires_in_s=3600)
     assert status_with(api, made["token"]) == 200
@@ -218,6 +243,19 @@ def test_failed_tokens_are_audited_at_most_once_a_minute_per_address(api: Api) -
     rows = audit(api, "auth.failed")
     assert len(rows) == 2 and rows[1][3]["failures"] == 3  # the two unaudited + this one
     assert rows[1][3]["consecutive"] == 4
+
+
+def test_failures_a_valid_token_clears_are_audited_first(api: Api) -> None:
+    # Regression: the failures not yet in the audit vanished with the count.
+    for _ in range(3):
+        status_with(api, "guess-0123456789")
+    api.sql("UPDATE auth_failures SET last_failed_at = now() - interval '2 seconds'")
+    assert status_with(api, TOKENS[VIEWER]) == 200
+    assert failures(api) == []
+    rows = audit(api, "auth.failed")
+    assert sum(r[3]["failures"] for r in rows) == 3
+    assert rows[-1][2] == "127.0.0.1" and rows[-1][3]["consecutive"] == 3
+    assert rows[-1][3]["cleared_by"] == VIEWER
 
 
 def test_the_count_starts_over_after_a_quiet_quarter_hour(api: Api) -> None:
@@ -323,6 +361,9 @@ def test_the_count_and_a_revocation_are_seen_by_every_gunicorn_worker(
             cur.execute("SELECT failures FROM auth_failures")
             assert cur.fetchall() == [(len(revoked),)]
             cur.execute("SELECT details FROM audit WHERE action = 'auth.failed' ORDER BY id")
-            assert [d["consecutive"] for (d,) in cur.fetchall()] == [1, 1]  # one per burst
+            rows = [d for (d,) in cur.fetchall()]
+            # one per burst, and the first burst's unaudited failures as the admin cleared them
+            assert [d["consecutive"] for d in rows[::2]] == [1, 1]
+            assert rows[1]["cleared_by"] == ADMIN and rows[1]["consecutive"] > 1
     finally:
         conn.close()

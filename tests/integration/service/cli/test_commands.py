@@ -9,7 +9,8 @@ import sys
 
 import psycopg2
 
-from service.domain.principals import hash_token
+from service.domain.db import Database
+from service.domain.principals import ADMIN, find_principal, hash_token
 
 ETL = "import sys; from service.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -96,7 +97,77 @@ def test_seed_never_brings_back_a_replaced_token(db_url: str) -> None:
         conn.close()
 
 
-def test_token_is_a_client_command_that_needs_an_api_token(db_url: str) -> None:
-    r = etl(db_url, "token", "create", "--role", "pipeline_viewer", "--name", "dash")
+def live_admin(db_url: str, token: str) -> bool:
+    """Whether `token` authenticates as `pipeline_admin` (the API's own lookup)."""
+    db = Database(db_url, max_connections=1, application_name="etl-test")
+    try:
+        found = find_principal(db, token)
+    finally:
+        db.close()
+    return found is not None and found.role == ADMIN
+
+
+def expire_admin(db_url: str) -> None:
+    """The admin's token expired (as after a rotation with `expires_in_s: 2`)."""
+    conn = psycopg2.connect(db_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(
+                "UPDATE principals SET expires_at = now() - interval '1 second'"
+                " WHERE name = 'pipeline_admin'"
+            )
+    finally:
+        conn.close()
+
+
+def test_seed_brings_back_an_expired_admin(db_url: str) -> None:
+    # Regression: the seeded token kept the old `expires_at` and answered 401.
+    assert etl(db_url, "seed", admin_token="admin-secret-0001-x").returncode == 0
+    expire_admin(db_url)
+    assert not live_admin(db_url, "admin-secret-0001-x")
+    new = etl(db_url, "seed", admin_token="admin-secret-0002-x")
+    assert new.returncode == 0 and "seeded" in new.stdout, new.stderr
+    assert live_admin(db_url, "admin-secret-0002-x")
+    expire_admin(db_url)
+    same = etl(db_url, "seed", admin_token="admin-secret-0002-x")
+    assert same.returncode == 0, same.stderr
+    assert live_admin(db_url, "admin-secret-0002-x")
+    expire_admin(db_url)
+    generated = etl(db_url, "seed")
+    assert generated.returncode == 0, generated.stderr
+    shown = generated.stdout.strip().rsplit(" ", 1)[-1]
+    assert live_admin(db_url, shown) and not live_admin(db_url, "admin-secret-0002-x")
+
+
+def test_token_create_on_the_server_host_needs_no_api_token(db_url: str) -> None:
+    # The contract (round 1, round 4): database reachable and ETL_ADMIN_TOKEN set as for
+    # `etl seed`; the new token alone on stdout.
+    admin = "admin-secret-0001-x"
+    assert etl(db_url, "seed", admin_token=admin).returncode == 0
+    r = etl(db_url, "token", "create", "--role", "pipeline_viewer", "--name", "dash",
+            admin_token=admin)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    token = r.stdout.strip()
+    assert len(token.split()) == 1 and "dash" in r.stderr
+    assert [p[:2] for p in principals(db_url)] == [
+        ("dash", "pipeline_viewer"),
+        ("pipeline_admin", "pipeline_admin"),
+    ]
+    assert hash_token(token) in {p[2] for p in principals(db_url)}
+    again = etl(db_url, "token", "create", "--role", "pipeline_viewer", "--name", "dash",
+                admin_token=admin)  # fmt: skip
+    assert again.returncode == 1 and "dash" in again.stderr
+    bad_role = etl(db_url, "token", "create", "--role", "root", "--name", "x", admin_token=admin)
+    assert bad_role.returncode == 2 and "pipeline_viewer" in bad_role.stderr
+    wrong = etl(db_url, "token", "create", "--role", "pipeline_viewer", "--name", "y",
+                admin_token="not-the-admin-token-x")  # fmt: skip
+    assert wrong.returncode == 2 and "ETL_ADMIN_TOKEN" in wrong.stderr
+    neither = etl(db_url, "token", "create", "--role", "pipeline_viewer", "--name", "z")
+    assert neither.returncode == 2
+    assert "ETL_TOKEN" in neither.stderr and "ETL_ADMIN_TOKEN" in neither.stderr
+    assert len(principals(db_url)) == 2
+
+
+def test_the_other_token_commands_are_api_client_commands(db_url: str) -> None:
+    r = etl(db_url, "token", "list", admin_token="admin-secret-0001-x")
     assert r.returncode == 2 and "ETL_TOKEN is not set" in r.stderr
-    assert principals(db_url) == []

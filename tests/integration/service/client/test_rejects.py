@@ -40,4 +40,8 @@ def test_runs_show_rejects_prints_the_first_rejected_rows_of_each_step(stack: St
     assert "not a number" in out and "save" not in out.split("step read:")[1]
     everything = stack.etl("runs", "show", run["id"], "--rejects")  # default: the first 20
     assert "first 3 " in everything and "six" in everything
-    assert "rejected" not in stack.etl("runs", "show", run["id"])  # only when asked
+    shown = stack.etl("runs", "show", run["id"])  # the step lines count in, out, rejected
+    (read,) = [ln.split() for ln in shown.splitlines() if ln.startswith("read ")]
+    assert read[2:5] == ["records", "6/6", "out"] and read[5:8] == ["3", "rejected", "3"]
+    assert "rejected" not in shown.split("\nsave")[1]  # only a step that rejected says so
+    assert "not a number" not in shown  # the rows themselves only when asked

@@ -1,5 +1,6 @@
-"""The web console in a real headless Chromium (Debian's, driven by playwright; no browser
-download) against the real topology: `etl up`-like processes from `drills.Stack`."""
+"""The web console in a real headless Chromium (the system's, found by tests/programs.py,
+driven by playwright; no browser download) against the real topology: `etl up`-like
+processes from `drills.Stack`."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from drills import ADMIN_TOKEN, Stack
+from tests.programs import program
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 WAIT_MS = 120_000  # an upper bound for slow shared machines, never a measured duration
@@ -42,7 +43,7 @@ PLAN = {
 def browser() -> Iterator[Browser]:
     expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=program("chromium"), args=CHROMIUM_ARGS)
         yield b
         b.close()
 

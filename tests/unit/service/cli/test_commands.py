@@ -5,6 +5,7 @@ a fresh interpreter, where nothing else has imported them)."""
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 
@@ -12,7 +13,9 @@ import pytest
 
 from service.cli.main import COMMANDS, build_parser
 
-SERVER_SIDE = ("dramatiq", "dramatiq_pg", "psycopg2", "apscheduler", "falcon", "actors", "ddl")
+SERVER_SIDE = (
+    "dramatiq", "dramatiq_pg", "psycopg2", "apscheduler", "falcon", "marshmallow", "actors", "ddl"
+)  # fmt: skip
 PROBE = """
 import importlib, sys
 from service.cli.main import COMMANDS, build_parser
@@ -49,6 +52,8 @@ def test_help_lists_every_command_with_its_help_line(capsys) -> None:
         ["run", "customers", "--wait"],
         ["pipelines", "list"],
         ["schedules", "list", "customers"],
+        ["token", "list"],
+        ["webhooks", "list", "customers"],
     ],
 )
 def test_the_api_client_commands_load_nothing_of_the_server(argv: list[str]) -> None:
@@ -69,3 +74,19 @@ def test_a_server_command_does_load_the_server_side() -> None:
         check=True,
     )
     assert "dramatiq" in out.stdout.split() and "psycopg2" in out.stdout.split()
+
+
+def test_the_webhook_events_of_the_client_are_the_api_s() -> None:
+    """`etl webhooks add` offers (and defaults to) the events the API accepts: the client
+    cannot import the server's schema, so its copy is held to it here."""
+    from service.client.webhooks import EVENTS
+    from service.schemas.requests import WEBHOOK_EVENTS
+
+    assert EVENTS == WEBHOOK_EVENTS
+
+
+def test_version_prints_the_installed_version(capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser(["--version"]).parse_args(["--version"])
+    assert done.value.code == 0
+    assert re.fullmatch(r"etl \d+\.\d+\.\d+\S*\n", capsys.readouterr().out)

@@ -136,9 +136,24 @@ def test_a_config_that_does_not_fit_the_data_fails_its_step(env: Path, capsys) -
     plan = _plan({"name": "m", "type": "transform", "config": {"op": "trim", "columns": ["x"]}})
     code, body = _json(env, plan, capsys)
     assert code == 1
-    assert (
-        body["steps"][1]["error"]
-        == "ConfigValueError: column 'x': trim: no column 'x' in the input"
+    assert body["steps"][1]["error"] == (
+        "ConfigValueError: column 'x': trim: no column 'x' in the input;"
+        " its columns: id, name, status, day, amount"
+    )  # a typo is told the columns there are, and the nearest one
+    typo = _plan({"name": "m", "type": "transform", "config": {"op": "trim", "columns": ["nmae"]}})
+    assert _json(env, typo, capsys)[1]["steps"][1]["error"].endswith(
+        "its columns: id, name, status, day, amount (did you mean 'name'?)"
+    )
+
+
+def test_a_missing_source_file_names_the_data_directory_and_near_names(env: Path, capsys) -> None:
+    plan = _plan()
+    plan["steps"][0]["config"]["path"] = "inn.csv"
+    code, body = _json(env, plan, capsys)
+    assert code == 1
+    assert body["steps"][0]["error"].endswith(
+        f"source file 'inn.csv' does not exist in the data directory {env / 'data'}"
+        " (ETL_DATA_DIR); did you mean 'in.csv'?"
     )
 
 

@@ -50,11 +50,11 @@ def test_an_invalid_plan_prints_every_error_and_exits_1(
     assert any("nowhere" in line for line in lines)
 
 
-def test_a_file_that_is_not_json_exits_1(
+def test_a_file_that_is_not_json_or_missing_exits_2_as_for_apply_and_preview(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "plan.json"
     path.write_text("{not json")
-    assert main(["validate", str(path)]) == 1
+    assert main(["validate", str(path)]) == 2
     assert "plan.json" in capsys.readouterr().err
-    assert main(["validate", str(tmp_path / "missing.json")]) == 1
+    assert main(["validate", str(tmp_path / "missing.json")]) == 2

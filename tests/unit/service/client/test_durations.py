@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from service.client.commands import parse_duration_s
+from service.client.tokens import parse_duration_s
 
 
 @pytest.mark.parametrize(

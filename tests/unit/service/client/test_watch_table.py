@@ -82,3 +82,43 @@ def test_a_wide_terminal_shows_whole_names() -> None:
         if "executor-1" in line
     ]  # fmt: skip (every column shows)
     assert cells == names
+
+
+def test_a_step_line_counts_records_out_and_rejected_apart_from_records_in() -> None:
+    """A filter keeping 17 of 37 says so (not only `37/37`); rejects are counted."""
+    run = _run("read", "active")
+    run["steps"][0].update(type="ingest", records_in=40, records_out=37, rejected=3)
+    run["steps"][1].update(records_in=37, records_out=17)
+    read, active = step_lines(run, {"active": ["read"]}, RateMeter(), NOW)
+    assert plain_line(read).split()[2:8] == ["records", "40/40", "out", "37", "rejected", "3"]
+    assert plain_line(active).split()[2:6] == ["records", "37/37", "out", "17"]
+    assert "rejected" not in plain_line(active)
+    lines = _rendered(run, 120)
+    assert [c.strip() for c in lines[2].split("\u2503")[6:8]] == ["out", "rejected"]
+    cells = [[c.strip() for c in ln.split("\u2502")] for ln in lines if "/4" in ln or "/37" in ln]
+    assert [c[6:8] for c in cells] == [["37", "3"], ["17", "0"]]
+
+
+def test_a_fused_step_that_never_ran_shows_no_attempt_of_its_own() -> None:
+    """Fused into `read`, which failed: `clean` ended upstream_failed with its share of the
+    attempt released; it did not run, so no attempt, executor or duration is its own."""
+    run = _run("read", "clean")
+    run["steps"][0].update(
+        status="failed",
+        attempts=[
+            {"number": 1, "executor": "executor-2:b", "outcome": "failed", "fused_into": None}
+        ],
+    )
+    run["steps"][1].update(
+        status="upstream_failed",
+        started_at=None,
+        finished_at=None,
+        records_in=0,
+        attempts=[
+            {"number": 1, "executor": "executor-2:b", "outcome": "released", "fused_into": "read"}
+        ],
+    )
+    read, clean = step_lines(run, {"clean": ["read"]}, RateMeter(), NOW)
+    assert (read.attempts, read.executor) == (1, "executor-2")
+    assert (clean.attempts, clean.executor) == (0, "")
+    assert "attempts 0  executor -" in plain_line(clean)

@@ -197,3 +197,16 @@ def test_a_plan_is_drawn_the_same_way_by_every_process() -> None:
         for seed in (1, 2, 3)
     }  # fmt: skip
     assert len(drawn) == 1  # two gunicorn workers never draw one plan two ways
+
+
+def test_a_resume_by_hand_is_not_labelled_a_retry() -> None:
+    failed = {"number": 1, "executor": "executor-1:b", "outcome": "failed",
+              "started_at": T0, "finished_at": T0 + timedelta(seconds=1)}  # fmt: skip
+    again = {"number": 2, "executor": "executor-2:b", "outcome": "succeeded",
+             "started_at": T0 + timedelta(seconds=9),
+             "finished_at": T0 + timedelta(seconds=10)}  # fmt: skip
+    now = T0 + timedelta(seconds=11)
+    resumed = layout_gantt([("s", [failed, again])], now, [T0 + timedelta(seconds=8)])
+    assert resumed.bars[1].gap_label == "resumed by hand after 8.0 s"
+    retried = layout_gantt([("s", [failed, again])], now, [T0 + timedelta(seconds=20)])
+    assert retried.bars[1].gap_label == "retry after 8.0 s"

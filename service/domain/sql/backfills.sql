@@ -1,0 +1,79 @@
+-- Queries of backfills (service/domain/backfills.py): creation, the admission pass over
+-- pending values, the view and cancel.
+
+-- insert_backfill --
+-- A new backfill of a parameter's range.
+INSERT INTO backfills (id, pipeline_id, param, value_from, value_to, total, created_by)
+VALUES (%(id)s, %(pipeline_id)s, %(param)s, %(value_from)s, %(value_to)s, %(total)s,
+        %(created_by)s);
+
+-- insert_backfill_values --
+-- Its values, ascending, all pending.
+INSERT INTO backfill_values (backfill_id, position, value)
+SELECT %(backfill_id)s, t.position - 1, t.value
+FROM unnest(%(values)s::jsonb[]) WITH ORDINALITY AS t (value, position);
+
+-- get_backfill --
+-- One backfill with its counters (a canceled backfill has no pending value).
+SELECT b.id, b.pipeline_id, b.param, b.value_from, b.value_to, b.total, b.created_by,
+       b.created_at, b.canceled_at,
+       count(*) FILTER (WHERE r.status = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE r.status IN ('failed', 'canceled', 'skipped')) AS failed,
+       count(*) FILTER (WHERE v.run_id IS NULL AND b.canceled_at IS NULL) AS pending,
+       count(*) FILTER (WHERE r.status IN ('queued', 'running')) AS active
+FROM backfills b
+JOIN backfill_values v ON v.backfill_id = b.id
+LEFT JOIN runs r ON r.id = v.run_id
+WHERE b.id = %(backfill_id)s
+GROUP BY b.id;
+
+-- list_backfill_runs --
+-- Each value of a backfill with its run's id and status, ascending.
+SELECT v.value, v.run_id, r.status
+FROM backfill_values v LEFT JOIN runs r ON r.id = v.run_id
+WHERE v.backfill_id = %(backfill_id)s
+ORDER BY v.position;
+
+-- lock_backfill --
+-- Lock a backfill for cancel.
+SELECT id, pipeline_id, canceled_at FROM backfills WHERE id = %(backfill_id)s FOR UPDATE;
+
+-- cancel_backfill --
+-- Drop a backfill's pending values: none is admitted after this.
+UPDATE backfills SET canceled_at = now() WHERE id = %(backfill_id)s AND canceled_at IS NULL;
+
+-- list_backfill_active_runs --
+-- The queued or running runs of a backfill (what a cancel cancels).
+SELECT r.id FROM backfill_values v JOIN runs r ON r.id = v.run_id
+WHERE v.backfill_id = %(backfill_id)s AND r.status IN ('queued', 'running')
+ORDER BY v.position;
+
+-- list_waiting_backfills --
+-- Live backfills with a pending value, oldest first, with their pipeline's room: its active
+-- runs, those of them that backfills admitted, and whether it is paused (read under the
+-- admission lock).
+SELECT b.id, b.pipeline_id, b.param, p.paused, a.active, a.backfilling
+FROM backfills b JOIN pipelines p ON p.id = b.pipeline_id
+CROSS JOIN LATERAL (
+    SELECT count(*) AS active,
+           count(*) FILTER (WHERE r.trigger_key LIKE 'backfill:%%') AS backfilling
+    FROM runs r
+    WHERE r.pipeline_id = b.pipeline_id AND r.status IN ('queued', 'running')) a
+WHERE b.canceled_at IS NULL AND p.deleted_at IS NULL
+  AND EXISTS (SELECT 1 FROM backfill_values v WHERE v.backfill_id = b.id AND v.run_id IS NULL)
+ORDER BY b.created_at, b.id;
+
+-- next_pending_values --
+-- The lowest pending values of a backfill.
+SELECT position, value FROM backfill_values
+WHERE backfill_id = %(backfill_id)s AND run_id IS NULL
+ORDER BY position LIMIT %(limit)s;
+
+-- set_backfill_run --
+-- The run a pending value's admission made.
+UPDATE backfill_values SET run_id = %(run_id)s
+WHERE backfill_id = %(backfill_id)s AND position = %(position)s AND run_id IS NULL;
+
+-- count_all_active_runs --
+-- Runs holding a slot (queued or running) on the whole platform.
+SELECT count(*) AS active FROM runs WHERE status IN ('queued', 'running');

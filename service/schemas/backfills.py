@@ -1,0 +1,49 @@
+"""Marshmallow schemas of backfills: the `POST /pipelines/{id}/backfills` body and the
+backfill answer (`GET /backfills/{id}`). The range's ends are typed by the plan's
+declaration of the parameter (`service.domain.backfills`), so they load as raw JSON here."""
+
+from __future__ import annotations
+
+from marshmallow import Schema, fields, validate
+
+from service.schemas.responses import UtcDateTime
+
+BACKFILL_STATUSES = ("running", "succeeded", "failed", "canceled")
+
+
+class BackfillCreateSchema(Schema):
+    """`{"param": NAME, "from": V, "to": V}`: one run per value from `from` to `to`
+    inclusive (a `date` steps one day, an `int` one)."""
+
+    param = fields.String(required=True, validate=validate.Length(min=1, max=200))
+    value_from = fields.Raw(required=True, data_key="from")
+    value_to = fields.Raw(required=True, data_key="to")
+
+
+class BackfillRunSchema(Schema):
+    """One value of a backfill and its run (`run_id` null and `status` `pending` while it
+    waits for room; `canceled` when the backfill was canceled first)."""
+
+    value = fields.Raw()
+    run_id = fields.String(allow_none=True)
+    status = fields.String()
+
+
+class BackfillSchema(Schema):
+    id = fields.String()
+    pipeline_id = fields.String()
+    param = fields.String()
+    value_from = fields.Raw(data_key="from")
+    value_to = fields.Raw(data_key="to")
+    status = fields.String(validate=validate.OneOf(BACKFILL_STATUSES))
+    total = fields.Integer()
+    succeeded = fields.Integer()
+    failed = fields.Integer()
+    pending = fields.Integer()
+    created_by = fields.String()
+    created_at = UtcDateTime()
+    canceled_at = UtcDateTime(allow_none=True)
+    runs = fields.List(fields.Nested(BackfillRunSchema))
+
+
+BACKFILL = BackfillSchema()
