@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dag import params
 from dag import plan as rules
 from dag.dialect import ENCODINGS, SCHEMA_CHANGES
 from dag.paths import MAX_PATH_BYTES
@@ -78,6 +79,7 @@ def plan_components() -> dict[str, dict[str, Any]]:
         {
             "on_failure": enum(rules.ON_FAILURE_POLICIES),
             "on_row_error": enum(rules.ON_ROW_ERROR_MODES),
+            "params": _params(),
             "steps": {
                 "type": "array",
                 "minItems": rules.MIN_STEPS,
@@ -93,6 +95,31 @@ def plan_components() -> dict[str, dict[str, Any]]:
         " file exports do not write the same path or under one another (400)."
     )
     return {"Plan": plan, **steps, **components}
+
+
+def _params() -> dict[str, Any]:
+    """A plan's run parameters (`dag.params`): a name that is no built-in, its type and a
+    default of that type."""
+    defaults = {
+        "int": {"type": "integer", "minimum": rules.INT64_MIN, "maximum": rules.INT64_MAX},
+        "date": {"type": "string", "format": "date"},
+        "string": {"type": "string", "maxLength": params.MAX_STRING_CHARS, "pattern": NO_NUL},
+    }
+    return {
+        "type": "object",
+        "maxProperties": params.MAX_PARAMS,
+        "propertyNames": {
+            "pattern": f"^{params.PARAM_NAME_RE.pattern}$",
+            "not": enum(params.BUILTIN_PARAMS),
+        },
+        "additionalProperties": {
+            "oneOf": [
+                closed({"type": enum([kind]), "default": defaults[kind]}, ["type"])
+                for kind in params.PARAM_TYPES
+            ]
+        },
+        "description": "run parameters, used as {NAME} in the templated fields",
+    }
 
 
 def _camel(value: str) -> str:

@@ -5,12 +5,14 @@ phase. Zero failures is the bar.
 
 The generator gets help only where JSON schema cannot state a rule, and only for *positive*
 cases (negative cases are left alone): a plan's dependencies, unique names, distinct
-export paths, a CSV quote other than the delimiter and placeholders (`{NAME}`) of no
-parameter are repaired to follow them (`valid_plan`), a run names no parameter (the plans
-declare none), a preview names a pipeline and a revision that exist, and a list's `before`
-becomes a cursor of that list (`list_cursor`: a cursor is opaque, only the `next` of a page
-is one). A 412 to a valid If-Match counts as accepting valid data (it names another
-revision). Previews read a small CSV in a data directory of the test's own."""
+export paths and a CSV quote other than the delimiter are repaired to follow them, its
+templated fields lose their braces (a placeholder names a declared parameter) and each
+declared parameter gets a default (`valid_plan`); a run names no parameter; a backfill
+ranges over a few values of the one pipeline whose plan declares one (`valid_backfill`); a
+preview names a pipeline and a revision that exist, and a list's `before` becomes a cursor
+of that list (`list_cursor`: a cursor is opaque, only the `next` of a page is one). A 412
+to a valid If-Match counts as accepting valid data (it names another revision). Previews
+read a small CSV in a data directory of the test's own."""
 
 from __future__ import annotations
 
@@ -60,7 +62,10 @@ LISTS = {
 
 
 POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]
-KNOWN_PIPELINES: list[str] = []  # made before the run: the previews' pipeline
+KNOWN_PIPELINES: list[str] = []  # made before the run: the previews' pipeline, then the
+# backfills' (its plan declares `n`)
+BACKFILLS = "/api/v1/pipelines/{pipeline_id}/backfills"
+DEFAULTS = {"int": 0, "date": "2026-01-01", "string": ""}
 
 
 @schemathesis.hook
@@ -72,7 +77,10 @@ def map_case(context: Any, case: Any) -> Any:
         if isinstance(body, dict) and isinstance(body.get("plan"), dict):
             case.body = {**body, "plan": valid_plan(body["plan"])}
         if isinstance(body, dict) and isinstance(body.get("params"), dict):
-            case.body = {**body, "params": {}}  # a run's: the plans declare no parameter
+            case.body = {**body, "params": {}}  # a run's: every parameter has a default
+        if case.operation.path == BACKFILLS and isinstance(body, dict) and KNOWN_PIPELINES:
+            case.path_parameters = {**case.path_parameters, "pipeline_id": KNOWN_PIPELINES[-1]}
+            case.body = valid_backfill(body)
         if isinstance(body, dict) and "pipeline_id" in body and KNOWN_PIPELINES:
             # a preview of a pipeline that exists, at revision 1 (which every pipeline has):
             # a generated id or revision names none, and the stateful check reads the 404
@@ -99,10 +107,21 @@ def list_cursor(path: str, seed: str) -> str:
     return encode_cursor(kind, at, uuid.UUID(bytes=digest[8:24]))
 
 
+def valid_backfill(body: dict[str, Any]) -> dict[str, Any]:
+    """A backfill of fuzz-b's int parameter `n`, over at most ten values derived from
+    the generated ends."""
+    first, last = (body.get(end) for end in ("from", "to"))
+    first = first % 1000 if isinstance(first, int) and not isinstance(first, bool) else 0
+    span = last % 10 if isinstance(last, int) and not isinstance(last, bool) else 0
+    return {**body, "param": "n", "from": first, "to": first + span}
+
+
 def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
     """`plan` with unique step names, an ingest first, dependencies on earlier steps only
     and distinct export paths; everything else as generated."""
     plan = copy.deepcopy(plan)
+    for declared in (plan.get("params") or {}).values():  # a run may name none of them
+        declared.setdefault("default", DEFAULTS[declared["type"]])
     steps = plan.get("steps")
     if not isinstance(steps, list) or not steps:
         return plan
@@ -155,8 +174,9 @@ def run_schemathesis(
         (data / name).write_text(PEOPLE)
     api = app_factory(config=_config(db_url, tmp_path), new_id=_ids())
     KNOWN_PIPELINES.clear()
-    for name in ("fuzz-a", "fuzz-b"):
-        created = api.call("POST", "/pipelines", {"name": name, "plan": plan_copy()})
+    params_plan = {**plan_copy(), "params": {"n": {"type": "int", "default": 1}}}
+    for name, plan in (("fuzz-a", plan_copy()), ("fuzz-b", params_plan)):
+        created = api.call("POST", "/pipelines", {"name": name, "plan": plan})
         assert created.status == 201, created.body
         KNOWN_PIPELINES.append(created.body["id"])
     settings = SchemathesisConfig.from_dict(
