@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import connectors
 from actors import lineage
+from actors.checks import StepChecks
 from actors.committer import StagedRows
 from actors.errors import ReplayMismatch
 from actors.leases import Claim, Heartbeat, fence
@@ -62,6 +63,7 @@ class Member:
     head: bool = False  # the claimed step (whose attempt the group runs in)
     kept_before: bool = True  # its progress.output_kept before this batch
     final: list[tuple[int, bytes]] = field(default_factory=list)  # aggregates' last batches
+    checks: StepChecks | None = None  # its data checks, counted batch by batch
 
     @property
     def name(self) -> str:

@@ -56,7 +56,11 @@ def process_batch(
     work.n_batches += 1
     if m.claim is not None:  # a crash here finds the batches before this one committed
         faults.after_export(step.name, work.n_batches, m.claim.number, wait_commits)
+    if m.checks is not None:
+        m.checks.observe(out, work.compute.output_columns, progress.records_out + 1)
     rows = progress.advance(batch, out, errors, work)
+    if m.checks is not None:
+        progress.checkpoint["checks"] = m.checks.state()
     m.done = True
     if rows is not None:
         m.out = MemberOutput(out, rows, progress.batches, len(out))
@@ -67,9 +71,10 @@ def process_batch(
             )
 
 
-def finish_member(m: Member, spans: AttemptSpans) -> None:
-    """A member's end: its input digest (its upstream's output digest), final records,
-    export (in its span) and reject file published."""
+def finish_member(conn, m: Member, spans: AttemptSpans) -> None:
+    """A member's end: its input digest (its upstream's output digest), final records, the
+    verdict of its checks (`actors.checks`: a failed one raises before anything is
+    published), export (in its span) and reject file published."""
     step, progress, work = m.ctx.step, m.ctx.progress, m.work
     digest_of = getattr(work.source, "input_digest_of", None)
     if digest_of is not None:
@@ -84,7 +89,11 @@ def finish_member(m: Member, spans: AttemptSpans) -> None:
     m.final = [(len(part), encode_rows(part, names)) for part in parts]
     for _, rows in m.final:
         progress.output_digest = chain_rows(progress.output_digest, names, rows)
+    if m.checks is not None:
+        m.checks.observe(final, progress.columns, progress.records_out + 1)
     progress.records_out += len(final)
+    if m.checks is not None:
+        m.checks.verdict(conn, progress.records_in, progress.records_out, progress.rejected)
     if work.sink is not None:
         target = str(step.config.get("target", "file"))
         with spans.export(m.claim, target, progress.records_out) as span:

@@ -30,6 +30,7 @@ import psycopg2
 from dramatiq.middleware.time_limit import TimeLimitExceeded
 
 from actors import lineage
+from actors.checks import open_checks
 from actors.committer import BatchCommitter, StepCommit
 from actors.endings import LEASE_LOST, cut, end_canceled, fail, finish, leave, release, unfuse
 from actors.errors import (
@@ -298,6 +299,8 @@ class StepRunner:
         no batch in flight (a member starting fresh fences its attempt and clears leftovers)."""
         self._wait_commits()
         open_member(conn, m, self._group, run_id, self.settings, self._connect_sandbox)
+        if m.claim is not None:
+            m.checks = open_checks(conn, m.ctx.step, run_id, m.ctx.progress.checkpoint)
 
     def _leave(self, conn, m: Member, exc: Exception) -> None:
         """`m`, a fused follower, failed: it leaves the group (`endings.leave`) once the
@@ -368,7 +371,7 @@ class StepRunner:
                 if m.claim is None:
                     check_replay(m)
                 else:
-                    finish_member(m, self._spans)
+                    finish_member(conn, m, self._spans)
                     self.settings.faults.after_publish(m.name, m.claim.number)
         _commit_succeeded(conn, self._group, self.settings)
 
@@ -411,6 +414,8 @@ def _commit_batch(
         steps.append(StepCommit(m.claim.attempt_id, progress.values(m.name), seq, n, rows))
         if m.staged is not None:
             staged.append(m.staged)
+        if m.checks is not None:
+            staged.extend(m.checks.take_staged())
     if not steps:
         return False
     fenced = {"owner": s.owner, "ttl_s": s.lease_ttl_s}

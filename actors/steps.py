@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import connectors
 from actors.committer import StagedRows
 from actors.outputs import decode_rows, read_batches
+from actors.schemadrift import meet_schema
 from dag import (
     BATCH_SIZE,
     MAX_SOURCE_BYTES,
@@ -80,6 +82,7 @@ class FileSource:
         self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
     ):
         self.config = step.config
+        self.step_name = step.name
         self.env = env
         self.columns = columns
         self.limit = limit
@@ -91,9 +94,9 @@ class FileSource:
         cfg = self.config
         fmt = cfg.get("format", "csv")
         if fmt == "csv":
-            delimiter = cfg.get("delimiter", ",")
+            delimiter, quote = cfg.get("delimiter", ","), cfg.get("quote", '"')
             batches = read_csv_batches(
-                stream, delimiter=delimiter, batch_size=BATCH_SIZE, start=start
+                stream, delimiter=delimiter, quote=quote, batch_size=BATCH_SIZE, start=start
             )
         elif fmt == "json":
             batches = read_json_batches(stream, batch_size=BATCH_SIZE, start=start)
@@ -102,6 +105,16 @@ class FileSource:
         for raw in batches:
             null_out(raw.records, self.nulls)
             yield raw
+
+    @contextmanager
+    def _open(self, rel_path: str) -> Iterator[BinaryIO]:
+        """One input file behind the path guard, as UTF-8 (`connectors.decoded_source`)."""
+        encoding = self.config.get("encoding", "utf-8")
+        with (
+            connectors.open_source(self.env.data_dir, rel_path, max_bytes=MAX_SOURCE_BYTES) as raw,
+            connectors.decoded_source(raw, encoding, name=rel_path) as stream,
+        ):
+            yield stream
 
     def paths(self) -> list[str]:
         """The files the step reads, in order: its `path`, or every file its glob matches
@@ -113,14 +126,14 @@ class FileSource:
     def infer(self) -> dict[str, str]:
         """The columns' types from a pass over every input file (declared ones as declared);
         the files of a glob must share their header."""
+        csv_delimiter = self.config.get("delimiter") if self.config.get("format") == "csv" else None
         inference = None
         for rel_path in self.paths():
-            with connectors.open_source(
-                self.env.data_dir, rel_path, max_bytes=MAX_SOURCE_BYTES
-            ) as stream:
+            with self._open(rel_path) as stream:
                 for raw in self._raw_batches(stream, Position.from_dict(None)):
                     if inference is None:
-                        inference = ColumnInference(raw.header, self.config.get("columns") or {})
+                        declared = self.config.get("columns") or {}
+                        inference = ColumnInference(raw.header, declared, csv_delimiter)
                         header = list(raw.header)
                     elif raw.header and list(raw.header) != header:
                         raise ConfigValueError(
@@ -139,6 +152,10 @@ class FileSource:
         start = Position.from_dict((checkpoint or {}).get("position"))
         if self.columns is None:
             self.columns = self.infer()
+            if self.limit is None:  # a run's start, not a preview's
+                meet_schema(
+                    self.env.state_conn, self.env.run_id, self.step_name, self.config, self.columns
+                )
         ordinal = records_before + 1
         paths = self.paths()
         for index, rel_path in enumerate(paths[first:], start=first):
@@ -155,9 +172,7 @@ class FileSource:
         self, rel_path: str, index: int, start: Position, ordinal: int
     ) -> Iterator[InputBatch]:
         assert self.columns is not None
-        with connectors.open_source(
-            self.env.data_dir, rel_path, max_bytes=MAX_SOURCE_BYTES
-        ) as stream:
+        with self._open(rel_path) as stream:
             offset = start.offset
             for raw in self._raw_batches(stream, start):
                 if self.limit is not None and raw.size >= self.limit - (ordinal - 1):

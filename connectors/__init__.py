@@ -9,6 +9,7 @@ from connectors.errors import (
     SourceMissing,
     SourceRefused,
     SourceTooLarge,
+    SourceUndecodable,
     StagedOutputLost,
     StagingLost,
     TableConflict,
@@ -36,6 +37,7 @@ from connectors.table_source import (
     read_table_batches,
     resolve_source_table,
 )
+from connectors.transcode import decoded_source
 
 __all__ = [
     "MAX_HTTP_ANSWER_BYTES",
@@ -50,6 +52,7 @@ __all__ = [
     "SourceRefused",
     "SourceTable",
     "SourceTooLarge",
+    "SourceUndecodable",
     "StagedOutputLost",
     "StagingLost",
     "TableConflict",
@@ -61,6 +64,7 @@ __all__ = [
     "check_table_name",
     "count_records",
     "count_run_rows",
+    "decoded_source",
     "directory_mark",
     "drop_staging",
     "duplicate_key_error",

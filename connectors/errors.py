@@ -51,3 +51,7 @@ class TableRefused(ConnectorError, InputDataError):
 
 class TableConflict(TableRefused):
     """An existing export table does not fit the step's columns (type, key, not-null)."""
+
+
+class SourceUndecodable(ConnectorError, InputDataError):
+    """An ingest file holds bytes its declared `encoding` cannot decode."""

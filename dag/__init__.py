@@ -1,9 +1,11 @@
 """The pure core: plan validation and ordering, readiness under the failure policy, retry
 decisions, CSV/JSON batching, column types, transforms and digests. No I/O of its own."""
 
+from dag.checks import MAX_EXAMPLES, Checker, failed_errors, key_digests
 from dag.csvparts import read_csv_batches
 from dag.digest import DIGEST_SEED, chain_bytes, chain_rows, encode_rows
 from dag.errors import (
+    CheckFailed,
     ConfigValueError,
     CsvFormatError,
     DagError,
@@ -76,6 +78,7 @@ __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "ISO_DATE_TEXT",
+    "MAX_EXAMPLES",
     "MAX_SOURCE_BYTES",
     "PARAM_TYPES",
     "PIPELINE_ACTIVE_LIMIT",
@@ -89,6 +92,8 @@ __all__ = [
     "STEP_TERMINAL",
     "AttemptOutcome",
     "BatchBytes",
+    "CheckFailed",
+    "Checker",
     "ColumnInference",
     "ConfigValueError",
     "CsvFormatError",
@@ -119,12 +124,14 @@ __all__ = [
     "decide",
     "decide_retry",
     "encode_rows",
+    "failed_errors",
     "fit_budget",
     "fused_peak",
     "fusion_budget",
     "fusion_group",
     "infer_columns",
     "is_input_data_error",
+    "key_digests",
     "null_out",
     "parse_plan",
     "read_csv_batches",

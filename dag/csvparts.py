@@ -25,14 +25,15 @@ Contract of `read_csv_batches`:
   `errors="replace"`); a carriage return outside quotes that is not part of a CRLF (also at
   the end of the file, before a CRLF, or on a line of nothing but CRs: such a line is not an
   empty line); a quote that is not followed by a delimiter or the end of the line
-  (`"ab"c`); and a quote left open at the end of the file, which makes the rest of the file
-  that one bad record.
-- Reading goes on after the malformed record. When the record broke off with an odd number
-  of `"` characters, a quoted field was still open, and its tail on the following lines is
-  no record: the bad record then runs to the end of the first line at which its quotes
-  balance (or to the end of the file), and all those lines go to `raw` together. So the
-  damaged lines are rejected, never imported as an invented record
-  (`"p"q,"r` + newline + `s",t` is one bad record, not a bad one and `{a: 's"', b: 't'}`).
+  (`"ab"c`); and a quote left open at the end of the file.
+- Reading goes on after the malformed record. A malformed record that holds an odd number
+  of quotes or spans several lines (a stray quote may have opened a field) ends, and
+  reading resumes, by the quote-parity rule of `dag.csvresync`: a stray quote that no later
+  quote closes costs its own line, and the tail of a broken quoted field is rejected with
+  it, never imported as an invented record (`"p"q,"r` + newline + `s",t` is one bad record,
+  not a bad one and `{a: 's"', b: 't'}`).
+- `quote` (default `"`) is the quote character; with another one every batch is read by
+  the exact reader.
 - A field longer than `FIELD_LIMIT_BYTES` (longer than an ingest file may be) raises
   `CsvFormatError`: the reader would otherwise resume inside that quoted field.
 """
@@ -44,216 +45,19 @@ from collections.abc import Iterator
 from itertools import pairwise
 from typing import BinaryIO
 
+from dag.csvexact import FIELD_LIMIT_BYTES, ExactReader, parse_header
 from dag.csvlong import LONG_FIELDS, LONG_LINE_BYTES, PlainSeen, plain_lines, some_lines
-from dag.errors import CsvFormatError
-from dag.limits import BATCH_SIZE, MAX_SOURCE_BYTES
-from dag.records import ColumnRecords, Position, RawBatch, RawRecord, RowError
+from dag.limits import BATCH_SIZE
+from dag.records import ColumnRecords, Position, RawBatch, RawRecord
 
 __all__ = ["read_csv_batches"]
-
-_BOM = b"\xef\xbb\xbf"
-# No field of a file an ingest may read is longer than the file itself.
-FIELD_LIMIT_BYTES = MAX_SOURCE_BYTES + 1
-
-
-class _LineFeed:
-    """Physical lines for `csv.reader`, remembering what the current record consumed.
-
-    `csv.reader` pulls exactly the lines one record needs and never reads ahead, so after
-    each row `offset`/`line` are the position of the next record and `pulled` holds the
-    text of the row just read.
-    """
-
-    def __init__(self, stream: BinaryIO, offset: int, line: int) -> None:
-        self.offset = offset
-        self.line = line  # number of the next physical line to be read
-        self.pulled: list[str] = []
-        self.bad_utf8 = False
-        self.exhausted = False
-        self._stream = stream
-
-    def start_record(self) -> int:
-        """Forget the previous record; return the line where the next one starts."""
-        self.pulled = []
-        self.bad_utf8 = False
-        return self.line
-
-    def lines(self) -> Iterator[str]:
-        for raw in self._stream:
-            self.offset += len(raw)
-            if raw.endswith(b"\n"):  # only the file's last line may lack one
-                self.line += 1
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                # A multi-byte sequence never contains b"\n", so decoding line by line is
-                # exact; keep going so the following records still parse.
-                text = raw.decode("utf-8", "replace")
-                self.bad_utf8 = True
-            self.pulled.append(text)
-            yield text
-        self.exhausted = True
-
-    def record_text(self) -> str:
-        text = "".join(self.pulled)
-        if text.endswith("\r\n"):
-            return text[:-2]
-        if text.endswith("\n"):
-            return text[:-1]
-        return text
-
-
-def _has_lone_cr(text: str, delimiter: str) -> bool:
-    """True when a carriage return outside quotes in `text` (one record) is not part of a
-    CRLF. `csv.reader` silently takes such a CR for a line end, which the contract forbids."""
-    if "\r" not in text or text.count("\r") == text.count("\r\n"):
-        return False  # the common cases: no CR, or only CRLF line ends
-    i, n, field_start = 0, len(text), True
-    while i < n:
-        c = text[i]
-        if field_start and c == '"':
-            i += 1
-            while True:  # skip the quoted field, doubled quotes included
-                j = text.find('"', i)
-                if j < 0:
-                    return False  # open quote: csv.reader reports that itself
-                if j + 1 < n and text[j + 1] == '"':
-                    i = j + 2
-                    continue
-                i = j + 1
-                break
-            field_start = False
-            continue
-        if c == "\r":
-            if not text.startswith("\n", i + 1):
-                return True
-            i += 2
-            field_start = True
-            continue
-        field_start = c in (delimiter, "\n")
-        i += 1
-    return False
-
-
-def _quoted_flags(text: str, delimiter: str) -> list[bool]:
-    """Which fields of a well-formed record were quoted (only used when one is empty)."""
-    flags: list[bool] = []
-    i, n = 0, len(text)
-    while True:
-        if i < n and text[i] == '"':
-            flags.append(True)
-            i += 1
-            while True:
-                j = text.index('"', i)
-                if j + 1 < n and text[j + 1] == '"':
-                    i = j + 2
-                    continue
-                i = j + 1
-                break
-        else:
-            flags.append(False)
-        # Skip to the end of the field: the next delimiter or the end of the record.
-        while i < n and text[i] != delimiter and text[i] not in "\r\n":
-            i += 1
-        if i >= n or text[i] != delimiter:
-            return flags
-        i += 1
-
-
-def _values(fields: list[str], text: str, delimiter: str) -> list[str | None]:
-    """csv.reader gives '' for both `,,` and `,"",`: tell them apart (null vs '')."""
-    if "" not in fields:
-        return fields  # type: ignore[return-value]
-    if '""' not in text:
-        return [None if f == "" else f for f in fields]
-    flags = _quoted_flags(text, delimiter)
-    return [None if f == "" and not q else f for f, q in zip(fields, flags, strict=True)]
-
-
-def _parse_header(stream: BinaryIO, delimiter: str) -> tuple[list[str], Position]:
-    """Read the header from offset 0; return it and the position right after it."""
-    stream.seek(0)
-    offset = 0
-    if stream.read(3) == _BOM:
-        offset = 3
-    stream.seek(offset)
-    feed = _LineFeed(stream, offset, 1)
-    reader = csv.reader(feed.lines(), delimiter=delimiter, strict=True)
-    while True:
-        line = feed.start_record()
-        try:
-            fields = next(reader)
-        except StopIteration:
-            raise CsvFormatError("no header record: the file is empty", line=1) from None
-        except csv.Error as exc:
-            raise CsvFormatError(f"malformed header: {exc}", line=line) from None
-        if _has_lone_cr("".join(feed.pulled), delimiter):
-            message = "malformed header: a carriage return (CR) outside quotes without LF"
-            raise CsvFormatError(message, line=line)
-        if fields:
-            break
-    if feed.bad_utf8:
-        raise CsvFormatError("invalid UTF-8 in the header", line=line)
-    seen: set[str] = set()
-    for index, name in enumerate(fields, start=1):
-        if name == "":
-            raise CsvFormatError(f"header column {index} has an empty name", line=line)
-        if name in seen:
-            raise CsvFormatError(f"duplicate header column {name!r}", line=line)
-        seen.add(name)
-    return fields, Position(feed.offset, feed.line)
-
-
-def _skip_open_quote(feed: _LineFeed, lines: Iterator[str]) -> None:
-    """After a malformed record: while its quotes are unbalanced (a quoted field was still
-    open where it broke off), pull whole lines into it, so the field's tail is rejected
-    with it instead of being parsed as a record of its own."""
-    quotes = sum(text.count('"') for text in feed.pulled)
-    while quotes % 2:
-        text = next(lines, None)
-        if text is None:
-            return
-        quotes += text.count('"')
-
-
-def _malformed(exc: csv.Error, feed: _LineFeed, lines: Iterator[str], line: int) -> RowError:
-    """The row error of a record the csv module refused; reading resumes after it (and after
-    the rest of a quoted field it left open, see `_skip_open_quote`)."""
-    if "field larger than field limit" in str(exc):
-        # The reader stopped inside a quoted field: going on from the next physical line
-        # would read a record out of the middle of that field.
-        raise CsvFormatError(
-            f"a field is longer than {FIELD_LIMIT_BYTES} bytes", line=line
-        ) from exc
-    _skip_open_quote(feed, lines)
-    if feed.exhausted and "".join(feed.pulled).count('"') % 2:
-        reason = "unterminated quoted field: it runs to the end of the file"
-    else:
-        reason = f"malformed CSV record: {exc}"
-    return RowError(reason, line=line, raw=feed.record_text())
-
-
-def _record(
-    fields: list[str], text: str, feed: _LineFeed, header: list[str], delimiter: str, line: int
-) -> RawRecord | RowError:
-    """A parsed record (`text`: the lines it was read from), or the row error that makes it
-    unusable (a lone CR outside quotes, invalid UTF-8, the wrong number of fields)."""
-    if _has_lone_cr(text, delimiter):
-        reason = "malformed CSV record: a carriage return (CR) outside quotes without LF"
-        return RowError(reason, line=line, raw=feed.record_text())
-    if feed.bad_utf8:
-        return RowError("invalid UTF-8", line=line, raw=feed.record_text())
-    if len(fields) != len(header):
-        reason = f"wrong number of fields: expected {len(header)}, found {len(fields)}"
-        return RowError(reason, line=line, raw=feed.record_text())
-    values = _values(fields, text, delimiter)
-    return RawRecord(line, dict(zip(header, values, strict=True)))
 
 
 def read_csv_batches(
     stream: BinaryIO,
     *,
     delimiter: str = ",",
+    quote: str = '"',
     batch_size: int = BATCH_SIZE,
     start: Position | None = None,
 ) -> Iterator[RawBatch]:
@@ -262,20 +66,25 @@ def read_csv_batches(
     Each batch is first read by `_bare_batch`, for the commonest batch of all (one record
     per line, no quote spanning lines): whole lines at a time, its records a column at a time
     (`ColumnRecords`). A batch it cannot vouch for goes to `_plain_batch`, which does no
-    per-line Python work, and a batch that one cannot vouch for is read again by
-    `_exact_batch`, which follows every rule of the contract line by line. All three end a
+    per-line Python work, and a batch that one cannot vouch for is read again by the exact
+    reader (`dag.csvexact`), which follows every rule of the contract line by line. All three end a
     batch at the same record, so where batches end never depends on which reader read them.
     After two misses of a reader in a row, the rest of the file skips it (a file full of rare
-    cases pays for each quicker try twice, not always)."""
+    cases pays for each quicker try twice, not always). With another `quote` than `"`,
+    every batch is read by the exact reader."""
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    if len(delimiter) != 1 or delimiter in '"\r\n':
+    if len(delimiter) != 1 or delimiter in f"{quote}\r\n":
         raise ValueError(f"unusable CSV delimiter {delimiter!r}")
+    if len(quote) != 1 or not quote.isascii() or quote in "\r\n":
+        raise ValueError(f"unusable CSV quote {quote!r}")
     if csv.field_size_limit() < FIELD_LIMIT_BYTES:
         csv.field_size_limit(FIELD_LIMIT_BYTES)
-    header, after_header = _parse_header(stream, delimiter)
+    header, after_header = parse_header(stream, delimiter, quote)
     position = after_header if start is None or start.offset <= after_header.offset else start
-    yielded, bare_misses, misses = False, 0, 0
+    fast = 0 if quote == '"' else 2  # the quicker readers know only `"`
+    yielded, bare_misses, misses = False, fast, fast
+    exact = ExactReader(stream, header, (delimiter, quote))
     while True:
         batch = None
         if bare_misses < 2:
@@ -285,7 +94,7 @@ def read_csv_batches(
             batch = _plain_batch(stream, header, delimiter, batch_size, position)
             misses = 0 if batch is not None else misses + 1
         if batch is None:
-            batch = _exact_batch(stream, header, delimiter, batch_size, position)
+            batch = exact.batch(batch_size, position)
         if batch.size or not yielded:
             yield batch
             yielded = True
@@ -396,7 +205,7 @@ def _plain_batch(
     """The common batch, read by `csv.reader` (decoding and splitting in C): records of the
     header's width, valid UTF-8, no CR anywhere, and either no empty value or no `""` in the
     batch's bytes (so every empty value is an unquoted one: null). None for anything else,
-    which `_exact_batch` then reads. A record longer than `LONG_LINE_BYTES` is split by
+    which the exact reader then reads. A record longer than `LONG_LINE_BYTES` is split by
     `dag.csvlong`, not by `csv.reader`, whose field buffer takes 4 bytes a character (a
     50 MiB field would need 200 MiB there): the same fields."""
     stream.seek(begin.offset)
@@ -450,36 +259,3 @@ def _scan(stream: BinaryIO, begin: int, end: int) -> tuple[bool, bool, bytes]:
 
 
 _SCAN_BYTES = 1 << 20
-
-
-def _exact_batch(
-    stream: BinaryIO, header: list[str], delimiter: str, batch_size: int, begin: Position
-) -> RawBatch:
-    """One batch from `begin`, read line by line with every rule of the contract (possibly
-    empty at the end of the file)."""
-    stream.seek(begin.offset)
-    feed = _LineFeed(stream, begin.offset, begin.line)
-    lines = feed.lines()
-    reader = csv.reader(lines, delimiter=delimiter, strict=True)
-    width = len(header)
-    records: list[RawRecord] = []
-    errors: list[RowError] = []
-    while len(records) + len(errors) < batch_size:
-        line = feed.start_record()
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            errors.append(_malformed(exc, feed, lines, line))
-        else:
-            text = "".join(feed.pulled)
-            if len(fields) == width and "\r" not in text and "" not in fields and not feed.bad_utf8:
-                # The common case, which `_record` would take as it is: spare its checks.
-                records.append(RawRecord(line, dict(zip(header, fields, strict=True))))
-            else:
-                if not fields and not _has_lone_cr(text, delimiter):
-                    continue  # an empty line
-                read = _record(fields, text, feed, header, delimiter, line)
-                (records if isinstance(read, RawRecord) else errors).append(read)
-    return RawBatch(records, errors, Position(feed.offset, feed.line), list(header))

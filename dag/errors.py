@@ -69,3 +69,8 @@ class ConfigValueError(InputDataError):
         text += f"; its columns: {', '.join(columns)}" if columns else "; it has no columns"
         near = difflib.get_close_matches(name, columns, n=1)
         return cls(text + (f" (did you mean {near[0]!r}?)" if near else ""), column=name)
+
+
+class CheckFailed(InputDataError):
+    """A data check of severity `error` failed on a step's output: nothing of it is
+    published (`dag.checks`)."""

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from dag.dialect import missing_columns_message
 from dag.errors import ConfigValueError
 from dag.records import ColumnRecords, RawRecord
 from dag.types import COLUMN_TYPES, convert_value, show_value
@@ -41,8 +42,13 @@ class _Doubt:
 class ColumnInference:
     """The types of `header`'s undeclared columns from every record `observe` is given."""
 
-    def __init__(self, header: Sequence[str], declared: Mapping[str, str] | None = None):
-        self.declared = check_declared(header, declared)
+    def __init__(
+        self,
+        header: Sequence[str],
+        declared: Mapping[str, str] | None = None,
+        delimiter: str | None = None,
+    ):
+        self.declared = check_declared(header, declared, delimiter)
         self.header = list(header)
         self._doubts = {n: _Doubt() for n in header if n not in self.declared}
 
@@ -86,14 +92,18 @@ def infer_columns(
     return inference.columns()
 
 
-def check_declared(header: Sequence[str], declared: Mapping[str, str] | None) -> dict[str, str]:
-    """The declared types, each checked against the header and `COLUMN_TYPES`."""
+def check_declared(
+    header: Sequence[str], declared: Mapping[str, str] | None, delimiter: str | None = None
+) -> dict[str, str]:
+    """The declared types, each checked against the header and `COLUMN_TYPES`. Declared
+    columns missing from the header fail with the header as read (and, for a CSV file read
+    with `delimiter`, another delimiter that would find them)."""
     declared = dict(declared or {})
+    missing = [name for name in declared if name not in header]
+    if missing:
+        message = missing_columns_message(header, missing, delimiter)
+        raise ConfigValueError(message, column=missing[0])
     for name, column_type in declared.items():
-        if name not in header:
-            raise ConfigValueError.missing_column(
-                f"declared column {name!r} is not in the input", name, header
-            )
         if column_type not in COLUMN_TYPES:
             raise ConfigValueError(
                 f"unknown type {column_type!r} (expected one of {', '.join(COLUMN_TYPES)})",

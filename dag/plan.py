@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from dag.checks import validate_checks
 from dag.cycles import cycle_message, find_cycles
 from dag.errors import FieldError, PlanInvalid
 from dag.limits import (
@@ -94,7 +95,7 @@ ON_ROW_ERROR_MODES = (ON_ROW_ERROR_STOP, ON_ROW_ERROR_REJECT)
 STEP_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
 
 _PLAN_KEYS = ("steps", "on_failure", "on_row_error", "params")
-_STEP_KEYS = ("name", "type", "config", "depends_on", "retry")
+_STEP_KEYS = ("name", "type", "config", "depends_on", "retry", "checks")
 _RETRY_KEYS = ("max_attempts",)
 
 
@@ -108,6 +109,8 @@ class Step:
     config: dict[str, Any] = field(default_factory=dict, hash=False)
     depends_on: tuple[str, ...] = ()
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    # The step's data checks (`dag.checks`), as written; excluded from the hash.
+    checks: tuple[dict[str, Any], ...] = field(default=(), hash=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The normalised step object (defaults explicit); `parse_plan` accepts it back."""
@@ -117,6 +120,7 @@ class Step:
             "config": copy.deepcopy(self.config),
             "depends_on": list(self.depends_on),
             "retry": {"max_attempts": self.max_attempts},
+            **({"checks": copy.deepcopy(list(self.checks))} if self.checks else {}),
         }
 
 
@@ -223,6 +227,7 @@ def parse_plan(obj: object) -> Plan:
             config=with_defaults(raw["type"], raw["config"]),
             depends_on=tuple(raw.get("depends_on", ())),
             max_attempts=raw.get("retry", {}).get("max_attempts", DEFAULT_MAX_ATTEMPTS),
+            checks=tuple(copy.deepcopy(list(raw.get("checks", ())))),
         )
         for raw in obj["steps"]
     )
@@ -288,6 +293,8 @@ def _validate_steps(steps: list[Any], errors: list[FieldError]) -> None:
         type_ok = check_choice(step_type, STEP_TYPES, f"{path}.type", errors, "type" in raw)
         if "retry" in raw:
             _validate_retry(raw["retry"], f"{path}.retry", errors)
+        if "checks" in raw:
+            validate_checks(raw["checks"], f"{path}.checks", errors)
         deps = _validate_depends_on(
             raw, path, name, first_index, step_type if type_ok else None, errors
         )

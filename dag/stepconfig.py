@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dag.dialect import DIALECT_KEYS, validate_dialect
 from dag.errors import FieldError
 from dag.limits import INT64_MAX, INT64_MIN
 from dag.paths import relative_path_problem
@@ -30,7 +31,7 @@ TRANSFORM_OPS = ("trim", "normalize_whitespace", "map", "filter_eq", "parse_date
 EXPORT_TABLE_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _INGEST_KEYS = {
-    "file": ("source", "path", "format", "columns", "delimiter", "null_values"),
+    "file": ("source", "path", "format", "columns", "delimiter", "null_values", *DIALECT_KEYS),
     "table": ("source", "table"),
 }
 _EXPORT_KEYS = {"file": ("target", "path", "format"), "table": ("target", "table", "key")}
@@ -83,6 +84,8 @@ def _validate_ingest(config: Mapping[str, Any], path: str, errors: list[FieldErr
         _validate_columns(config["columns"], f"{path}.columns", errors)
     if "null_values" in config:
         _validate_null_values(config["null_values"], f"{path}.null_values", errors)
+    if format_ok:
+        validate_dialect(config, path, errors)
     if "delimiter" in config:
         delimiter = config["delimiter"]
         if format_ok and fmt != "csv":

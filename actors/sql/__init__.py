@@ -1,13 +1,14 @@
 """The engine's named SQL queries, each file loaded once: `queries.sql` (the advancer,
-leases, checkpoints, the sweep), `lineage.sql` (what the lineage emitter reads) and
-`tracing.sql` (what the engine's spans read)."""
+leases, checkpoints, the sweep), `lineage.sql` (what the lineage emitter reads),
+`tracing.sql` (what the engine's spans read) and `checks.sql` (a step's data checks)."""
 
 from pathlib import Path
 
 from ddl import load_queries
 
 QUERIES = load_queries(Path(__file__).with_name("queries.sql"))
+CHECK_QUERIES = load_queries(Path(__file__).with_name("checks.sql"))
 LINEAGE_QUERIES = load_queries(Path(__file__).with_name("lineage.sql"))
 TRACING_QUERIES = load_queries(Path(__file__).with_name("tracing.sql"))
 
-__all__ = ["LINEAGE_QUERIES", "QUERIES", "TRACING_QUERIES"]
+__all__ = ["CHECK_QUERIES", "LINEAGE_QUERIES", "QUERIES", "TRACING_QUERIES"]

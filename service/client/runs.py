@@ -12,6 +12,7 @@ from rich.console import Console
 
 from dag import RunStatus, StepStatus
 from service.client import watch
+from service.client.checkview import CHECK_HEADERS, check_rows
 from service.client.command import (
     EXIT_REFUSED,
     add_json,
@@ -177,6 +178,10 @@ def runs_show(args: argparse.Namespace, client: ApiClient, console: Console) -> 
     watch.print_run(console, run, watch.plan_inputs(client, run), now)
     if params_text(run.get("params") or {}):
         print(f"params: {params_text(run['params'])}")
+    checks = check_rows(run)
+    if checks:
+        print("\nchecks:")
+        print_table(console, CHECK_HEADERS, checks)
     if args.rejects:
         _print_rejects(console, rejects)
     return 0

@@ -393,6 +393,8 @@ def pending_step_view(
         "error": None,
         "batches": 0,
         "row_errors": [],
+        "checks": [],
+        "schema_change": None,
         "started_at": None,
         "finished_at": None,
     }

@@ -91,6 +91,11 @@ class StepSchema(Schema):
     error = fields.String(allow_none=True)
     batches = fields.Integer()
     row_errors = fields.List(fields.Raw())
+    # The results of the step's data checks (`dag.checks`), in plan order.
+    checks = fields.List(fields.Raw())
+    # A file ingest's columns added or removed since the pipeline's last succeeded run
+    # (`{"added", "removed", "since_run"}`), else null (`dag.schemadrift`).
+    schema_change = fields.Dict(allow_none=True)
     started_at = UtcDateTime(allow_none=True)
     finished_at = UtcDateTime(allow_none=True)
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from dag import params
 from dag import plan as rules
+from dag.dialect import ENCODINGS, SCHEMA_CHANGES
 from dag.paths import MAX_PATH_BYTES
 from dag.stepconfig import MAX_NULL_VALUE_CHARS, MAX_NULL_VALUES
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
@@ -69,6 +71,7 @@ def plan_components() -> dict[str, dict[str, Any]]:
                 "config": configs[kind],
                 "depends_on": depends_on,
                 "retry": retry,
+                "checks": ref("Checks"),
             },
             ["name", "type", "config"],
         )
@@ -76,6 +79,7 @@ def plan_components() -> dict[str, dict[str, Any]]:
         {
             "on_failure": enum(rules.ON_FAILURE_POLICIES),
             "on_row_error": enum(rules.ON_ROW_ERROR_MODES),
+            "params": _params(),
             "steps": {
                 "type": "array",
                 "minItems": rules.MIN_STEPS,
@@ -91,6 +95,31 @@ def plan_components() -> dict[str, dict[str, Any]]:
         " file exports do not write the same path or under one another (400)."
     )
     return {"Plan": plan, **steps, **components}
+
+
+def _params() -> dict[str, Any]:
+    """A plan's run parameters (`dag.params`): a name that is no built-in, its type and a
+    default of that type."""
+    defaults = {
+        "int": {"type": "integer", "minimum": rules.INT64_MIN, "maximum": rules.INT64_MAX},
+        "date": {"type": "string", "format": "date"},
+        "string": {"type": "string", "maxLength": params.MAX_STRING_CHARS, "pattern": NO_NUL},
+    }
+    return {
+        "type": "object",
+        "maxProperties": params.MAX_PARAMS,
+        "propertyNames": {
+            "pattern": f"^{params.PARAM_NAME_RE.pattern}$",
+            "not": enum(params.BUILTIN_PARAMS),
+        },
+        "additionalProperties": {
+            "oneOf": [
+                closed({"type": enum([kind]), "default": defaults[kind]}, ["type"])
+                for kind in params.PARAM_TYPES
+            ]
+        },
+        "description": "run parameters, used as {NAME} in the templated fields",
+    }
 
 
 def _camel(value: str) -> str:
@@ -120,11 +149,27 @@ def _ingest_configs() -> dict[str, dict[str, Any]]:
                 "uniqueItems": True,
                 "items": {"type": "string", "maxLength": MAX_NULL_VALUE_CHARS, "pattern": NO_NUL},
             },
+            "encoding": enum(ENCODINGS),
+            "quote": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 1,
+                "pattern": "^[\\x01-\\x7f]$",
+                "not": enum(["\r", "\n"]),
+                "description": (
+                    "the quote character; default '\"'. It must differ from the delimiter"
+                    " (',' when none is given): a plan where they are the same is refused"
+                    " (400 invalid_plan, field config.quote)"
+                ),
+            },
+            "on_schema_change": enum(SCHEMA_CHANGES),
         },
         ["source", "path"],
     )
-    # A delimiter only with the csv format (in a form that keeps the config one typed model).
-    file_ingest["dependentSchemas"] = {"delimiter": {"properties": {"format": enum(["csv"])}}}
+    # A delimiter or quote only with the csv format (in a form that keeps the config one
+    # typed model).
+    csv_only = {"properties": {"format": enum(["csv"])}}
+    file_ingest["dependentSchemas"] = {"delimiter": csv_only, "quote": csv_only}
     table_ingest = closed({"source": enum(["table"]), "table": _NAME}, ["source", "table"])
     return {"file": file_ingest, "table": table_ingest}
 

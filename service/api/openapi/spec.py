@@ -20,6 +20,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 
 from actors.preview import MAX_RECORDS
 from dag import RunStatus, StepStatus
+from service.api.openapi.checks import check_components
 from service.api.openapi.plan import plan_components
 from service.api.openapi.preview import preview_components
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
@@ -300,6 +301,8 @@ def _refine_components(components: dict[str, Any]) -> None:
     """What marshmallow cannot say: the plan's shape, exactly one of two schedule kinds,
     strings without NUL, and an error shape whose fields are always there."""
     components.update(plan_components())
+    components.update(check_components())
+    components["Step"]["properties"]["checks"] = {"type": "array", "items": ref("CheckResult")}
     for name in ("PipelineCreate", "PipelinePatch"):
         components[name]["properties"]["plan"] = ref("Plan")
     for name in ("Pipeline", "Revision"):
@@ -308,6 +311,12 @@ def _refine_components(components: dict[str, Any]) -> None:
     token_name = components["TokenCreate"]["properties"]["name"]
     token_name.update(pattern=NO_NUL, **{"not": {"const": ADMIN}})  # `etl seed`'s name
     components["RunTrigger"]["properties"]["trigger_key"]["pattern"] = NO_NUL
+    for end in ("from", "to"):  # the ends of an int or a date parameter's range
+        components["BackfillCreate"]["properties"][end] = {
+            "type": ["integer", "string"],
+            "pattern": NO_NUL,
+            "description": "an int parameter's integer or a date parameter's YYYY-MM-DD",
+        }
     every, daily = (
         components["ScheduleCreate"]["properties"][k] for k in ("every_minutes", "daily_at")
     )

@@ -219,8 +219,8 @@ WHERE id = %(run_id)s FOR NO KEY UPDATE;
 -- list_step_runs --
 -- The step rows of some runs, in plan order.
 SELECT run_id, name, type, position, status, records_in, records_out, rejected, columns,
-       input_digest, output_digest, checkpoint, batches, row_errors, error, retry_at,
-       started_at, finished_at
+       input_digest, output_digest, checkpoint, batches, row_errors, checks, schema_change,
+       error, retry_at, started_at, finished_at
 FROM step_runs WHERE run_id = ANY(%(run_ids)s::uuid[])
 ORDER BY run_id, position;
 
@@ -259,8 +259,8 @@ WHERE id = %(run_id)s AND status = 'failed';
 UPDATE step_runs
 SET status = 'pending', records_in = 0, records_out = 0, rejected = 0, columns = NULL,
     input_digest = NULL, output_digest = NULL, checkpoint = NULL, batches = 0,
-    row_errors = '[]', error = NULL, retry_at = NULL, started_at = NULL, finished_at = NULL,
-    output_kept = true
+    row_errors = '[]', checks = '[]', schema_change = NULL, error = NULL, retry_at = NULL,
+    started_at = NULL, finished_at = NULL, output_kept = true
 WHERE run_id = %(run_id)s AND name = ANY(%(step_names)s)
 RETURNING name;
 

@@ -186,14 +186,14 @@ def test_invalid_utf8_inside_a_multiline_quoted_field():
     assert lines_of(batches) == [5]
 
 
-def test_unterminated_quote_at_end_of_file_takes_the_rest_of_the_file():
+def test_a_quote_no_later_quote_closes_costs_its_own_line():
     data = b'a,b\n1,2\n3,"open\n4,5\n6,7\n'
     batches = read(data)
-    assert rows_of(batches) == [["1", "2"]]
+    assert rows_of(batches) == [["1", "2"], ["4", "5"], ["6", "7"]]
     [error] = errors_of(batches)
     assert error.line == 3
     assert "unterminated" in error.reason
-    assert error.raw == '3,"open\n4,5\n6,7'
+    assert error.raw == '3,"open'
     assert batches[-1].end == Position(len(data), 6)
 
 

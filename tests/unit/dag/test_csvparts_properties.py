@@ -227,13 +227,13 @@ def test_the_tail_of_a_broken_quoted_field_is_rejected_not_invented():
     assert lines_of(batches) == [4]
 
 
-def test_a_broken_quoted_field_that_never_closes_takes_the_rest_of_the_file():
+def test_a_broken_quoted_field_that_never_closes_costs_its_own_line():
     data = b'a,b\n1,2\n"p"q,"r\n3,4\n5,6\n'
     batches = read(data)
-    assert rows_of(batches) == [["1", "2"]]
+    assert rows_of(batches) == [["1", "2"], ["3", "4"], ["5", "6"]]
     [error] = errors_of(batches)
-    assert (error.line, error.raw) == (3, '"p"q,"r\n3,4\n5,6')
-    assert "unterminated" in error.reason
+    assert (error.line, error.raw) == (3, '"p"q,"r')
+    assert "malformed" in error.reason
     assert batches[-1].end == Position(len(data), 6)
 
 

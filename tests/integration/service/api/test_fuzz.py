@@ -4,14 +4,15 @@ cases every run, and the app's ids from a seeded generator): EXAMPLES per operat
 phase. Zero failures is the bar.
 
 The generator gets help only where JSON schema cannot state a rule, and only for *positive*
-cases (negative cases are left alone): a plan's dependencies, unique names and distinct
-export paths are repaired to follow them (`valid_plan`), a preview names a pipeline and a
-revision that exist, and a list's `before` becomes a cursor of that list (`list_cursor`: a
-cursor is opaque, only the `next` of a page is one); braces in a plan's paths and values
-(placeholders of run parameters) become parentheses, a trigger carries no `params` (the
-plans declare none) and a backfill is of the known pipelines' parameter `n`. A 412 to a
-valid If-Match counts as accepting valid data (it names another revision). Previews read a
-small CSV in a data directory of the test's own."""
+cases (negative cases are left alone): a plan's dependencies, unique names, distinct
+export paths and a CSV quote other than the delimiter are repaired to follow them, its
+templated fields lose their braces (a placeholder names a declared parameter) and each
+declared parameter gets a default (`valid_plan`); a run names no parameter; a backfill
+ranges over a few values of the one pipeline whose plan declares one (`valid_backfill`); a
+preview names a pipeline and a revision that exist, and a list's `before` becomes a cursor
+of that list (`list_cursor`: a cursor is opaque, only the `next` of a page is one). A 412
+to a valid If-Match counts as accepting valid data (it names another revision). Previews
+read a small CSV in a data directory of the test's own."""
 
 from __future__ import annotations
 
@@ -61,7 +62,10 @@ LISTS = {
 
 
 POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]
-KNOWN_PIPELINES: list[str] = []  # made before the run: the previews' pipeline
+KNOWN_PIPELINES: list[str] = []  # made before the run: the previews' pipeline, then the
+# backfills' (its plan declares `n`)
+BACKFILLS = "/api/v1/pipelines/{pipeline_id}/backfills"
+DEFAULTS = {"int": 0, "date": "2026-01-01", "string": ""}
 
 
 @schemathesis.hook
@@ -72,6 +76,11 @@ def map_case(context: Any, case: Any) -> Any:
         body = case.body
         if isinstance(body, dict) and isinstance(body.get("plan"), dict):
             case.body = {**body, "plan": valid_plan(body["plan"])}
+        if isinstance(body, dict) and isinstance(body.get("params"), dict):
+            case.body = {**body, "params": {}}  # a run's: every parameter has a default
+        if case.operation.path == BACKFILLS and isinstance(body, dict) and KNOWN_PIPELINES:
+            case.path_parameters = {**case.path_parameters, "pipeline_id": KNOWN_PIPELINES[-1]}
+            case.body = valid_backfill(body)
         if isinstance(body, dict) and "pipeline_id" in body and KNOWN_PIPELINES:
             # a preview of a pipeline that exists, at revision 1 (which every pipeline has):
             # a generated id or revision names none, and the stateful check reads the 404
@@ -79,16 +88,6 @@ def map_case(context: Any, case: Any) -> Any:
             case.body = {**case.body, "pipeline_id": KNOWN_PIPELINES[0]}
             if "revision" in body:
                 case.body["revision"] = 1
-        if isinstance(case.body, dict) and case.operation.path.endswith("/runs"):
-            # which names a run's params may carry is the plan's (none in these plans)
-            case.body = {k: v for k, v in case.body.items() if k != "params"}
-        if case.operation.path.endswith("/backfills") and KNOWN_PIPELINES:
-            # a backfill's parameter and range are the plan's: the known pipelines declare `n`
-            case.path_parameters = {
-                **(case.path_parameters or {}),
-                "pipeline_id": KNOWN_PIPELINES[0],
-            }
-            case.body = {"param": "n", "from": 1, "to": 2}
         query = case.query
         if isinstance(query, dict) and isinstance(query.get("before"), str):
             cursor = list_cursor(case.operation.path, query["before"])
@@ -108,10 +107,21 @@ def list_cursor(path: str, seed: str) -> str:
     return encode_cursor(kind, at, uuid.UUID(bytes=digest[8:24]))
 
 
+def valid_backfill(body: dict[str, Any]) -> dict[str, Any]:
+    """A backfill of fuzz-b's int parameter `n`, over at most ten values derived from
+    the generated ends."""
+    first, last = (body.get(end) for end in ("from", "to"))
+    first = first % 1000 if isinstance(first, int) and not isinstance(first, bool) else 0
+    span = last % 10 if isinstance(last, int) and not isinstance(last, bool) else 0
+    return {**body, "param": "n", "from": first, "to": first + span}
+
+
 def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
     """`plan` with unique step names, an ingest first, dependencies on earlier steps only
     and distinct export paths; everything else as generated."""
     plan = copy.deepcopy(plan)
+    for declared in (plan.get("params") or {}).values():  # a run may name none of them
+        declared.setdefault("default", DEFAULTS[declared["type"]])
     steps = plan.get("steps")
     if not isinstance(steps, list) or not steps:
         return plan
@@ -129,9 +139,12 @@ def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
             ] or [names[-1]]
         if step["type"] == "export" and step["config"].get("target") == "file":
             step["config"]["path"] = f"out-{i}.jsonl"
-        for key in ("path", "value"):  # a brace starts a placeholder of a run parameter
-            if isinstance(step["config"].get(key), str):
-                step["config"][key] = step["config"][key].replace("{", "(").replace("}", ")")
+        config = step.get("config")
+        if isinstance(config, dict) and config.get("quote") == config.get("delimiter", ","):
+            config["quote"] = '"'  # a quote other than the delimiter (never `"`)
+        for key in ("path", "value"):  # no placeholder: the plan declares no parameter
+            if isinstance(config, dict) and isinstance(config.get(key), str):
+                config[key] = config[key].replace("{", "_").replace("}", "_")
         names.append(name)
     return plan
 
@@ -161,8 +174,8 @@ def run_schemathesis(
         (data / name).write_text(PEOPLE)
     api = app_factory(config=_config(db_url, tmp_path), new_id=_ids())
     KNOWN_PIPELINES.clear()
-    plan = {**plan_copy(), "params": {"n": {"type": "int", "default": 1}}}
-    for name in ("fuzz-a", "fuzz-b"):
+    params_plan = {**plan_copy(), "params": {"n": {"type": "int", "default": 1}}}
+    for name, plan in (("fuzz-a", plan_copy()), ("fuzz-b", params_plan)):
         created = api.call("POST", "/pipelines", {"name": name, "plan": plan})
         assert created.status == 201, created.body
         KNOWN_PIPELINES.append(created.body["id"])
@@ -285,13 +298,13 @@ OPERATION_IDS = {
     ("delete", "/api/v1/pipelines/{pipeline_id}/webhooks/{webhook_id}"): "delete_webhook",
     ("get", "/api/v1/runs"): "list_runs",
     ("get", "/api/v1/runs/{run_id}"): "get_run",
+    ("get", "/api/v1/runs/{run_id}/steps/{step}/rejects"): "list_step_rejects",
+    ("post", "/api/v1/runs/{run_id}/cancel"): "cancel_run",
+    ("post", "/api/v1/runs/{run_id}/resume"): "resume_run",
     ("post", "/api/v1/runs/{run_id}/rerun"): "rerun_run",
     ("post", "/api/v1/pipelines/{pipeline_id}/backfills"): "create_backfill",
     ("get", "/api/v1/backfills/{backfill_id}"): "get_backfill",
     ("post", "/api/v1/backfills/{backfill_id}/cancel"): "cancel_backfill",
-    ("get", "/api/v1/runs/{run_id}/steps/{step}/rejects"): "list_step_rejects",
-    ("post", "/api/v1/runs/{run_id}/cancel"): "cancel_run",
-    ("post", "/api/v1/runs/{run_id}/resume"): "resume_run",
     ("get", "/api/v1/audit"): "list_audit",
     ("get", "/api/v1/tokens"): "list_tokens",
     ("post", "/api/v1/tokens"): "create_token",

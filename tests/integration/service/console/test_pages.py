@@ -539,3 +539,28 @@ def test_hostile_form_values_get_a_400_page_naming_the_field_never_a_500(env: En
     assert page.status_code == 200  # a revision parameter that is no revision is ignored
     assert env.sql("SELECT count(*) AS n FROM runs") == [{"n": 0}]
     assert env.sql("SELECT count(*) AS n FROM schedules") == [{"n": 0}]
+
+
+def test_the_run_page_shows_each_steps_check_results_as_text(env: Env) -> None:
+    pid = env.create("checked")
+    c = env.browser(ADMIN)
+    c.get("/ui/")
+    run_url = c.post(f"/ui/pipelines/{pid}/trigger", {}, csrf=c.csrf).headers["location"]
+    run_id = run_url.split("?")[0].rsplit("/", 1)[1]
+    result = {
+        "check": "accepted_values", "column": "kind", "values": ["a"], "severity": "error",
+        "outcome": "failed", "failing": 2, "examples": ["<b>x</b>"],
+        "message": "2 value(s) of kind are not accepted",
+    }  # fmt: skip
+    for i, step in enumerate(PLAN["steps"]):
+        checks = [result] if i == 0 else []
+        env.sql(
+            "INSERT INTO step_runs (run_id, name, type, position, status, checks)"
+            " VALUES (%(r)s, %(name)s, %(type)s, %(i)s, 'failed', %(checks)s)",
+            {"r": run_id, "name": step["name"], "type": step["type"], "i": i,
+             "checks": psycopg2.extras.Json(checks)},
+        )  # fmt: skip
+    html = c.get(run_url).text
+    assert 'class="list checks"' in html and '<tr class="check-failed">' in html
+    assert "2 value(s) of kind are not accepted" in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html

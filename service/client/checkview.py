@@ -1,0 +1,42 @@
+"""A run's data check results as `etl runs show` prints them: one row per check of each
+step that has results (plain values in, table rows out)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["CHECK_HEADERS", "check_rows"]
+
+CHECK_HEADERS = ["STEP", "CHECK", "OUTCOME", "FAILING", "MESSAGE"]
+
+
+def _described(result: dict[str, Any]) -> str:
+    """`unique(id)`, `range(amount, min 0)`, `row_count(min 1000)`: the check in short."""
+    args = []
+    if "columns" in result:
+        args.append(", ".join(result["columns"]))
+    if "column" in result:
+        args.append(result["column"])
+    for key in ("values", "min", "max", "ratio"):
+        if key in result:
+            args.append(f"{key} {json.dumps(result[key], ensure_ascii=False)}")
+    suffix = " [warn]" if result.get("severity") == "warn" else ""
+    return f"{result.get('check')}({'; '.join(args)}){suffix}"
+
+
+def check_rows(run: dict[str, Any]) -> list[list[Any]]:
+    """The table rows of every step's check results, in plan order."""
+    rows = []
+    for step in run.get("steps", []):
+        for result in step.get("checks") or []:
+            rows.append(
+                [
+                    step.get("name"),
+                    _described(result),
+                    result.get("outcome"),
+                    result.get("failing"),
+                    result.get("message"),
+                ]
+            )
+    return rows

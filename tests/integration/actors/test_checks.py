@@ -1,0 +1,97 @@
+"""Data checks on real processes: counted over every batch of a step's output (a `unique`
+key repeated 700 records apart, in another batch), kept with the step, and a failed
+`error` check fails the step as an input-data error with nothing of it or downstream
+published."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from drills import Stack
+
+
+def _orders(n: int, *, repeat: tuple[int, int] | None = None, bad: tuple[int, ...] = ()) -> str:
+    """`n` orders; `repeat` (i, j): order j gets order i's id; `bad`: rows with an amount
+    that is not an int (rejected in reject mode)."""
+    lines = ["id,amount,status"]
+    for i in range(1, n + 1):
+        oid = repeat[0] if repeat and i == repeat[1] else i
+        amount = "x" if i in bad else str(i % 50 - 5)
+        lines.append(f"{oid},{amount},{'open' if i % 3 else 'closed'}")
+    return "\n".join(lines) + "\n"
+
+
+def _plan(path: str, checks: list[dict], export_checks: list[dict] | None = None) -> dict:
+    return {
+        "on_row_error": "reject",
+        "steps": [
+            {"name": "read", "type": "ingest", "checks": checks,
+             "config": {"source": "file", "path": path, "columns": {"amount": "int"}}},
+            {"name": "out", "type": "export", "depends_on": ["read"],
+             "checks": export_checks or [],
+             "config": {"target": "file", "path": f"{path}.jsonl"}},
+        ],
+    }  # fmt: skip
+
+
+CHECKS = [
+    {"check": "unique", "columns": ["id"]},
+    {"check": "not_null", "columns": ["id", "status"]},
+    {"check": "accepted_values", "column": "status", "values": ["open", "closed"]},
+    {"check": "range", "column": "amount", "min": 0, "severity": "warn"},
+    {"check": "row_count", "min": 1000},
+]
+
+
+def _step(run: dict, name: str) -> dict:
+    return next(s for s in run["steps"] if s["name"] == name)
+
+
+@pytest.mark.parametrize(
+    "stack", [{}, {"ETL_FUSION": "0"}], indirect=True, ids=["fused", "unfused"]
+)
+def test_checks_pass_warn_and_fail_over_the_whole_output(stack: Stack) -> None:
+    n = 1500
+    (stack.data / "good.csv").write_text(_orders(n))
+    (stack.data / "dup.csv").write_text(_orders(n, repeat=(17, 717)))
+    (stack.data / "bad.csv").write_text(_orders(n, bad=tuple(range(1, 301))))
+    stack.start()
+    ratio = [{"check": "max_reject_ratio", "ratio": 0.1}]
+    runs = {}
+    for name, checks in (("good", CHECKS), ("dup", CHECKS), ("bad", ratio)):
+        pid = stack.create(name, _plan(f"{name}.csv", checks, [{"check": "row_count", "max": n}]))
+        runs[name] = stack.trigger(pid)[1]["id"]
+    good, dup, bad = (stack.wait_run(runs[k]) for k in ("good", "dup", "bad"))
+
+    # Every check holds but the warning: the run succeeds, the export is published.
+    assert good["status"] == "succeeded", json.dumps(good, indent=1)
+    outcomes = [(c["check"], c["outcome"]) for c in _step(good, "read")["checks"]]
+    assert outcomes == [
+        ("unique", "passed"), ("not_null", "passed"), ("accepted_values", "passed"),
+        ("range", "warned"), ("row_count", "passed"),
+    ]  # fmt: skip
+    negative = sum(1 for i in range(1, n + 1) if i % 50 - 5 < 0)
+    warned = _step(good, "read")["checks"][3]
+    assert warned["failing"] == negative and warned["examples"][:2] == [-4, -3]
+    assert _step(good, "out")["checks"][0]["outcome"] == "passed"
+    assert (stack.exports / good["id"] / "good.csv.jsonl").read_text().count("\n") == n
+
+    # A key repeated in another batch fails `read`; nothing of it or downstream published.
+    assert dup["status"] == "failed"
+    read = _step(dup, "read")
+    assert read["status"] == "failed" and len(read["attempts"]) == 1  # not retried
+    assert read["attempts"][0]["outcome"] == "input_error"
+    unique = read["checks"][0]
+    assert (unique["outcome"], unique["failing"]) == ("failed", 1)
+    assert unique["examples"] == [{"key": [17], "records": 2, "first_record": 17}]
+    assert 'check {"check": "unique", "columns": ["id"]} failed' in read["error"]
+    assert _step(dup, "out")["status"] != "succeeded"
+    assert not (stack.exports / dup["id"]).exists()
+
+    # 300 of 1500 input records rejected: over the 10 % the check allows.
+    assert bad["status"] == "failed"
+    check = _step(bad, "read")["checks"][0]
+    assert (check["outcome"], check["failing"], check["examples"]) == ("failed", 300, [0.2])
+    assert not (stack.rejects / bad["id"]).exists()
