@@ -6,9 +6,10 @@ phase. Zero failures is the bar.
 The generator gets help only where JSON schema cannot state a rule, and only for *positive*
 cases (negative cases are left alone): a plan's dependencies, unique names, distinct
 export paths and a CSV quote other than the delimiter are repaired to follow them, its
-templated fields lose their braces (a placeholder names a declared parameter) and each
-declared parameter gets a default (`valid_plan`); a run names no parameter; a backfill
-ranges over a few values of the one pipeline whose plan declares one (`valid_backfill`); a
+templated fields lose their braces (a placeholder names a declared parameter) and its
+parameters are one int `n` with a default (`valid_plan`: a rerun of a run's values fits any
+later revision); a run names no parameter; a backfill ranges over a few values of `n` of a
+known pipeline (`valid_backfill`); a
 preview names a pipeline and a revision that exist, and a list's `before` becomes a cursor
 of that list (`list_cursor`: a cursor is opaque, only the `next` of a page is one). A 412
 to a valid If-Match counts as accepting valid data (it names another revision). Previews
@@ -65,7 +66,6 @@ POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5x
 KNOWN_PIPELINES: list[str] = []  # made before the run: the previews' pipeline, then the
 # backfills' (its plan declares `n`)
 BACKFILLS = "/api/v1/pipelines/{pipeline_id}/backfills"
-DEFAULTS = {"int": 0, "date": "2026-01-01", "string": ""}
 
 
 @schemathesis.hook
@@ -120,8 +120,10 @@ def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
     """`plan` with unique step names, an ingest first, dependencies on earlier steps only
     and distinct export paths; everything else as generated."""
     plan = copy.deepcopy(plan)
-    for declared in (plan.get("params") or {}).values():  # a run may name none of them
-        declared.setdefault("default", DEFAULTS[declared["type"]])
+    # Every revision declares `n` alone, with a default: a run may name none, and a
+    # backfill of `n` or a rerun of a run's values on the pipeline's current revision fits
+    # whatever revision the stateful phase made last.
+    plan["params"] = {"n": {"type": "int", "default": 0}}
     steps = plan.get("steps")
     if not isinstance(steps, list) or not steps:
         return plan
