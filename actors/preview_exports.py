@@ -2,9 +2,10 @@
 and first lines; a table export's target and first staged rows, screened as staging
 screens them (bad values, null and repeated keys, keys of earlier batches). Its rows keep
 no long value (`actors.preview_bounds.kept`), and a file export's text shows each value
-over 200 characters cut to its first 16 with its length (`"xxxx… [truncated: N chars]"`,
-short enough for the answer to show it whole): the text of 5 rows of a 50 MiB value is not
-written out only to be cut in the answer."""
+over 200 characters cut to its first 16 characters and its length
+(`"<16 characters>… [truncated: N chars]"`, short enough for the answer to show it
+whole): the text of 5 rows of a 50 MiB value is not written out only to be cut in the
+answer."""
 
 from __future__ import annotations
 
