@@ -24,6 +24,7 @@ from drills.engine import ComposeProject, ContainerMemory, Docker
 from drills.harness import FAST_TIMINGS, ROOT, ApiClient, free_port, now_utc, wait_until
 from drills.report import DrillResult, iso, seconds
 from drills.standins import ensure_base_images
+from drills.stopwatch import Stopwatch
 from drills.workload import generate_csv, import_plan
 
 SERVICES = ["postgres", "coordinator", "executor"]
@@ -64,7 +65,7 @@ class ComposeDrill:
         )
         self.api = ApiClient(f"http://127.0.0.1:{self.port}", token)
         self.memory = ContainerMemory(self.project, SERVICES)
-        self.timings: dict[str, float] = {}
+        self.timings = Stopwatch()
 
     # --- set-up and tear-down ---
     def prepare(self) -> None:
@@ -79,11 +80,7 @@ class ComposeDrill:
         (self.dir / "compose.drill.yml").write_text(json.dumps({"services": services}, indent=2))
 
     def timed(self, label: str, action: Callable[[], Any]) -> Any:
-        started = time.monotonic()
-        try:
-            return action()
-        finally:
-            self.timings[label] = round(time.monotonic() - started, 2)
+        return self.timings.timed(label, action)
 
     def up(self) -> None:
         self.res.figures["engine"] = self.docker.ensure_engine()

@@ -20,6 +20,7 @@ from drills.engine import Docker
 from drills.harness import FAST_TIMINGS, ROOT, ApiClient, free_port, wait_until
 from drills.report import DrillResult
 from drills.standins import ensure_base_images
+from drills.stopwatch import Stopwatch
 from drills.workload import generate_csv, import_plan
 
 STACK_FILE = ROOT / "docker-stack.yml"
@@ -55,14 +56,10 @@ class SwarmDrill:
         res.env.update({**FAST_TIMINGS, "ETL_API_PORT": str(port), "ETL_FAULT": SLOW_EXPORT})
         self.api = ApiClient(f"http://127.0.0.1:{port}", token)
         self.created_swarm = False
-        self.timings: dict[str, float] = {}
+        self.timings = Stopwatch()
 
     def timed(self, label: str, action: Callable[[], object]) -> object:
-        started = time.monotonic()
-        try:
-            return action()
-        finally:
-            self.timings[label] = round(time.monotonic() - started, 2)
+        return self.timings.timed(label, action)
 
     def prepare(self) -> None:
         """The data directory and an override file that mounts it and slows the export."""
