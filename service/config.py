@@ -149,6 +149,10 @@ class Config:
     webhook_max_attempts: int = _var("ETL_WEBHOOK_MAX_ATTEMPTS", "20", _int(minimum=1))
     webhook_backoff_s: float = _var("ETL_WEBHOOK_BACKOFF_S", "1", _float(minimum=0.01))
     webhook_backoff_max_s: float = _var("ETL_WEBHOOK_BACKOFF_MAX_S", "3600", _float(minimum=0.01))
+    # file-arrival schedules: how often the watcher looks, and how long a file must stay
+    # unchanged (size and modification time) before it counts as complete
+    watch_poll_s: float = _var("ETL_WATCH_POLL_S", "1", _float(minimum=0.05))
+    watch_settle_s: float = _var("ETL_WATCH_SETTLE_S", "2", _float(minimum=0))
     tracing: bool = False  # OTLP export of spans (an OTEL_EXPORTER_OTLP_*ENDPOINT is set)
     otel_service_name: str | None = None  # OTEL_SERVICE_NAME; None: each process kind's
 

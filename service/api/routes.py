@@ -251,7 +251,8 @@ ROUTES: list[Route] = [
             ),
             "post": Op(
                 "create_schedule",
-                "Create a UTC schedule: every_minutes 5..1440 or daily_at HH:MM",
+                "Create a UTC schedule (every_minutes 5..1440 or daily_at HH:MM) or a"
+                " file-arrival one (watch: a glob under ETL_DATA_DIR)",
                 201,
                 "Schedule",
                 request="ScheduleCreate",

@@ -1,7 +1,8 @@
 """Schedules: UTC intervals (`every_minutes`) or a daily time (`daily_at`) that fire runs of a
-pipeline. The API and the console create and soft-delete them; the scheduler
-(`service.scheduler`, the alarm clock) loads the live ones and fires them through
-`fire_schedule`. See docs/schedules.md.
+pipeline, or a glob whose arriving files each make a run (`watch`: service/domain/watches.py
+and the watcher, service/watcher.py). The API and the console create and soft-delete them;
+the scheduler (`service.scheduler`, the alarm clock) loads the live clock schedules and
+fires them through `fire_schedule`. See docs/schedules.md.
 
 Every function takes the caller's cursor and runs inside the caller's transaction, writing
 its audit row there. A fire locks the schedule row first, so a concurrent delete either wins
@@ -21,6 +22,7 @@ from service.domain.audit import insert_audit
 from service.domain.db import Cursor, fetch_one
 from service.domain.runs import Admission, admit_run
 from service.domain.sql import SCHEDULE_QUERIES
+from service.domain.watches import check_watch
 from service.errors import Conflict, NotFound, ValidationFailed
 from service.tracing import RunTrace
 
@@ -133,24 +135,34 @@ def create_schedule(
     request_id: str,
 ) -> dict:
     """Insert a schedule of `pipeline_id` from a loaded `ScheduleCreateSchema` body, with its
-    audit row; returns the schedule row. `NotFound` for an unknown or deleted pipeline. The
-    live pipeline row is locked first, as a delete locks it: a delete in flight commits
-    first (then this finds no pipeline) or waits, so no schedule outlives its pipeline."""
-    every, daily = body.get("every_minutes"), body.get("daily_at")
+    audit row; returns the schedule row. `NotFound` for an unknown or deleted pipeline;
+    `ValidationFailed` naming `watch` for a watch schedule of a plan that declares no string
+    parameter `file` (`service.domain.watches.check_watch`). The live pipeline row is locked
+    first, as a delete locks it: a delete in flight commits first (then this finds no
+    pipeline) or waits, so no schedule outlives its pipeline."""
+    every, daily, watch = body.get("every_minutes"), body.get("daily_at"), body.get("watch")
     params = {
         "id": schedule_id,
         "pipeline_id": pipeline_id,
         "every_minutes": every,
         "daily_at": daily,
+        "watch": watch,
         "anchor_at": now,
-        "next_fire_at": next_fire_at(every_minutes=every, daily_at=daily, anchor_at=now, now=now),
+        "next_fire_at": None
+        if watch is not None
+        else next_fire_at(every_minutes=every, daily_at=daily, anchor_at=now, now=now),
         "created_by": principal,
     }
     if fetch_one(cur, "lock_pipeline", {"pipeline_id": pipeline_id}) is None:
         raise NotFound(f"pipeline {pipeline_id} not found")
+    if watch is not None:
+        live = {"pipeline_id": pipeline_id, "include_deleted": False}
+        pipeline = fetch_one(cur, "get_pipeline", live)
+        check_watch(pipeline and pipeline["plan"], watch)
     row = fetch_one(cur, "insert_schedule", params)
     assert row is not None
-    what = {k: params[k] for k in ("pipeline_id", "every_minutes", "daily_at")}
+    kind = ("every_minutes", "daily_at") if watch is None else ("watch",)
+    what = {k: params[k] for k in ("pipeline_id", *kind)}
     insert_audit(
         cur,
         principal=principal,
@@ -218,6 +230,8 @@ def fire_schedule(
     row = cur.fetchone()
     if row is None or row["deleted_at"] is not None:
         return None
+    if row["every_minutes"] is None and row["daily_at"] is None:
+        return None  # a watch schedule: it never fires on the clock (service/watcher.py)
     spec = ScheduleSpec.from_row(row)
     skip: FireSkip | None = None
     try:

@@ -1,7 +1,7 @@
 """`etl coordinator`: the API (gunicorn), the dag-advancer worker, the scheduler, the webhook
-notifier and the sweep in one process. It only loads its configuration, wires the parts
-together and manages start and stop; if a part dies the command exits non-zero, so a
-supervisor restarts it."""
+notifier, the backfiller, the file watcher and the sweep in one process. It only loads its
+configuration, wires the parts together and manages start and stop; if a part dies the
+command exits non-zero, so a supervisor restarts it."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from service.run.lifecycle import die_with_parent, listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
 from service.run.purge import purge_sandbox
 from service.tracing import setup_tracing, shutdown_tracing
+from service.watcher import start_watcher
 
 log = logging.getLogger("etl.process")
 
@@ -75,6 +76,7 @@ def run_coordinator(
                 part.start()
                 stack.callback(part.shutdown)
         stack.callback(start_backfiller(cfg, broker).shutdown)
+        stack.callback(start_watcher(cfg, broker).shutdown)
         stack.callback(stop.set)
         log.info("coordinator started (pid %s), API on %s", os.getpid(), cfg.api_bind)
         code = _watch_api(api, stop)

@@ -64,21 +64,28 @@ class EmptyBodySchema(Schema):
 
 
 class ScheduleCreateSchema(Schema):
-    """`POST /pipelines/{id}/schedules`: exactly one of `every_minutes` or `daily_at` (UTC)."""
+    """`POST /pipelines/{id}/schedules`: exactly one of `every_minutes` or `daily_at` (UTC),
+    or `watch`, a glob relative to `ETL_DATA_DIR` whose arriving files each make a run (the
+    glob's shape and the plan's `file` parameter are checked by `service.domain.watches`)."""
 
     every_minutes = fields.Integer(strict=True, validate=validate.Range(min=5, max=1440))
     daily_at = fields.String(
         validate=validate.Regexp(HH_MM, error="must be HH:MM between 00:00 and 23:59 (UTC)")
     )
+    watch = fields.String(validate=validate.Length(min=1, max=1024))
 
     @validates_schema
     def validate_one_kind(self, data: Mapping[str, Any], **kwargs: Any) -> None:
-        has_every, has_daily = "every_minutes" in data, "daily_at" in data
-        if has_every and has_daily:
-            raise ValidationError("give either every_minutes or daily_at, not both", "daily_at")
-        if not has_every and not has_daily:
+        given = [k for k in ("every_minutes", "daily_at", "watch") if k in data]
+        if len(given) > 1:
             raise ValidationError(
-                "give every_minutes (5..1440) or daily_at (HH:MM UTC)", "every_minutes"
+                "give one of every_minutes, daily_at or watch, not several", given[-1]
+            )
+        if not given:
+            raise ValidationError(
+                "give every_minutes (5..1440), daily_at (HH:MM UTC) or watch (a glob under"
+                " the data directory)",
+                "every_minutes",
             )
 
 

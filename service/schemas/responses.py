@@ -159,8 +159,11 @@ class ScheduleSchema(Schema):
     pipeline_id = fields.String()
     every_minutes = fields.Integer(allow_none=True)
     daily_at = fields.String(allow_none=True)
+    # a file-arrival schedule's glob (relative to ETL_DATA_DIR); it has no next_fire_at
+    watch = fields.String(allow_none=True)
+    files_pending = fields.Integer()  # a watch schedule's settled files waiting for room
     anchor_at = UtcDateTime()
-    next_fire_at = UtcDateTime()
+    next_fire_at = UtcDateTime(allow_none=True)
     last_fired_at = UtcDateTime(allow_none=True)
     last_run_id = fields.String(allow_none=True)
     # why the newest fire made no run (`paused`, `plan_invalid`); null when it admitted one

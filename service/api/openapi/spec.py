@@ -298,7 +298,7 @@ def _page(item: str) -> dict[str, Any]:
 
 
 def _refine_components(components: dict[str, Any]) -> None:
-    """What marshmallow cannot say: the plan's shape, exactly one of two schedule kinds,
+    """What marshmallow cannot say: the plan's shape, exactly one of three schedule kinds,
     strings without NUL, and an error shape whose fields are always there."""
     components.update(plan_components())
     components.update(check_components())
@@ -317,15 +317,24 @@ def _refine_components(components: dict[str, Any]) -> None:
             "pattern": NO_NUL,
             "description": "an int parameter's integer or a date parameter's YYYY-MM-DD",
         }
-    every, daily = (
-        components["ScheduleCreate"]["properties"][k] for k in ("every_minutes", "daily_at")
+    every, daily, watch = (
+        components["ScheduleCreate"]["properties"][k]
+        for k in ("every_minutes", "daily_at", "watch")
     )
     daily["pattern"] = daily["pattern"].replace(r"\Z", "$")  # JSON schema regexes know no \Z
+    watch.update(
+        pattern=NO_NUL,
+        description="a glob relative to ETL_DATA_DIR (no '..', not absolute); each settled"
+        " new file makes one run with params.file = its path; the plan must declare a"
+        " string parameter file",
+    )
     components["ScheduleCreate"] = {
-        "description": "exactly one of every_minutes (5..1440) or daily_at (HH:MM, UTC)",
+        "description": "exactly one of every_minutes (5..1440), daily_at (HH:MM, UTC) or"
+        " watch (a glob under ETL_DATA_DIR)",
         "oneOf": [
             closed({"every_minutes": every}, ["every_minutes"]),
             closed({"daily_at": daily}, ["daily_at"]),
+            closed({"watch": watch}, ["watch"]),
         ],
     }
     for name in ("ErrorDetail", "ErrorInfo", "Error"):

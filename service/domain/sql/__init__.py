@@ -1,7 +1,8 @@
 """The coordinator's named SQL queries, loaded once: `queries.sql` (API, admission),
 `listing.sql` (the keyset lists), `metrics.sql` (the /metrics collector),
-`schedules.sql` (the scheduler), `webhooks.sql` (webhooks and their outbox) and
-`backfills.sql` (backfills and the admission of their values)."""
+`schedules.sql` (the scheduler), `webhooks.sql` (webhooks and their outbox),
+`backfills.sql` (backfills and the admission of their values) and `watches.sql`
+(file-arrival schedules and the admission of their files)."""
 
 from pathlib import Path
 
@@ -14,6 +15,7 @@ LISTING_QUERIES = load_queries(_HERE / "listing.sql")
 METRICS_QUERIES = load_queries(_HERE / "metrics.sql")
 WEBHOOK_QUERIES = load_queries(_HERE / "webhooks.sql")
 BACKFILL_QUERIES = load_queries(_HERE / "backfills.sql")
+WATCH_QUERIES = load_queries(_HERE / "watches.sql")
 
 __all__ = [
     "BACKFILL_QUERIES",
@@ -21,5 +23,6 @@ __all__ = [
     "METRICS_QUERIES",
     "QUERIES",
     "SCHEDULE_QUERIES",
+    "WATCH_QUERIES",
     "WEBHOOK_QUERIES",
 ]

@@ -50,13 +50,15 @@ ORDER BY v.position;
 
 -- list_waiting_backfills --
 -- Live backfills with a pending value, oldest first, with their pipeline's room: its active
--- runs, those of them that backfills admitted, and whether it is paused (read under the
--- admission lock).
+-- runs, those of them that backfills or watched files admitted (they share
+-- `BACKFILL_ACTIVE_LIMIT`, service/domain/watches.py), and whether it is paused (read under
+-- the admission lock).
 SELECT b.id, b.pipeline_id, b.param, p.paused, a.active, a.backfilling
 FROM backfills b JOIN pipelines p ON p.id = b.pipeline_id
 CROSS JOIN LATERAL (
     SELECT count(*) AS active,
-           count(*) FILTER (WHERE r.trigger_key LIKE 'backfill:%%') AS backfilling
+           count(*) FILTER (WHERE r.trigger_key LIKE 'backfill:%%'
+                               OR r.trigger_key LIKE 'watch:%%') AS backfilling
     FROM runs r
     WHERE r.pipeline_id = b.pipeline_id AND r.status IN ('queued', 'running')) a
 WHERE b.canceled_at IS NULL AND p.deleted_at IS NULL

@@ -73,14 +73,18 @@ ORDER BY r.created_at DESC, r.id DESC
 LIMIT %(limit)s;
 
 -- list_schedule_summaries --
--- A pipeline's live (not deleted) schedules, newest first.
-SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
-       last_run_id, last_skip_reason, created_at
-FROM schedules
-WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
+-- A pipeline's live (not deleted) schedules, newest first; a watch schedule with its files
+-- waiting for room.
+SELECT s.id, s.pipeline_id, s.every_minutes, s.daily_at, s.watch, s.anchor_at, s.next_fire_at,
+       s.last_fired_at, s.last_run_id, s.last_skip_reason, s.created_at,
+       (SELECT count(*) FROM watched_files w
+        WHERE s.watch IS NOT NULL AND w.schedule_id = s.id AND w.admitted_at IS NULL)
+           AS files_pending
+FROM schedules s
+WHERE s.pipeline_id = %(pipeline_id)s AND s.deleted_at IS NULL
   AND (%(before_at)s::timestamptz IS NULL
-       OR (created_at, id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
-ORDER BY created_at DESC, id DESC
+       OR (s.created_at, s.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY s.created_at DESC, s.id DESC
 LIMIT %(limit)s;
 
 -- list_webhook_summaries --

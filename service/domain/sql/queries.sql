@@ -269,13 +269,13 @@ RETURNING name;
 DELETE FROM step_batches WHERE run_id = %(run_id)s AND step_name = ANY(%(step_names)s);
 
 -- insert_schedule --
--- A new schedule with its first fire time (computed by the caller in UTC).
-INSERT INTO schedules (id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at,
-                       created_by)
-VALUES (%(id)s, %(pipeline_id)s, %(every_minutes)s, %(daily_at)s, %(anchor_at)s,
+-- A new schedule with its first fire time (computed by the caller in UTC; none for a watch).
+INSERT INTO schedules (id, pipeline_id, every_minutes, daily_at, watch, anchor_at,
+                       next_fire_at, created_by)
+VALUES (%(id)s, %(pipeline_id)s, %(every_minutes)s, %(daily_at)s, %(watch)s, %(anchor_at)s,
         %(next_fire_at)s, %(created_by)s)
-RETURNING id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
-          last_run_id, last_skip_reason, created_at;
+RETURNING id, pipeline_id, every_minutes, daily_at, watch, anchor_at, next_fire_at,
+          last_fired_at, last_run_id, last_skip_reason, created_at, 0 AS files_pending;
 
 -- delete_schedule --
 -- Soft-delete a live schedule so it stops firing; returns nothing if unknown or deleted.

@@ -5,10 +5,11 @@
 -- list_live_schedules --
 -- Every schedule that has not been deleted, of a pipeline that has not been deleted: what
 -- the scheduler should have as jobs (an orphan never makes a catch-up fire a NotFound).
+-- Watch schedules have no fire time: the watcher follows them (watches.sql).
 SELECT s.id, s.pipeline_id, s.every_minutes, s.daily_at, s.anchor_at, s.next_fire_at,
        s.last_fired_at
 FROM schedules s JOIN pipelines p ON p.id = s.pipeline_id AND p.deleted_at IS NULL
-WHERE s.deleted_at IS NULL
+WHERE s.deleted_at IS NULL AND s.watch IS NULL
 ORDER BY s.created_at, s.id;
 
 -- lock_schedule --
