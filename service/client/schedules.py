@@ -1,4 +1,5 @@
-"""`etl schedules list|add|delete`: a pipeline's schedules through the REST API."""
+"""`etl schedules list|add|delete`: a pipeline's schedules (on the clock, or on file arrival)
+through the REST API."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ def configure_schedules(parser: argparse.ArgumentParser) -> None:
     kind = add.add_mutually_exclusive_group(required=True)
     kind.add_argument("--every-minutes", type=int, metavar="N", help="every N minutes, 5..1440")
     kind.add_argument("--daily-at", metavar="HH:MM", help="once a day at HH:MM UTC")
+    kind.add_argument(
+        "--watch",
+        metavar="GLOB",
+        help="one run per new file matching GLOB under ETL_DATA_DIR (params.file)",
+    )
     add_json(add)
     delete = sub.add_parser("delete", help="delete a schedule")
     delete.add_argument("pipeline", metavar="PIPELINE", help="name or id")
@@ -31,28 +37,38 @@ def schedules_list(args: argparse.Namespace, client: ApiClient, console: Console
     if args.json:
         print_json(console, items)
         return 0
-    rows = [
-        [
-            s["id"],
-            f"every {s['every_minutes']} min"
-            if s.get("every_minutes")
-            else f"daily {s['daily_at']}",
-            s.get("next_fire_at"),
-            s.get("last_fired_at") or "-",
-        ]
-        for s in items
-    ]
+    rows = [[s["id"], _when(s), _next(s), s.get("last_fired_at") or "-"] for s in items]
     print_table(console, ["SCHEDULE", "WHEN (UTC)", "NEXT FIRE", "LAST FIRED"], rows)
     return 0
+
+
+def _when(schedule: dict) -> str:
+    if schedule.get("watch"):
+        return f"files {schedule['watch']}"
+    if schedule.get("every_minutes"):
+        return f"every {schedule['every_minutes']} min"
+    return f"daily {schedule['daily_at']}"
+
+
+def _next(schedule: dict) -> str:
+    """The next fire; for a watch schedule, its files waiting for room."""
+    if schedule.get("watch"):
+        return f"on arrival ({schedule.get('files_pending', 0)} waiting)"
+    return schedule.get("next_fire_at") or "-"
 
 
 def schedules_add(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     pipeline = client.find_pipeline(args.pipeline)
     schedule = client.add_schedule(
-        pipeline["id"], every_minutes=args.every_minutes, daily_at=args.daily_at
+        pipeline["id"], every_minutes=args.every_minutes, daily_at=args.daily_at, watch=args.watch
     )
     if args.json:
         print_json(console, schedule)
+    elif schedule.get("watch"):
+        print(
+            f"added schedule {schedule['id']} to {pipeline['name']}: one run per new file"
+            f" matching {schedule['watch']}"
+        )
     else:
         print(
             f"added schedule {schedule['id']} to {pipeline['name']};"

@@ -230,6 +230,15 @@ def test_schedules_add_list_delete(env: dict[str, str], tmp_path: Path) -> None:
     bad = etl(env, "schedules", "add", "hourly", "--every-minutes", "3")
     assert bad.returncode == 5
     assert "API error 400 validation_error" in bad.stderr and "every_minutes:" in bad.stderr
+    no_file = etl(env, "schedules", "add", "hourly", "--watch", "in/*.csv")  # no `file` param
+    assert no_file.returncode == 5 and "string parameter 'file'" in no_file.stderr
+    watched = {**plan_copy(), "params": {"file": {"type": "string"}}}
+    watched["steps"][0]["config"]["path"] = "{file}"
+    ok(env, "pipelines", "apply", str(write_doc(tmp_path, "files", watched)))
+    added = ok(env, "schedules", "add", "files", "--watch", "in/*.csv")
+    assert added.endswith("one run per new file matching in/*.csv\n")
+    (line,) = ok(env, "schedules", "list", "files").splitlines()[1:]
+    assert line.split()[1:6] == ["files", "in/*.csv", "on", "arrival", "(0"]
 
 
 def test_errors_are_clear(env: dict[str, str], tmp_path: Path) -> None:
