@@ -352,6 +352,8 @@ class ScheduleAddAction(ConsolePage):
         form = req.context.form
         if form.get("kind") == "daily":
             body: dict[str, Any] = {"daily_at": form.get("daily_at", "").strip()}
+        elif form.get("kind") == "watch":
+            body = {"watch": form.get("watch", "").strip()}
         else:
             raw = form.get("every_minutes", "").strip()
             body = {"every_minutes": requests.form_integer(raw)}

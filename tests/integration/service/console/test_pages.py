@@ -3,6 +3,7 @@ CSRF, roles, escaping, security headers, and the actions' effects (runs, audit, 
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import uuid
@@ -236,6 +237,21 @@ def test_admin_adds_and_deletes_schedules_with_audit(env: Env) -> None:
         for r in env.sql("SELECT action FROM audit WHERE entity_type = 'schedule' ORDER BY id")
     ]
     assert actions == ["schedule.create", "schedule.delete"]
+
+
+def test_admin_adds_a_watch_schedule_shown_with_its_glob(env: Env) -> None:
+    plan = copy.deepcopy(PLAN)
+    plan["params"] = {"file": {"type": "string"}}
+    plan["steps"][0]["config"]["path"] = "{file}"
+    pid, plain = env.create("watched", plan), env.create("plain")
+    c = env.browser(ADMIN)
+    c.get(f"/ui/pipelines/{plain}")
+    form = {"kind": "watch", "watch": "incoming/*.csv"}
+    bad = c.post(f"/ui/pipelines/{plain}/schedules", form, csrf=c.csrf)
+    assert bad.status_code == 400 and "string parameter" in bad.text
+    assert c.post(f"/ui/pipelines/{pid}/schedules", form, csrf=c.csrf).status_code == 303
+    page = c.get(f"/ui/pipelines/{pid}").text
+    assert "each new file <code>incoming/*.csv</code>" in page and "on arrival" in page
 
 
 def test_whatever_users_wrote_renders_as_text(env: Env) -> None:
