@@ -7,9 +7,11 @@ The generator gets help only where JSON schema cannot state a rule, and only for
 cases (negative cases are left alone): a plan's dependencies, unique names, distinct
 export paths and a CSV quote other than the delimiter are repaired to follow them, its
 templated fields lose their braces (a placeholder names a declared parameter) and its
-parameters are one int `n` with a default (`valid_plan`: a rerun of a run's values fits any
-later revision); a run names no parameter; a backfill ranges over a few values of `n` of a
-known pipeline (`valid_backfill`); a
+parameters are one int `n` and a string `file`, with defaults (`valid_plan`: a rerun of a
+run's values fits any later revision, a watch schedule finds its `file`); a run names no
+parameter; a backfill ranges over a few values of `n` of a known pipeline
+(`valid_backfill`); a watch schedule's glob is a relative path (`valid_watch`: the byte
+limits of its names are beyond a pattern) and a known pipeline's is fuzz-b's; a
 preview names a pipeline and a revision that exist, and a list's `before` becomes a cursor
 of that list (`list_cursor`: a cursor is opaque, only the `next` of a page is one). A 412
 to a valid If-Match counts as accepting valid data (it names another revision). Previews
@@ -37,6 +39,7 @@ from schemathesis.engine import Status, from_schema
 from schemathesis.engine.events import EngineFinished, NonFatalError, ScenarioFinished
 from schemathesis.transport.wsgi import WSGITransport
 
+from dag.paths import relative_path_problem
 from service.api.openapi.spec import build_spec, openapi_path
 from service.api.routes import ROUTES
 from service.config import Config
@@ -78,6 +81,11 @@ def map_case(context: Any, case: Any) -> Any:
             case.body = {**body, "plan": valid_plan(body["plan"])}
         if isinstance(body, dict) and isinstance(body.get("params"), dict):
             case.body = {**body, "params": {}}  # a run's: every parameter has a default
+        if isinstance(body, dict) and isinstance(body.get("watch"), str) and KNOWN_PIPELINES:
+            # a pipeline whose plan declares `file`: fuzz-b, or one the stateful phase made
+            if case.path_parameters.get("pipeline_id") in KNOWN_PIPELINES:
+                case.path_parameters = {**case.path_parameters, "pipeline_id": KNOWN_PIPELINES[-1]}
+            case.body = {**body, "watch": valid_watch(body["watch"])}
         if case.operation.path == BACKFILLS and isinstance(body, dict) and KNOWN_PIPELINES:
             case.path_parameters = {**case.path_parameters, "pipeline_id": KNOWN_PIPELINES[-1]}
             case.body = valid_backfill(body)
@@ -116,14 +124,21 @@ def valid_backfill(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "param": "n", "from": first, "to": first + span}
 
 
+def valid_watch(glob: str) -> str:
+    """`glob` when it is a relative path, else one derived from it."""
+    if relative_path_problem(glob) is None:
+        return glob
+    return f"w{hashlib.sha256(glob.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}/*.csv"
+
+
 def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
     """`plan` with unique step names, an ingest first, dependencies on earlier steps only
     and distinct export paths; everything else as generated."""
     plan = copy.deepcopy(plan)
-    # Every revision declares `n` alone, with a default: a run may name none, and a
+    # Every revision declares `n` and `file` alone, with defaults: a run may name none, a
     # backfill of `n` or a rerun of a run's values on the pipeline's current revision fits
-    # whatever revision the stateful phase made last.
-    plan["params"] = {"n": {"type": "int", "default": 0}}
+    # whatever revision the stateful phase made last, and a watch schedule finds `file`.
+    plan["params"] = {"n": {"type": "int", "default": 0}, "file": {"type": "string", "default": ""}}
     steps = plan.get("steps")
     if not isinstance(steps, list) or not steps:
         return plan
@@ -176,7 +191,8 @@ def run_schemathesis(
         (data / name).write_text(PEOPLE)
     api = app_factory(config=_config(db_url, tmp_path), new_id=_ids())
     KNOWN_PIPELINES.clear()
-    params_plan = {**plan_copy(), "params": {"n": {"type": "int", "default": 1}}}
+    params = {"n": {"type": "int", "default": 1}, "file": {"type": "string", "default": ""}}
+    params_plan = {**plan_copy(), "params": params}
     for name, plan in (("fuzz-a", plan_copy()), ("fuzz-b", params_plan)):
         created = api.call("POST", "/pipelines", {"name": name, "plan": plan})
         assert created.status == 201, created.body
@@ -271,7 +287,7 @@ def test_the_document_describes_every_route_of_the_one_table() -> None:
     schemas = doc["components"]["schemas"]
     assert schemas["Error"]["properties"]["error"] == {"$ref": "#/components/schemas/ErrorInfo"}
     assert schemas["PipelineCreate"]["properties"]["plan"] == {"$ref": "#/components/schemas/Plan"}
-    assert len(schemas["ScheduleCreate"]["oneOf"]) == 2
+    assert len(schemas["ScheduleCreate"]["oneOf"]) == 3
     trigger = doc["paths"]["/api/v1/pipelines/{pipeline_id}/runs"]["post"]["responses"]
     assert {"200", "201", "400", "401", "403", "404", "413", "415", "429"} <= set(trigger)
 
