@@ -1,7 +1,8 @@
 """File-arrival schedules through the API and an in-process watcher on the test database:
 the plan must declare a string `file` and the glob stay under ETL_DATA_DIR (400 naming
 `watch`); files whose real path leaves the data directory are never recorded; a re-created
-schedule re-triggers nothing; the listing shows the glob and the files waiting."""
+schedule re-triggers nothing; the listing shows the glob and the files waiting; watched
+files and backfills share two of a pipeline's slots, leaving two to triggers."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import os
 from pathlib import Path
 
 import psycopg2
-import pytest
 
+from service.backfiller import Backfiller
 from service.watcher import Watcher
 from tests.integration.testapp import Api
 
@@ -31,24 +32,22 @@ def watcher(api: Api, data: Path) -> Watcher:
     return Watcher(connect, lambda r, t: api.wakes.append((r, t)), data, settle_s=0)
 
 
-@pytest.mark.parametrize(
-    ("plan", "body", "says"),
-    [
-        (NO_FILE, {"watch": "incoming/*.csv"}, "string parameter 'file'"),
-        (PLAN, {"watch": "../outside/*.csv"}, "'..'"),
-        (PLAN, {"watch": "/etc/*"}, "relative"),
-        (PLAN, {"watch": ""}, "watch"),
-        (PLAN, {"watch": "a/*.csv", "daily_at": "07:00"}, "not several"),
-    ],
-)
-def test_a_watch_needs_a_string_file_parameter_and_a_glob_inside(
-    api: Api, plan: dict, body: dict, says: str
-) -> None:
-    pid = api.create_pipeline(plan=plan)
-    a = api.call("POST", f"/pipelines/{pid}/schedules", body)
-    assert a.status == 400, a.body
-    assert "watch" in {d["field"] for d in a.body["error"]["details"]}, a.body
-    assert says in str(a.body), a.body
+REFUSED = [
+    (NO_FILE, {"watch": "incoming/*.csv"}, "string parameter 'file'"),
+    (PLAN, {"watch": "../outside/*.csv"}, "'..'"),
+    (PLAN, {"watch": "/etc/*"}, "relative"),
+    (PLAN, {"watch": ""}, "watch"),
+    (PLAN, {"watch": "a/*.csv", "daily_at": "07:00"}, "not several"),
+]
+
+
+def test_a_watch_needs_a_string_file_parameter_and_a_glob_inside(api: Api) -> None:
+    pids = {id(p): api.create_pipeline(plan=p) for p in (PLAN, NO_FILE)}
+    for plan, body, says in REFUSED:
+        a = api.call("POST", f"/pipelines/{pids[id(plan)]}/schedules", body)
+        assert a.status == 400, a.body
+        assert "watch" in {d["field"] for d in a.body["error"]["details"]}, a.body
+        assert says in str(a.body), a.body
     assert api.sql("SELECT count(*) FROM schedules") == [(0,)]
 
 
@@ -85,3 +84,30 @@ def test_escaping_files_are_never_recorded_and_a_recreated_schedule_retriggers_n
     fresh = watcher(api, data)  # a restart: nothing in memory
     assert [fresh.poll_once(), fresh.poll_once(), w.poll_once()] == [0, 0, 0]
     assert api.sql("SELECT count(*) FROM runs") == [(1,)]
+
+
+def test_watched_files_and_a_backfill_share_two_slots_and_triggers_keep_theirs(
+    api: Api, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    (data / "in").mkdir(parents=True)
+    for name in ("a.csv", "b.csv", "c.csv"):
+        (data / "in" / name).write_text("a\n1\n")
+    plan = {**PLAN, "params": {**PLAN["params"], "n": {"type": "int", "default": 0}}}
+    plan["params"]["file"] = {"type": "string", "default": "in/a.csv"}
+    pid = api.create_pipeline(plan=plan)
+    assert api.call("POST", f"/pipelines/{pid}/schedules", {"watch": "in/*.csv"}).status == 201
+    w = watcher(api, data)
+    assert [w.poll_once(), w.poll_once()] == [0, 2]  # two of the three files
+    b = api.call("POST", f"/pipelines/{pid}/backfills", {"param": "n", "from": 1, "to": 3})
+    assert (b.status, b.body["pending"]) == (201, 3)  # no slot left for the backfill
+    manual = [api.call("POST", f"/pipelines/{pid}/runs", {}) for _ in range(3)]
+    assert [m.status for m in manual] == [201, 201, 429]  # the two other slots
+    api.sql("UPDATE runs SET status = 'succeeded', finished_at = now() WHERE status = 'queued'")
+    assert api.sql("SELECT count(*) FROM watched_files WHERE admitted_at IS NULL") == [(1,)]
+    assert w.poll_once() == 1  # the last file, then one slot for the backfill
+    filler = Backfiller(lambda: psycopg2.connect(api.db_url), lambda r, t: None)
+    assert (filler.admit_once(), filler.admit_once()) == (1, 0)
+    assert api.call("GET", f"/backfills/{b.body['id']}").body["pending"] == 2
+    keys = api.sql("SELECT trigger_key FROM runs WHERE status = 'queued' ORDER BY queue_seq")
+    assert [k.split(":")[0] for (k,) in keys] == ["watch", "backfill"]
