@@ -127,6 +127,8 @@ class Watcher:
             watches = list_live_watches(cur)
         for gone in set(self._seen) - {str(w["id"]) for w in watches}:
             del self._seen[gone]
+        if not watches:
+            return 0  # only a live watch schedule's files are admitted: no lock taken
         for watch in watches:
             self._record(str(watch["id"]), self._settled(str(watch["id"]), watch["watch"]))
         with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
