@@ -37,14 +37,19 @@ class StepChecks:
         self._staged: list[StagedRows] = []
 
     def observe(
-        self, records: Sequence[Mapping[str, Any]], columns: Mapping[str, str], first: int
+        self,
+        records: Sequence[Mapping[str, Any]],
+        columns: Mapping[str, str],
+        first: int,
+        lines: Sequence[int] | None = None,
     ) -> None:
         """Count one output batch (`first`: the ordinal of its first record in the step's
-        output) and keep its unique keys for the batch's commit."""
+        output; `lines`: where each record starts in a file ingest's input) and keep its
+        unique keys for the batch's commit."""
         if not self._checked_columns:
             self.checker.require(columns)
             self._checked_columns = True
-        self.checker.observe(records)
+        self.checker.observe(records, first, lines)
         if not records:
             return
         for check_no, kind in self.checker.unique_checks():
@@ -56,6 +61,7 @@ class StepChecks:
                 "ordinals": [d[1] for d in digests],
                 "hashes": [d[0] for d in digests],
                 "keys": [d[2] for d in digests],
+                "lines": None if lines is None else list(lines),
             }
             self._staged.append(StagedRows(CHECK_QUERIES["stage_check_keys"], params))
 

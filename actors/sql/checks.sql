@@ -4,9 +4,11 @@
 -- stage_check_keys --
 -- One batch's keys of one `unique` check, sent in the batch's commit (`StagedRows`); the
 -- final records of an aggregate, written again by a later attempt, are kept once.
-INSERT INTO step_check_keys (run_id, step_name, check_no, ordinal, key_hash, key)
-SELECT %(run_id)s, %(step)s, %(check_no)s, o, h, k
-FROM unnest(%(ordinals)s::bigint[], %(hashes)s::bigint[], %(keys)s::text[]) AS t(o, h, k)
+INSERT INTO step_check_keys (run_id, step_name, check_no, ordinal, key_hash, key, line)
+SELECT %(run_id)s, %(step)s, %(check_no)s, o, h, k, l
+FROM unnest(%(ordinals)s::bigint[], %(hashes)s::bigint[], %(keys)s::text[],
+            coalesce(%(lines)s::bigint[], '{}')) AS t(o, h, k, l)
+WHERE o IS NOT NULL
 ON CONFLICT DO NOTHING;
 
 -- clear_check_keys --
@@ -23,14 +25,15 @@ WITH dup AS (
     GROUP BY key_hash
     HAVING count(*) > 1
 ), shown AS (
-    SELECT d.first, d.n, k.key
+    SELECT d.first, d.n, k.key, k.line
     FROM (SELECT * FROM dup ORDER BY first LIMIT %(examples)s) d
     JOIN step_check_keys k ON k.run_id = %(run_id)s AND k.step_name = %(step)s
          AND k.check_no = %(check_no)s AND k.ordinal = d.first
 )
 SELECT (SELECT coalesce(sum(n - 1), 0) FROM dup)::bigint AS repeated,
-       (SELECT coalesce(json_agg(json_build_object('key', key::json, 'records', n,
-                                                   'first_record', first) ORDER BY first),
+       (SELECT coalesce(json_agg(json_strip_nulls(json_build_object(
+                                     'key', key::json, 'records', n, 'first_record', first,
+                                     'first_line', line)) ORDER BY first),
                         '[]'::json) FROM shown) AS examples;
 
 -- save_check_results --
