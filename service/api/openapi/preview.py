@@ -12,6 +12,7 @@ from dag import plan as rules
 from dag.dialect import DELIMITER_CANDIDATES, ENCODINGS
 from service.api.openapi.shapes import always, enum, nullable, ref
 
+_COUNT = {"type": "integer", "minimum": 0}
 _TEXT = {"type": "string"}
 _PREVIEW_VALUE = {"type": ["integer", "string", "null"]}
 _PREVIEW_ROWS = {
@@ -53,12 +54,7 @@ def _preview_export() -> dict[str, Any]:
 
 def preview_components() -> dict[str, dict[str, Any]]:
     """JSON schemas of the preview answer (`actors.preview.PlanPreview.as_dict`)."""
-    count, text, column_types, rows = (
-        {"type": "integer", "minimum": 0},
-        _TEXT,
-        _COLUMN_TYPES,
-        _PREVIEW_ROWS,
-    )
+    count, text, column_types, rows = _COUNT, _TEXT, _COLUMN_TYPES, _PREVIEW_ROWS
     row_error = always(
         {
             "line": nullable({"type": "integer", "minimum": 1}),
@@ -93,8 +89,7 @@ def preview_components() -> dict[str, dict[str, Any]]:
         "One step: ok, failed (error says why) or upstream_failed (not run); at most"
         f" {SAMPLE_ROWS} sample records and {MAX_ROW_ERRORS} row errors (row_errors_total"
         " counts them all); source for an ingest, export (what it would write) for an export;"
-        " dialect (a file ingest) the encoding or delimiter its input looks written in, when"
-        " not the declared one"
+        " dialect: what a file ingest's input looks written in, when not as declared"
     )
     preview = always(
         {
