@@ -5,7 +5,8 @@ Who calls it: `actors.runner`, for every member of a group that has an attempt. 
 when the member opens (a fresh start drops the keys an earlier attempt committed); `observe`
 for each output batch, after the computation and before the batch's commit: the counters go
 into the checkpoint (`Progress.checkpoint["checks"]`) and the keys of the `unique` checks
-into the batch's own transaction (`StagedRows`, `step_check_keys`), so both always match
+into the batch's own transaction (`StagedRows`, one row of `step_check_key_batches` per
+batch and check), so both always match
 the committed batches, and an attempt that goes on from a checkpoint counts on from there.
 `verdict` at the end, after the last batch committed and before anything of the step is
 published: it counts the repeated keys in PostgreSQL (the memory bound: one batch of keys),
@@ -53,14 +54,14 @@ class StepChecks:
         if not records:
             return
         for check_no, kind in self.checker.unique_checks():
-            digests = key_digests(records, kind.columns(), first)
+            hashes, keys = key_digests(records, kind.columns())
             params = {
                 "run_id": self.run_id,
                 "step": self.step.name,
                 "check_no": check_no,
-                "ordinals": [d[1] for d in digests],
-                "hashes": [d[0] for d in digests],
-                "keys": [d[2] for d in digests],
+                "first": first,
+                "hashes": hashes,
+                "keys": keys,
                 "lines": None if lines is None else list(lines),
             }
             self._staged.append(StagedRows(CHECK_QUERIES["stage_check_keys"], params))

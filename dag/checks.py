@@ -325,16 +325,36 @@ def validate_checks(value: Any, path: str, errors: list[FieldError]) -> None:
 
 
 def key_digests(
-    records: Sequence[Mapping[str, Any]], columns: Sequence[str], first: int
-) -> list[tuple[int, int, str]]:
-    """For each record (the `first`-th output record and on): a signed 64-bit digest of its
-    values of `columns`, its ordinal and the key as JSON (at most 200 characters)."""
-    out = []
-    for i, r in enumerate(records):
-        key = json.dumps([_comparable(r.get(c)) for c in columns], ensure_ascii=False)
-        digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-        out.append((int.from_bytes(digest, "big", signed=True), first + i, key[:MAX_SHOWN_CHARS]))
-    return out
+    records: Sequence[Mapping[str, Any]], columns: Sequence[str]
+) -> tuple[list[int], list[str]]:
+    """For each record: a signed 64-bit digest of its values of `columns` (of their JSON),
+    and that key as JSON, at most `MAX_SHOWN_CHARS` characters."""
+    if len(columns) == 1:
+        (column,) = columns
+        keys = [f"[{_key_value(r.get(column))}]" for r in records]
+    else:
+        keys = [f"[{', '.join(_key_value(r.get(c)) for c in columns)}]" for r in records]
+    hashes = [
+        int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "big", signed=True)
+        for k in keys
+    ]
+    return hashes, [k if len(k) <= MAX_SHOWN_CHARS else k[:MAX_SHOWN_CHARS] for k in keys]
+
+
+_encode_text = json.encoder.encode_basestring  # as json.dumps(ensure_ascii=False) writes text
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _key_value(value: Any) -> str:
+    """One value of a key as JSON (what `json.dumps` writes, without its per-call cost)."""
+    kind = type(value)
+    if kind is int:
+        return str(value)
+    if kind is str:
+        return _encode_text(value)
+    if value is None:
+        return "null"
+    return _encode(_comparable(value))
 
 
 class Checker:

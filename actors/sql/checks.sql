@@ -4,31 +4,31 @@
 -- stage_check_keys --
 -- One batch's keys of one `unique` check, sent in the batch's commit (`StagedRows`); the
 -- final records of an aggregate, written again by a later attempt, are kept once.
-INSERT INTO step_check_keys (run_id, step_name, check_no, ordinal, key_hash, key, line)
-SELECT %(run_id)s, %(step)s, %(check_no)s, o, h, k, l
-FROM unnest(%(ordinals)s::bigint[], %(hashes)s::bigint[], %(keys)s::text[],
-            coalesce(%(lines)s::bigint[], '{}')) AS t(o, h, k, l)
-WHERE o IS NOT NULL
+INSERT INTO step_check_key_batches
+    (run_id, step_name, check_no, first_ordinal, hashes, keys, lines)
+VALUES (%(run_id)s, %(step)s, %(check_no)s, %(first)s, %(hashes)s::bigint[], %(keys)s::text[],
+        %(lines)s::bigint[])
 ON CONFLICT DO NOTHING;
 
 -- clear_check_keys --
 -- A step that starts from scratch drops the keys an earlier attempt committed.
-DELETE FROM step_check_keys WHERE run_id = %(run_id)s AND step_name = %(step)s;
+DELETE FROM step_check_key_batches WHERE run_id = %(run_id)s AND step_name = %(step)s;
 
 -- count_duplicate_keys --
 -- The records of a `unique` check whose key an earlier record has, and the first repeated
--- keys (in output order) with how many records hold each and the first of them.
-WITH dup AS (
-    SELECT key_hash, count(*) AS n, min(ordinal) AS first
-    FROM step_check_keys
-    WHERE run_id = %(run_id)s AND step_name = %(step)s AND check_no = %(check_no)s
-    GROUP BY key_hash
-    HAVING count(*) > 1
+-- keys (in output order) with how many records hold each, the first of them and its line.
+WITH k AS (
+    SELECT b.first_ordinal + t.i - 1 AS ordinal, t.h, t.k, t.l
+    FROM step_check_key_batches b,
+         unnest(b.hashes, b.keys, coalesce(b.lines, '{}')) WITH ORDINALITY AS t(h, k, l, i)
+    WHERE b.run_id = %(run_id)s AND b.step_name = %(step)s AND b.check_no = %(check_no)s
+), dup AS (
+    SELECT h, count(*) AS n, min(ordinal) AS first
+    FROM k GROUP BY h HAVING count(*) > 1
 ), shown AS (
-    SELECT d.first, d.n, k.key, k.line
+    SELECT d.first, d.n, k.k AS key, k.l AS line
     FROM (SELECT * FROM dup ORDER BY first LIMIT %(examples)s) d
-    JOIN step_check_keys k ON k.run_id = %(run_id)s AND k.step_name = %(step)s
-         AND k.check_no = %(check_no)s AND k.ordinal = d.first
+    JOIN k ON k.ordinal = d.first
 )
 SELECT (SELECT coalesce(sum(n - 1), 0) FROM dup)::bigint AS repeated,
        (SELECT coalesce(json_agg(json_strip_nulls(json_build_object(

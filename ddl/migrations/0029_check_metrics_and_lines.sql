@@ -1,9 +1,29 @@
--- Data checks (issue 35), what 0024 left out: where a repeated key of a `unique` check
--- starts in a file ingest's input, and the counter `etl_checks_total`.
+-- Data checks (issue 35), what 0024 left out: the keys of a `unique` check one row per
+-- output batch, with where each record starts in a file ingest's input, and the counter
+-- `etl_checks_total`.
 --
--- `line`: the physical line of the record's start in the input file (NULL for a step that
--- does not read a file); a `unique` example shows the first record's line.
-ALTER TABLE step_check_keys ADD COLUMN line bigint;
+-- `step_check_key_batches` replaces `step_check_keys` (one row per record: its inserts and
+-- their index cost a 100,000-record step more than half its time; bench/checks_cost.py). A
+-- batch's keys are arrays in one row written in the batch's own commit (`actors.checks`),
+-- the record at index i (1-based) being the output record `first_ordinal + i - 1`; the
+-- repeated keys are counted over the unnested arrays at the end. `lines`: the physical
+-- line of each record's start in the input file (NULL for a step that does not read a
+-- file); a `unique` example shows the first record's line. The rows go with their run.
+CREATE TABLE step_check_key_batches (
+    run_id        uuid NOT NULL,
+    step_name     text NOT NULL,
+    check_no      smallint NOT NULL,   -- index of the check in the step's `checks`
+    first_ordinal bigint NOT NULL,     -- the batch's first record's number in the output
+    hashes        bigint[] NOT NULL,   -- 64-bit BLAKE2b digests of the keys (`dag.checks`)
+    keys          text[] NOT NULL,     -- the keys as JSON, at most 200 characters each
+    lines         bigint[],
+    PRIMARY KEY (run_id, step_name, check_no, first_ordinal),
+    FOREIGN KEY (run_id, step_name) REFERENCES step_runs (run_id, name) ON DELETE CASCADE
+);
+-- The keys of steps in flight when this migration runs, each a batch of one record.
+INSERT INTO step_check_key_batches (run_id, step_name, check_no, first_ordinal, hashes, keys)
+SELECT run_id, step_name, check_no, ordinal, ARRAY[key_hash], ARRAY[key] FROM step_check_keys;
+DROP TABLE step_check_keys;
 
 -- `etl_checks_total{pipeline, step, check, outcome}`: one per check result of a step that
 -- ended `succeeded` or `failed` (`check` is the kind, `outcome` passed / failed / warned),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -135,11 +136,15 @@ def test_a_check_on_a_missing_column_is_a_config_error() -> None:
 
 
 def test_key_digests_are_stable_and_tell_keys_apart() -> None:
-    rows = [{"a": 1, "b": "x"}, {"a": 1, "b": "x"}, {"a": "1", "b": "x"}]
-    digests = key_digests(rows, ["a", "b"], 7)
-    assert digests[0][0] == digests[1][0] != digests[2][0]
-    assert [d[1] for d in digests] == [7, 8, 9]
-    assert digests[0][2] == '[1, "x"]'
+    rows = [{"a": 1, "b": "x"}, {"a": 1, "b": "x"}, {"a": "1", "b": "x"}, {"a": None, "b": "é"}]
+    hashes, keys = key_digests(rows, ["a", "b"])
+    assert hashes[0] == hashes[1] != hashes[2]
+    assert keys == ['[1, "x"]', '[1, "x"]', '["1", "x"]', '[null, "é"]']
+    assert keys == [json.dumps([r["a"], r["b"]], ensure_ascii=False) for r in rows]
+    day = datetime.date(2024, 1, 2)
+    assert key_digests([{"d": day}], ["d"])[1] == ['["2024-01-02"]']
+    long_hashes, long_keys = key_digests([{"a": "z" * 300}, {"a": "z" * 301}], ["a"])
+    assert len(long_keys[0]) == 200 and long_hashes[0] != long_hashes[1]
 
 
 def test_examples_without_lines_name_the_record_and_cut_long_text() -> None:
