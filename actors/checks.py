@@ -60,9 +60,9 @@ class StepChecks:
                 "step": self.step.name,
                 "check_no": check_no,
                 "first": first,
-                "hashes": hashes,
-                "keys": keys,
-                "lines": None if lines is None else list(lines),
+                "hashes": _array(hashes),
+                "keys": f"[{','.join(keys)}]",
+                "lines": None if lines is None else _array(lines),
             }
             self._staged.append(StagedRows(CHECK_QUERIES["stage_check_keys"], params))
 
@@ -116,6 +116,11 @@ def _said(result: Mapping[str, Any]) -> str:
 
 
 _RESULT_KEYS = ("severity", "outcome", "failing", "examples", "message")
+
+
+def _array(numbers: Sequence[int]) -> str:
+    """An int array literal of PostgreSQL: one string, not a parameter per value."""
+    return "{" + ",".join(map(str, numbers)) + "}"
 
 
 def _json(value: Any) -> str:

@@ -19,7 +19,8 @@ record is and what it holds: `{"record": N, "line": L, "values": {...}}` (N: its
 the step's output; L: the physical line of its start in the input file, for a file ingest
 only), with `"null": [columns]` (`not_null`) or `"value": V` (the others); text values
 longer than 200 characters are cut there. A `unique` example is a repeated key:
-`{"key": [...], "records": COUNT, "first_record": N, "first_line": L}`."""
+`{"key": [...], "records": COUNT, "first_record": N, "first_line": L}` (a key longer than
+200 characters as the string of its text cut there)."""
 
 from __future__ import annotations
 
@@ -327,8 +328,9 @@ def validate_checks(value: Any, path: str, errors: list[FieldError]) -> None:
 def key_digests(
     records: Sequence[Mapping[str, Any]], columns: Sequence[str]
 ) -> tuple[list[int], list[str]]:
-    """For each record: a signed 64-bit digest of its values of `columns` (of their JSON),
-    and that key as JSON, at most `MAX_SHOWN_CHARS` characters."""
+    """For each record: a signed 64-bit digest of its values of `columns` (of their JSON
+    array), and that array as JSON text; a key longer than `MAX_SHOWN_CHARS` characters is
+    shown as a JSON string of its first ones."""
     if len(columns) == 1:
         (column,) = columns
         keys = [f"[{_key_value(r.get(column))}]" for r in records]
@@ -338,7 +340,12 @@ def key_digests(
         int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "big", signed=True)
         for k in keys
     ]
-    return hashes, [k if len(k) <= MAX_SHOWN_CHARS else k[:MAX_SHOWN_CHARS] for k in keys]
+    return hashes, [k if len(k) <= MAX_SHOWN_CHARS else _cut_key(k) for k in keys]
+
+
+def _cut_key(key: str) -> str:
+    """A key too long to show: its JSON text cut, as a JSON string."""
+    return _encode_text(key[:MAX_SHOWN_CHARS] + "…")
 
 
 _encode_text = json.encoder.encode_basestring  # as json.dumps(ensure_ascii=False) writes text

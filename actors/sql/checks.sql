@@ -2,11 +2,13 @@
 -- checks, its results) and the schema drift of a file ingest (`actors.schemadrift`).
 
 -- stage_check_keys --
--- One batch's keys of one `unique` check, sent in the batch's commit (`StagedRows`); the
--- final records of an aggregate, written again by a later attempt, are kept once.
+-- One batch's keys of one `unique` check, sent in the batch's commit (`StagedRows`): the
+-- digests and lines as array literals, the keys as one JSON array (no per-value quoting on
+-- either side); the final records of an aggregate, written again by a later attempt, are
+-- kept once.
 INSERT INTO step_check_key_batches
     (run_id, step_name, check_no, first_ordinal, hashes, keys, lines)
-VALUES (%(run_id)s, %(step)s, %(check_no)s, %(first)s, %(hashes)s::bigint[], %(keys)s::text[],
+VALUES (%(run_id)s, %(step)s, %(check_no)s, %(first)s, %(hashes)s::bigint[], %(keys)s::json,
         %(lines)s::bigint[])
 ON CONFLICT DO NOTHING;
 
@@ -18,21 +20,23 @@ DELETE FROM step_check_key_batches WHERE run_id = %(run_id)s AND step_name = %(s
 -- The records of a `unique` check whose key an earlier record has, and the first repeated
 -- keys (in output order) with how many records hold each, the first of them and its line.
 WITH k AS (
-    SELECT b.first_ordinal + t.i - 1 AS ordinal, t.h, t.k, t.l
-    FROM step_check_key_batches b,
-         unnest(b.hashes, b.keys, coalesce(b.lines, '{}')) WITH ORDINALITY AS t(h, k, l, i)
+    SELECT b.first_ordinal + t.i - 1 AS ordinal, t.h
+    FROM step_check_key_batches b, unnest(b.hashes) WITH ORDINALITY AS t(h, i)
     WHERE b.run_id = %(run_id)s AND b.step_name = %(step)s AND b.check_no = %(check_no)s
 ), dup AS (
     SELECT h, count(*) AS n, min(ordinal) AS first
     FROM k GROUP BY h HAVING count(*) > 1
 ), shown AS (
-    SELECT d.first, d.n, k.k AS key, k.l AS line
+    SELECT d.first, d.n, b.keys -> (d.first - b.first_ordinal)::int AS key,
+           b.lines[d.first - b.first_ordinal + 1] AS line
     FROM (SELECT * FROM dup ORDER BY first LIMIT %(examples)s) d
-    JOIN k ON k.ordinal = d.first
+    JOIN step_check_key_batches b
+      ON b.run_id = %(run_id)s AND b.step_name = %(step)s AND b.check_no = %(check_no)s
+     AND d.first >= b.first_ordinal AND d.first < b.first_ordinal + cardinality(b.hashes)
 )
 SELECT (SELECT coalesce(sum(n - 1), 0) FROM dup)::bigint AS repeated,
        (SELECT coalesce(json_agg(json_strip_nulls(json_build_object(
-                                     'key', key::json, 'records', n, 'first_record', first,
+                                     'key', key, 'records', n, 'first_record', first,
                                      'first_line', line)) ORDER BY first),
                         '[]'::json) FROM shown) AS examples;
 

@@ -15,14 +15,16 @@ CREATE TABLE step_check_key_batches (
     check_no      smallint NOT NULL,   -- index of the check in the step's `checks`
     first_ordinal bigint NOT NULL,     -- the batch's first record's number in the output
     hashes        bigint[] NOT NULL,   -- 64-bit BLAKE2b digests of the keys (`dag.checks`)
-    keys          text[] NOT NULL,     -- the keys as JSON, at most 200 characters each
+    keys          json NOT NULL,       -- the keys, a JSON array (a long key: its text cut)
     lines         bigint[],
     PRIMARY KEY (run_id, step_name, check_no, first_ordinal),
     FOREIGN KEY (run_id, step_name) REFERENCES step_runs (run_id, name) ON DELETE CASCADE
 );
--- The keys of steps in flight when this migration runs, each a batch of one record.
+-- The keys of steps in flight when this migration runs, each a batch of one record (an
+-- example of theirs shows the key as its JSON text).
 INSERT INTO step_check_key_batches (run_id, step_name, check_no, first_ordinal, hashes, keys)
-SELECT run_id, step_name, check_no, ordinal, ARRAY[key_hash], ARRAY[key] FROM step_check_keys;
+SELECT run_id, step_name, check_no, ordinal, ARRAY[key_hash], json_build_array(key)
+FROM step_check_keys;
 DROP TABLE step_check_keys;
 
 -- `etl_checks_total{pipeline, step, check, outcome}`: one per check result of a step that
