@@ -4,7 +4,7 @@
 The chain is import_100k's shape (a): ingest the seeded 100,000-record CSV ->
 normalize_whitespace -> table export (key `id`). The checked copy is the same plan with four
 checks on `normalize`'s output, all of which hold: `unique(id)` (its keys go to
-`step_check_keys` in each batch's commit, and are counted in PostgreSQL at the end),
+`step_check_key_batches` in each batch's commit, and are counted in PostgreSQL at the end),
 `not_null(id, email)`, `range(amount, -5000 .. 2000000)` and `accepted_values(city)`.
 
 Each repeat runs both pipelines through the API and two executors (production timings,

