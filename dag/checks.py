@@ -17,10 +17,10 @@ committed batches left off. `Checker.results` gives one result per check, in pla
 An example of a record-level check (`not_null`, `accepted_values`, `range`) says where the
 record is and what it holds: `{"record": N, "line": L, "values": {...}}` (N: its ordinal in
 the step's output; L: the physical line of its start in the input file, for a file ingest
-only), with `"null": [columns]` (`not_null`) or `"value": V` (the others); text values
-longer than 200 characters are cut there. A `unique` example is a repeated key:
-`{"key": [...], "records": COUNT, "first_record": N, "first_line": L}` (a key longer than
-200 characters as the string of its text cut there)."""
+only), with `"null": [columns]` (`not_null`) or `"value": V` (the others); `values` holds
+the checked columns and the first others, 20 in all, text cut at 200 characters. A
+`unique` example is a repeated key: `{"key": [...], "records": COUNT, "first_record": N,
+"first_line": L}` (a key longer than 200 characters as the string of its text cut there)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ SEVERITIES = ("error", "warn")
 MAX_CHECKS = 32
 MAX_EXAMPLES = 5
 MAX_SHOWN_CHARS = 200
+MAX_SHOWN_COLUMNS = 20
 PASSED, FAILED, WARNED = "passed", "failed", "warned"
 Locator = Callable[[int], dict[str, int]]
 
@@ -86,7 +87,8 @@ class _Kind:
         """One failing record: counted, and kept as an example while there are few."""
         self.failing += 1
         if len(self.examples) < MAX_EXAMPLES:
-            self.examples.append({**at(i), **said, "values": _shown(record)})
+            values = _shown(record, self.columns())
+            self.examples.append({**at(i), **said, "values": values})
 
     def message(self) -> str:
         return f"{self.failing} record(s) fail"
@@ -277,8 +279,15 @@ def _cut(value: Any) -> Any:
     return value
 
 
-def _shown(record: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _cut(_comparable(v)) for k, v in record.items()}
+def _shown(record: Mapping[str, Any], checked: Sequence[str]) -> dict[str, Any]:
+    """A record as an example shows it: the checked columns and the first others, up to
+    `MAX_SHOWN_COLUMNS` in all, in the record's order, text cut (a checkpoint holds it)."""
+    names = list(record)
+    if len(names) > MAX_SHOWN_COLUMNS:
+        kept = set(checked)
+        kept.update(n for n in names if n not in kept and len(kept) < MAX_SHOWN_COLUMNS)
+        names = [n for n in names if n in kept]
+    return {k: _cut(_comparable(record[k])) for k in names}
 
 
 def locator(first: int, lines: Sequence[int] | None = None) -> Locator:

@@ -71,7 +71,8 @@ def check_components() -> dict[str, dict[str, Any]]:
                 "description": (
                     "the first failing records: for not_null, accepted_values and range "
                     "{'record': ordinal in the step's output, 'line': where it starts in the "
-                    "input file (a file ingest only), 'values': the record, 'null': the null "
+                    "input file (a file ingest only), 'values': the record (its checked columns "
+                    "and first others, 20 in all), 'null': the null "
                     "columns (not_null) or 'value': the value (the others)}; for unique "
                     "{'key', 'records': how many hold it, 'first_record', 'first_line'}; for "
                     "row_count [the records out]; for max_reject_ratio [the ratio]"

@@ -154,3 +154,11 @@ def test_examples_without_lines_name_the_record_and_cut_long_text() -> None:
     (example,) = checker.results(2, 2, 0)[0]["examples"]
     assert example["record"] == 42 and "line" not in example
     assert example["value"] == "y" * 200 + "…" == example["values"]["a"]
+
+
+def test_an_example_of_a_wide_record_shows_the_checked_and_first_columns() -> None:
+    wide = {f"c{i}": i for i in range(50)} | {"c42": None}
+    checker = Checker([{"check": "not_null", "columns": ["c42"]}])
+    checker.observe([wide])
+    values = checker.results(1, 1, 0)[0]["examples"][0]["values"]
+    assert list(values) == [f"c{i}" for i in range(19)] + ["c42"]
