@@ -5,7 +5,8 @@ Who calls it: `actors.runner`, for every member of a group that has an attempt. 
 when the member opens (a fresh start drops the keys an earlier attempt committed); `observe`
 for each output batch, after the computation and before the batch's commit: the counters go
 into the checkpoint (`Progress.checkpoint["checks"]`) and the keys of the `unique` checks
-into the batch's own transaction (`StagedRows`, `step_check_keys`), so both always match
+into the batch's own transaction (`StagedRows`, one row of `step_check_key_batches` per
+batch and check), so both always match
 the committed batches, and an attempt that goes on from a checkpoint counts on from there.
 `verdict` at the end, after the last batch committed and before anything of the step is
 published: it counts the repeated keys in PostgreSQL (the memory bound: one batch of keys),
@@ -37,25 +38,31 @@ class StepChecks:
         self._staged: list[StagedRows] = []
 
     def observe(
-        self, records: Sequence[Mapping[str, Any]], columns: Mapping[str, str], first: int
+        self,
+        records: Sequence[Mapping[str, Any]],
+        columns: Mapping[str, str],
+        first: int,
+        lines: Sequence[int] | None = None,
     ) -> None:
         """Count one output batch (`first`: the ordinal of its first record in the step's
-        output) and keep its unique keys for the batch's commit."""
+        output; `lines`: where each record starts in a file ingest's input) and keep its
+        unique keys for the batch's commit."""
         if not self._checked_columns:
             self.checker.require(columns)
             self._checked_columns = True
-        self.checker.observe(records)
+        self.checker.observe(records, first, lines)
         if not records:
             return
         for check_no, kind in self.checker.unique_checks():
-            digests = key_digests(records, kind.columns(), first)
+            hashes, keys = key_digests(records, kind.columns())
             params = {
                 "run_id": self.run_id,
                 "step": self.step.name,
                 "check_no": check_no,
-                "ordinals": [d[1] for d in digests],
-                "hashes": [d[0] for d in digests],
-                "keys": [d[2] for d in digests],
+                "first": first,
+                "hashes": _array(hashes),
+                "keys": f"[{','.join(keys)}]",
+                "lines": None if lines is None else _array(lines),
             }
             self._staged.append(StagedRows(CHECK_QUERIES["stage_check_keys"], params))
 
@@ -109,6 +116,11 @@ def _said(result: Mapping[str, Any]) -> str:
 
 
 _RESULT_KEYS = ("severity", "outcome", "failing", "examples", "message")
+
+
+def _array(numbers: Sequence[int]) -> str:
+    """An int array literal of PostgreSQL: one string, not a parameter per value."""
+    return "{" + ",".join(map(str, numbers)) + "}"
 
 
 def _json(value: Any) -> str:

@@ -57,7 +57,8 @@ def process_batch(
     if m.claim is not None:  # a crash here finds the batches before this one committed
         faults.after_export(step.name, work.n_batches, m.claim.number, wait_commits)
     if m.checks is not None:
-        m.checks.observe(out, work.compute.output_columns, progress.records_out + 1)
+        lines = batch.lines if out is batch.records else None  # a file ingest's own records
+        m.checks.observe(out, work.compute.output_columns, progress.records_out + 1, lines)
     rows = progress.advance(batch, out, errors, work)
     if m.checks is not None:
         progress.checkpoint["checks"] = m.checks.state()

@@ -42,10 +42,12 @@ from dag import (
     RowValueError,
     Step,
     StepStatus,
+    propose_dialect,
     step_warnings,
     topological_order,
 )
 from dag.plan import ON_ROW_ERROR_STOP
+from dag.sniffing import HEAD_BYTES as SNIFF_BYTES
 
 DEFAULT_RECORDS = 100
 MAX_RECORDS = 5000
@@ -73,6 +75,7 @@ class StepPreview:
     warnings: list[dict[str, str]] = field(default_factory=list)
     source: dict[str, Any] | None = None
     export: dict[str, Any] | None = None
+    dialect: dict[str, Any] | None = None  # a file ingest's proposed encoding/delimiter
 
     def as_dict(self, level: Level | None = None) -> dict[str, Any]:
         """The JSON shape (the CLI's `--json` and the API answer the same), showing what
@@ -96,6 +99,7 @@ class StepPreview:
             "warnings": _cut(self.warnings, chars),
             "source": self.source,
             "export": _cut(_export_shown(self.export, rows), chars),
+            "dialect": self.dialect,
         }
 
 
@@ -192,6 +196,20 @@ def _source_view(step: Step) -> dict[str, Any] | None:
     return {"source": "file", "path": cfg["path"], "format": cfg.get("format", "csv")}
 
 
+def _dialect(step: Step, env: StepEnv) -> dict[str, Any] | None:
+    """The encoding and delimiter a file ingest's first file looks written in, when they
+    differ from the declared ones (`dag.propose_dialect`, from its first bytes)."""
+    if step.type != "ingest" or step.config.get("source") == "table":
+        return None
+    try:
+        first = connectors.expand_source(env.data_dir, step.config["path"])[0]
+        with connectors.open_source(env.data_dir, first) as stream:
+            head = stream.read(SNIFF_BYTES)
+    except (connectors.ConnectorError, OSError):
+        return None  # the step's own run says why
+    return propose_dialect(head, step.config)
+
+
 def _ancestors(plan: Plan, name: str) -> set[str]:
     found: set[str] = set()
     frontier = [name]
@@ -228,6 +246,7 @@ class _Previewer:
 
     def step(self, step: Step) -> StepPreview:
         view = StepPreview(step.name, step.type, source=_source_view(step))
+        view.dialect = _dialect(step, self.env)
         failed = [d for d in step.depends_on if d not in self.outputs]
         if failed:
             view.status = StepStatus.UPSTREAM_FAILED

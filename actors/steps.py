@@ -9,7 +9,7 @@ from it yields exactly the remaining input."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +23,11 @@ from dag import (
     BATCH_SIZE,
     MAX_SOURCE_BYTES,
     ColumnInference,
+    ColumnRecords,
     ConfigValueError,
     Position,
     RawBatch,
+    RawRecord,
     RowError,
     Step,
     Transform,
@@ -53,6 +55,7 @@ class InputBatch:
     digest_records: bool = False
     raw_bytes: bytes | None = None
     rows: bytes | None = None
+    lines: Sequence[int] | None = None  # a file's: where each of `records` starts
 
 
 @dataclass
@@ -196,7 +199,22 @@ class FileSource:
                 position: dict[str, Any] = {"position": raw.end.as_dict()}
                 if index:
                     position["file"] = index
-                yield InputBatch(typed, errors, raw.size, position, raw_bytes=raw_bytes)
+                lines = _typed_lines(raw.records, type_errors, ordinal - raw.size)
+                yield InputBatch(
+                    typed, errors, raw.size, position, raw_bytes=raw_bytes, lines=lines
+                )
+
+
+def _typed_lines(
+    records: Sequence[RawRecord], type_errors: list[RowError], first_ordinal: int
+) -> Sequence[int]:
+    """The first line of each record that typing kept (`records[i]`: ordinal
+    `first_ordinal + i`; a type error names the ordinal of the record it left out)."""
+    lines = records.lines() if isinstance(records, ColumnRecords) else [r.line for r in records]
+    if not type_errors:
+        return lines
+    left_out = {e.record for e in type_errors}
+    return [n for i, n in enumerate(lines) if first_ordinal + i not in left_out]
 
 
 class TableSource:

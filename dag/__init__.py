@@ -52,8 +52,9 @@ from dag.paths import relative_path_problem, split_relative_path
 from dag.plan import Plan, Step, parse_plan, topological_order, validate_plan
 from dag.preview import PreviewWarning, step_warnings
 from dag.readiness import Readiness, decide, steps_to_rerun
-from dag.records import Position, RawBatch, RawRecord, RowError
+from dag.records import ColumnRecords, Position, RawBatch, RawRecord, RowError
 from dag.retry import RetryDecision, decide_retry, is_input_data_error
+from dag.sniffing import propose_dialect
 from dag.states import (
     RUN_ACTIVE,
     RUN_FINAL,
@@ -95,6 +96,7 @@ __all__ = [
     "CheckFailed",
     "Checker",
     "ColumnInference",
+    "ColumnRecords",
     "ConfigValueError",
     "CsvFormatError",
     "DagError",
@@ -134,6 +136,7 @@ __all__ = [
     "key_digests",
     "null_out",
     "parse_plan",
+    "propose_dialect",
     "read_csv_batches",
     "read_json_batches",
     "read_jsonl_batches",

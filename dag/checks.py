@@ -12,13 +12,21 @@ Evaluation: `Checker.observe` counts each output batch; its `state` goes into th
 checkpoint and `restore` takes it back, so a resumed attempt counts on from where the
 committed batches left off. `Checker.results` gives one result per check, in plan order:
 `{"check", "severity", "outcome": "passed" | "failed" | "warned", "failing", "examples",
-"message", ...}` (the check's own keys too). A failed `error` check fails the step."""
+"message", ...}` (the check's own keys too). A failed `error` check fails the step.
+
+An example of a record-level check (`not_null`, `accepted_values`, `range`) says where the
+record is and what it holds: `{"record": N, "line": L, "values": {...}}` (N: its ordinal in
+the step's output; L: the physical line of its start in the input file, for a file ingest
+only), with `"null": [columns]` (`not_null`) or `"value": V` (the others); `values` holds
+the checked columns and the first others, 20 in all, text cut at 200 characters. A
+`unique` example is a repeated key: `{"key": [...], "records": COUNT, "first_record": N,
+"first_line": L}` (a key longer than 200 characters as the string of its text cut there)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from dag.errors import ConfigValueError, FieldError
@@ -30,13 +38,17 @@ __all__ = [
     "Checker",
     "failed_errors",
     "key_digests",
+    "locator",
     "validate_checks",
 ]
 
 SEVERITIES = ("error", "warn")
 MAX_CHECKS = 32
 MAX_EXAMPLES = 5
+MAX_SHOWN_CHARS = 200
+MAX_SHOWN_COLUMNS = 20
 PASSED, FAILED, WARNED = "passed", "failed", "warned"
+Locator = Callable[[int], dict[str, int]]
 
 
 def _is_number(value: Any) -> bool:
@@ -68,13 +80,15 @@ class _Kind:
         """The columns the check reads (each must be in the step's output)."""
         return []
 
-    def observe(self, records: Sequence[Mapping[str, Any]]) -> None:
-        """Count one output batch."""
+    def observe(self, records: Sequence[Mapping[str, Any]], at: Locator) -> None:
+        """Count one output batch (`at(i)`: where its `i`-th record is)."""
 
-    def note(self, value: Any) -> None:
+    def note(self, record: Mapping[str, Any], at: Locator, i: int, **said: Any) -> None:
+        """One failing record: counted, and kept as an example while there are few."""
         self.failing += 1
         if len(self.examples) < MAX_EXAMPLES:
-            self.examples.append(value)
+            values = _shown(record, self.columns())
+            self.examples.append({**at(i), **said, "values": values})
 
     def message(self) -> str:
         return f"{self.failing} record(s) fail"
@@ -108,12 +122,12 @@ class NotNull(_Kind):
     def columns(self) -> list[str]:
         return list(self.spec["columns"])
 
-    def observe(self, records) -> None:
+    def observe(self, records, at) -> None:
         names = self.spec["columns"]
-        for r in records:
+        for i, r in enumerate(records):
             empty = [n for n in names if r.get(n) is None]
             if empty:
-                self.note({"null": empty, "record": _shown(r)})
+                self.note(r, at, i, null=empty)
 
     def message(self) -> str:
         return f"{self.failing} record(s) have a null in {', '.join(self.spec['columns'])}"
@@ -158,13 +172,13 @@ class AcceptedValues(_Kind):
     def columns(self) -> list[str]:
         return [self.spec["column"]]
 
-    def observe(self, records) -> None:
+    def observe(self, records, at) -> None:
         column = self.spec["column"]
         accepted = {str(_comparable(v)) for v in self.spec["values"] if v is not None}
-        for r in records:
+        for i, r in enumerate(records):
             value = r.get(column)
             if value is not None and str(_comparable(value)) not in accepted:
-                self.note(_comparable(value))
+                self.note(r, at, i, value=_cut(_comparable(value)))
 
     def message(self) -> str:
         return f"{self.failing} value(s) of {self.spec['column']} are not accepted"
@@ -189,9 +203,9 @@ class Range(_Kind):
     def columns(self) -> list[str]:
         return [self.spec["column"]]
 
-    def observe(self, records) -> None:
+    def observe(self, records, at) -> None:
         column, low, high = self.spec["column"], self.spec.get("min"), self.spec.get("max")
-        for r in records:
+        for i, r in enumerate(records):
             value = r.get(column)
             if value is None:
                 continue
@@ -204,7 +218,7 @@ class Range(_Kind):
                     column=column,
                 ) from None
             if out:
-                self.note(value)
+                self.note(r, at, i, value=_cut(value))
 
     def message(self) -> str:
         bounds = [f"{k} {self.spec[k]!r}" for k in ("min", "max") if k in self.spec]
@@ -258,8 +272,30 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _shown(record: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _comparable(v) for k, v in record.items()}
+def _cut(value: Any) -> Any:
+    """A value as an example shows it: text cut at `MAX_SHOWN_CHARS` characters."""
+    if isinstance(value, str) and len(value) > MAX_SHOWN_CHARS:
+        return value[:MAX_SHOWN_CHARS] + "…"
+    return value
+
+
+def _shown(record: Mapping[str, Any], checked: Sequence[str]) -> dict[str, Any]:
+    """A record as an example shows it: the checked columns and the first others, up to
+    `MAX_SHOWN_COLUMNS` in all, in the record's order, text cut (a checkpoint holds it)."""
+    names = list(record)
+    if len(names) > MAX_SHOWN_COLUMNS:
+        kept = set(checked)
+        kept.update(n for n in names if n not in kept and len(kept) < MAX_SHOWN_COLUMNS)
+        names = [n for n in names if n in kept]
+    return {k: _cut(_comparable(record[k])) for k in names}
+
+
+def locator(first: int, lines: Sequence[int] | None = None) -> Locator:
+    """Where the `i`-th record of a batch is: its ordinal in the step's output (`first` for
+    the batch's first) and, with `lines` (a file ingest's), the line of its start."""
+    if lines is None:
+        return lambda i: {"record": first + i}
+    return lambda i: {"record": first + i, "line": lines[i]}
 
 
 CHECK_KINDS: dict[str, type[_Kind]] = {
@@ -299,16 +335,42 @@ def validate_checks(value: Any, path: str, errors: list[FieldError]) -> None:
 
 
 def key_digests(
-    records: Sequence[Mapping[str, Any]], columns: Sequence[str], first: int
-) -> list[tuple[int, int, str]]:
-    """For each record (the `first`-th output record and on): a signed 64-bit digest of its
-    values of `columns`, its ordinal and the key as JSON (at most 200 characters)."""
-    out = []
-    for i, r in enumerate(records):
-        key = json.dumps([_comparable(r.get(c)) for c in columns], ensure_ascii=False)
-        digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-        out.append((int.from_bytes(digest, "big", signed=True), first + i, key[:200]))
-    return out
+    records: Sequence[Mapping[str, Any]], columns: Sequence[str]
+) -> tuple[list[int], list[str]]:
+    """For each record: a signed 64-bit digest of its values of `columns` (of their JSON
+    array), and that array as JSON text; a key longer than `MAX_SHOWN_CHARS` characters is
+    shown as a JSON string of its first ones."""
+    if len(columns) == 1:
+        (column,) = columns
+        keys = [f"[{_key_value(r.get(column))}]" for r in records]
+    else:
+        keys = [f"[{', '.join(_key_value(r.get(c)) for c in columns)}]" for r in records]
+    hashes = [
+        int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "big", signed=True)
+        for k in keys
+    ]
+    return hashes, [k if len(k) <= MAX_SHOWN_CHARS else _cut_key(k) for k in keys]
+
+
+def _cut_key(key: str) -> str:
+    """A key too long to show: its JSON text cut, as a JSON string."""
+    return _encode_text(key[:MAX_SHOWN_CHARS] + "…")
+
+
+_encode_text = json.encoder.encode_basestring  # as json.dumps(ensure_ascii=False) writes text
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _key_value(value: Any) -> str:
+    """One value of a key as JSON (what `json.dumps` writes, without its per-call cost)."""
+    kind = type(value)
+    if kind is int:
+        return str(value)
+    if kind is str:
+        return _encode_text(value)
+    if value is None:
+        return "null"
+    return _encode(_comparable(value))
 
 
 class Checker:
@@ -332,9 +394,17 @@ class Checker:
         """The `unique` checks with their index in the step's checks."""
         return [(i, k) for i, k in enumerate(self.kinds) if isinstance(k, Unique)]
 
-    def observe(self, records: Sequence[Mapping[str, Any]]) -> None:
+    def observe(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        first: int = 1,
+        lines: Sequence[int] | None = None,
+    ) -> None:
+        """Count one output batch whose first record is the `first`-th of the output;
+        `lines`: where each record starts in the input file (a file ingest)."""
+        at = locator(first, lines)
         for kind in self.kinds:
-            kind.observe(records)
+            kind.observe(records, at)
 
     def state(self) -> list[list[Any]]:
         return [[k.failing, k.examples] for k in self.kinds]

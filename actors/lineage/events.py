@@ -29,6 +29,8 @@ from openlineage.client.generated.base import RunFacet
 from openlineage.client.naming.dataset import LocalFileSystem, Postgres
 
 import connectors
+from actors.lineage.assertions import FACET as ASSERTIONS
+from actors.lineage.assertions import assertions_facet
 from actors.lineage.notices import COMPLETE, FAIL, Notice
 from actors.lineage.places import Places, Sandbox
 from dag import Plan
@@ -50,6 +52,7 @@ class StepFacts:
     rejected: int = 0
     columns: tuple[tuple[str, str], ...] | None = None
     error: str | None = None
+    checks: tuple[dict[str, Any], ...] = ()  # its data check results (`dag.checks`)
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,8 @@ def _step_event(notice: Notice, facts: RunFacts, namespace: str, places: Places 
     if places is not None:
         done = notice.event_type == COMPLETE
         inputs, outputs = _datasets(step.name, notice.run_id, facts, namespace, places, done)
+        if notice.event_type in (COMPLETE, FAIL):
+            inputs += _checked(step.name, facts, namespace, outputs)
     return RunEvent(
         eventType=RunState(notice.event_type),
         eventTime=notice.at.isoformat(),
@@ -190,6 +195,23 @@ def _datasets(
         rejects = connectors.reject_file(places.reject_dir, run_id, name).final_path
         outputs.append(_output_dataset(_file(rejects), {}, own.rejected))
     return inputs, outputs
+
+
+def _checked(
+    name: str, facts: RunFacts, namespace: str, outputs: list[OutputDataset]
+) -> list[InputDataset]:
+    """The dataset a step's checks read (its output; an export's target), as an input with
+    the results in the `dataQualityAssertions` facet (`actors.lineage.assertions`)."""
+    facet = assertions_facet(facts.steps.get(name, StepFacts()).checks, PRODUCER)
+    if facet is None:
+        return []
+    step = facts.plan.step(name)
+    if step.type == "export" and outputs:
+        checked, columns = (outputs[0].namespace, outputs[0].name), outputs[0].facets or {}
+    else:
+        checked, columns = _output(namespace, facts, name), _schema(_columns(facts, name))
+    ns, ds_name = checked
+    return [InputDataset(ns, ds_name, facets=dict(columns), inputFacets={ASSERTIONS: facet})]
 
 
 def _output_dataset(

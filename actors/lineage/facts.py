@@ -78,8 +78,9 @@ def read_run_facts(cur, run_id: str) -> RunFacts | None:
             rejected=rejected,
             columns=None if columns is None else tuple((c, t) for c, t in columns),
             error=step_error,
+            checks=tuple(checks or ()),
         )
-        for name, records_in, records_out, rejected, columns, step_error in cur.fetchall()
+        for name, records_in, records_out, rejected, columns, step_error, checks in cur.fetchall()
     }
     return RunFacts(pipeline, trace_id, parse_plan(plan), steps, error)
 

@@ -10,8 +10,8 @@ JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision
 WHERE r.id = %(run_id)s;
 
 -- list_lineage_steps --
--- Every step of a run with its counters, output columns and error.
-SELECT name, records_in, records_out, rejected, columns, error
+-- Every step of a run with its counters, output columns, error and check results.
+SELECT name, records_in, records_out, rejected, columns, error, checks
 FROM step_runs
 WHERE run_id = %(run_id)s;
 

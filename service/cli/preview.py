@@ -133,6 +133,8 @@ def _render_step(step: StepPreview, console: Console) -> None:
     )
     if step.error:
         console.print(f"[{style}]error:[/] {escape(step.error)}")
+    if step.dialect:
+        console.print(f"[yellow]dialect[/] {escape(step.dialect['message'])}")
     if step.status == StepStatus.UPSTREAM_FAILED:
         return
     console.print(

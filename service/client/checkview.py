@@ -8,7 +8,8 @@ from typing import Any
 
 __all__ = ["CHECK_HEADERS", "check_rows"]
 
-CHECK_HEADERS = ["STEP", "CHECK", "OUTCOME", "FAILING", "MESSAGE"]
+CHECK_HEADERS = ["STEP", "CHECK", "OUTCOME", "FAILING", "MESSAGE", "FIRST EXAMPLE"]
+EXAMPLE_CHARS = 80
 
 
 def _described(result: dict[str, Any]) -> str:
@@ -25,6 +26,15 @@ def _described(result: dict[str, Any]) -> str:
     return f"{result.get('check')}({'; '.join(args)}){suffix}"
 
 
+def _first_example(result: dict[str, Any]) -> str:
+    """The first example of a failing check (line, record and values), cut to a cell."""
+    examples = result.get("examples") or []
+    if not examples or result.get("outcome") == "passed":
+        return ""
+    text = json.dumps(examples[0], ensure_ascii=False, default=str)
+    return text if len(text) <= EXAMPLE_CHARS else text[: EXAMPLE_CHARS - 1] + "…"
+
+
 def check_rows(run: dict[str, Any]) -> list[list[Any]]:
     """The table rows of every step's check results, in plan order."""
     rows = []
@@ -37,6 +47,7 @@ def check_rows(run: dict[str, Any]) -> list[list[Any]]:
                     result.get("outcome"),
                     result.get("failing"),
                     result.get("message"),
+                    _first_example(result),
                 ]
             )
     return rows

@@ -98,6 +98,12 @@ KEPT = {
         " (out) by succeeded steps",
         ("pipeline", "step", "kind"),
     ),
+    "etl_checks_total": Kept(
+        CounterMetricFamily,
+        "Data check results of steps that ended succeeded or failed, by pipeline, step, check"
+        " kind and outcome (passed, failed, warned)",
+        ("pipeline", "step", "check", "outcome"),
+    ),
     "etl_step_retries_total": Kept(
         CounterMetricFamily,
         "Failed attempts followed by a retry (the step waits for its backoff)",

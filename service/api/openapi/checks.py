@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dag.checks import CHECK_KINDS, MAX_CHECKS, SEVERITIES
+from dag.checks import CHECK_KINDS, MAX_CHECKS, MAX_EXAMPLES, SEVERITIES
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 
 # Every string of a check is without NUL, as every string of a request (PostgreSQL cannot
@@ -64,7 +64,20 @@ def check_components() -> dict[str, dict[str, Any]]:
             "severity": enum(SEVERITIES),
             "outcome": enum(OUTCOMES),
             "failing": _COUNT,
-            "examples": {"type": "array", "items": {}},
+            "examples": {
+                "type": "array",
+                "items": {},
+                "maxItems": MAX_EXAMPLES,
+                "description": (
+                    "the first failing records: for not_null, accepted_values and range "
+                    "{'record': ordinal in the step's output, 'line': where it starts in the "
+                    "input file (a file ingest only), 'values': the record (its checked columns "
+                    "and first others, 20 in all), 'null': the null "
+                    "columns (not_null) or 'value': the value (the others)}; for unique "
+                    "{'key', 'records': how many hold it, 'first_record', 'first_line'}; for "
+                    "row_count [the records out]; for max_reject_ratio [the ratio]"
+                ),
+            },
             "message": {"type": "string"},
             **{k: v for k, v in _KEYS.items() if k not in ("min", "max")},
             "min": _BOUND,

@@ -9,8 +9,10 @@ from actors.preview import MAX_RECORDS, MAX_ROW_ERRORS, SAMPLE_ROWS
 from actors.preview_bounds import MAX_VALUE_CHARS
 from dag import StepStatus
 from dag import plan as rules
+from dag.dialect import DELIMITER_CANDIDATES, ENCODINGS
 from service.api.openapi.shapes import always, enum, nullable, ref
 
+_COUNT = {"type": "integer", "minimum": 0}
 _TEXT = {"type": "string"}
 _PREVIEW_VALUE = {"type": ["integer", "string", "null"]}
 _PREVIEW_ROWS = {
@@ -52,12 +54,7 @@ def _preview_export() -> dict[str, Any]:
 
 def preview_components() -> dict[str, dict[str, Any]]:
     """JSON schemas of the preview answer (`actors.preview.PlanPreview.as_dict`)."""
-    count, text, column_types, rows = (
-        {"type": "integer", "minimum": 0},
-        _TEXT,
-        _COLUMN_TYPES,
-        _PREVIEW_ROWS,
-    )
+    count, text, column_types, rows = _COUNT, _TEXT, _COLUMN_TYPES, _PREVIEW_ROWS
     row_error = always(
         {
             "line": nullable({"type": "integer", "minimum": 1}),
@@ -85,12 +82,14 @@ def preview_components() -> dict[str, dict[str, Any]]:
             "warnings": {"type": "array", "items": always({"code": text, "message": text})},
             "source": nullable(source),
             "export": nullable(export),
+            "dialect": nullable(_preview_dialect()),
         }
     )
     step["description"] = (
         "One step: ok, failed (error says why) or upstream_failed (not run); at most"
         f" {SAMPLE_ROWS} sample records and {MAX_ROW_ERRORS} row errors (row_errors_total"
-        " counts them all); source for an ingest, export (what it would write) for an export"
+        " counts them all); source for an ingest, export (what it would write) for an export;"
+        " dialect: what a file ingest's input looks written in, when not as declared"
     )
     preview = always(
         {
@@ -110,3 +109,28 @@ def preview_components() -> dict[str, dict[str, Any]]:
         " `truncated` says how much was shown (null: everything)"
     )
     return {"Preview": preview, "PreviewStep": step}
+
+
+def _preview_dialect() -> dict[str, Any]:
+    """What a preview proposes for a file ingest (`dag.sniffing`): the detected encoding
+    and/or delimiter that differ from the declared ones, and what was declared."""
+    shape = {
+        "type": "object",
+        "properties": {
+            "encoding": enum(ENCODINGS),
+            "delimiter": enum(DELIMITER_CANDIDATES),
+            "declared": {
+                "type": "object",
+                "properties": {"encoding": {"type": "string"}, "delimiter": {"type": "string"}},
+                "required": ["encoding"],
+            },
+            "message": {"type": "string"},
+        },
+        "required": ["declared", "message"],
+        "minProperties": 3,
+    }
+    shape["description"] = (
+        "the encoding and delimiter detected in the first 64 KiB of the ingest's first file,"
+        " given only when they differ from the declared ones (or the defaults utf-8 and ',')"
+    )
+    return shape

@@ -74,7 +74,10 @@ def test_checks_pass_warn_and_fail_over_the_whole_output(stack: Stack) -> None:
     ]  # fmt: skip
     negative = sum(1 for i in range(1, n + 1) if i % 50 - 5 < 0)
     warned = _step(good, "read")["checks"][3]
-    assert warned["failing"] == negative and warned["examples"][:2] == [-4, -3]
+    assert warned["failing"] == negative
+    shown = [(e["record"], e["line"], e["value"]) for e in warned["examples"][:2]]
+    assert shown == [(1, 2, -4), (2, 3, -3)]  # the header is line 1
+    assert warned["examples"][0]["values"] == {"id": 1, "amount": -4, "status": "open"}
     assert _step(good, "out")["checks"][0]["outcome"] == "passed"
     assert (stack.exports / good["id"] / "good.csv.jsonl").read_text().count("\n") == n
 
@@ -85,7 +88,7 @@ def test_checks_pass_warn_and_fail_over_the_whole_output(stack: Stack) -> None:
     assert read["attempts"][0]["outcome"] == "input_error"
     unique = read["checks"][0]
     assert (unique["outcome"], unique["failing"]) == ("failed", 1)
-    assert unique["examples"] == [{"key": [17], "records": 2, "first_record": 17}]
+    assert unique["examples"] == [{"key": [17], "records": 2, "first_record": 17, "first_line": 18}]
     assert 'check {"check": "unique", "columns": ["id"]} failed' in read["error"]
     assert _step(dup, "out")["status"] != "succeeded"
     assert not (stack.exports / dup["id"]).exists()

@@ -31,7 +31,10 @@ PLAN = {
                     "columns": {"id": "int", "amount": "int"}}},
         {"name": "label", "type": "transform", "depends_on": ["read"],
          "config": {"op": "map", "column": "status", "mapping": {"A": "active"},
-                    "default": "inactive", "into": "label"}},
+                    "default": "inactive", "into": "label"},
+         "checks": [{"check": "unique", "columns": ["id"]},
+                    {"check": "accepted_values", "column": "label", "values": ["active"],
+                     "severity": "warn"}]},
         {"name": "to_table", "type": "export", "depends_on": ["label"],
          "config": {"target": "table", "table": "lineage_people", "key": "id"}},
         {"name": "by_label", "type": "transform", "depends_on": ["label"],
@@ -198,6 +201,14 @@ def test_a_failed_and_resumed_run_tells_its_whole_sequence(stack_factory, receiv
         ("amount", "int"),
     ]
     assert ds(done["label"], "outputs") == [(NAMESPACE, f"{PIPELINE}.label", counts["label"][1])]
+    # its checks read its output: that dataset is one more input, with their results
+    checked = done["label"]["inputs"][-1]
+    assert (checked["namespace"], checked["name"]) == (NAMESPACE, f"{PIPELINE}.label")
+    assertions = checked["inputFacets"]["dataQualityAssertions"]["assertions"]
+    inactive = sum(1 for i in range(1, N + 1) if i % 3 == 0 and i != 7)
+    assert [(a["assertion"], a["success"], a["actual"]) for a in assertions] == [
+        ("unique", True, "0"), ("accepted_values", False, str(inactive))
+    ]  # fmt: skip
     lineage = done["label"]["outputs"][0]["facets"]["columnLineage"]["fields"]
     assert [(f["name"], f["field"]) for f in lineage["label"]["inputFields"]] == [
         (f"{PIPELINE}.read", "status")

@@ -52,5 +52,5 @@ def test_checks_over_the_flights_agree_with_the_csv_module(flights: bytes) -> No
     assert [r["outcome"] for r in results] == ["failed", "failed", "passed", "passed"]
     assert results[0]["failing"] == na_dep
     first_na = next(i for i, r in enumerate(rows) if r["dep_time"] == "NA")
-    assert results[0]["examples"][0]["record"]["flight"] == rows[first_na]["flight"]
+    assert results[0]["examples"][0]["values"]["flight"] == rows[first_na]["flight"]
     assert results[1]["failing"] == sum(1 for r in rows if r["carrier"] == carriers[0])

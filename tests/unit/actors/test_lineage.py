@@ -289,3 +289,52 @@ def test_sandbox_address_from_url_or_dsn() -> None:
     )
     assert sandbox_of("postgresql://postgres@127.0.0.1/etl") == Sandbox("127.0.0.1", 5432, "etl")
     assert sandbox_of("host=h dbname=d") == Sandbox("h", 5432, "d")
+
+
+def test_a_step_with_checks_tells_their_results_in_the_assertions_facet() -> None:
+    """The checked dataset (the step's output; an export's target) is an input of the
+    step's COMPLETE and FAIL events with the standard `dataQualityAssertions` facet, valid
+    against its official JSON Schema; no other event and no step without checks has it."""
+    results = (
+        {"check": "unique", "columns": ["id"], "severity": "error", "outcome": "passed",
+         "failing": 0, "examples": [], "message": "passed"},
+        {"check": "range", "column": "amount", "min": 0, "severity": "warn",
+         "outcome": "warned", "failing": 2, "message": "2 value(s) of amount are outside",
+         "examples": [{"record": 3, "line": 4, "value": -1, "values": {"amount": -1}}]},
+        {"check": "row_count", "min": 100, "severity": "error", "outcome": "failed",
+         "failing": 1, "examples": [8], "message": "8 record(s) out of bounds"},
+    )  # fmt: skip
+    steps = dict(FACTS.steps)
+    steps["read"] = StepFacts(10, 8, 2, PEOPLE, checks=results)
+    steps["to_table"] = StepFacts(8, 8, 0, None, checks=results[:1])
+    facts = RunFacts(FACTS.pipeline, FACTS.trace_id, PLAN, steps)
+
+    def event(event_type: str, step: str) -> dict:
+        notice = Notice(event_type, RUN_ID, AT, step, 1)
+        return json.loads(Serde.to_json(compose(notice, facts, namespace="etl", places=PLACES)))
+
+    for event_type in ("COMPLETE", "FAIL"):
+        read = event(event_type, "read")
+        assert problems(read) == []
+        source, checked = read["inputs"]
+        assert source["name"] == "/srv/data/in/people.csv"
+        assert (checked["namespace"], checked["name"]) == ("etl", "people.read")
+        assertions = checked["inputFacets"]["dataQualityAssertions"]
+        assert assertions["_schemaURL"].endswith(
+            "/1-1-0/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet"
+        )
+        shown = [
+            (a["assertion"], a["success"], a.get("column"), a["severity"], a.get("actual"))
+            for a in assertions["assertions"]
+        ]
+        assert shown == [
+            ("unique", True, "id", "error", "0"),
+            ("range", False, "amount", "warn", "2"),
+            ("row_count", False, None, "error", "8"),
+        ]
+        assert checked["facets"]["schema"]["fields"][0]["name"] == "id"
+        table = event(event_type, "to_table")
+        assert problems(table) == []
+        assert table["inputs"][-1]["name"] == table["outputs"][0]["name"]
+    assert len(event("START", "read")["inputs"]) == 1
+    assert len(event("COMPLETE", "label")["inputs"]) == 1

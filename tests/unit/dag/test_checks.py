@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -72,12 +73,12 @@ def test_every_kind_round_trips_through_the_plan() -> None:
 
 
 def run(checks: list[dict], batches: list[list[dict]], rejected: int = 0) -> list[dict]:
-    checker = Checker(checks)
+    checker, first = Checker(checks), 1
     for batch in batches:
         resumed = Checker(checks)  # each batch in a new attempt, from the checkpoint
         resumed.restore(checker.state())
-        resumed.observe(batch)
-        checker = resumed
+        resumed.observe(batch, first, [10 * (first + i) for i in range(len(batch))])
+        checker, first = resumed, first + len(batch)
     n = sum(map(len, batches))
     return checker.results(n + rejected, n, rejected)
 
@@ -105,14 +106,19 @@ def test_counting_goes_on_across_batches_and_attempts() -> None:
         rejected=1,
     )
     summary = [(r["check"], r["outcome"], r["failing"], r["examples"]) for r in results]
+    third = {"id": 3, "kind": "z", "d": "2025-06-01"}
     assert summary == [
-        ("not_null", "failed", 1, [{"null": ["id"], "record": {"id": None, "kind": "b"}}]),
-        ("accepted_values", "warned", 1, ["z"]),
-        ("range", "failed", 1, [-4]),
-        ("range", "failed", 1, ["2025-06-01"]),
+        ("not_null", "failed", 1, [{"record": 2, "line": 20, "null": ["id"],
+                                    "values": {"id": None, "kind": "b"}}]),
+        ("accepted_values", "warned", 1, [{"record": 3, "line": 30, "value": "z",
+                                           "values": third}]),
+        ("range", "failed", 1, [{"record": 4, "line": 40, "value": -4,
+                                 "values": {"id": -4, "kind": "a"}}]),
+        ("range", "failed", 1, [{"record": 3, "line": 30, "value": "2025-06-01",
+                                 "values": third}]),
         ("row_count", "failed", 1, [4]),
         ("max_reject_ratio", "passed", 0, []),
-    ]
+    ]  # fmt: skip
     assert results[0]["message"] == "1 record(s) have a null in id"
 
 
@@ -130,8 +136,29 @@ def test_a_check_on_a_missing_column_is_a_config_error() -> None:
 
 
 def test_key_digests_are_stable_and_tell_keys_apart() -> None:
-    rows = [{"a": 1, "b": "x"}, {"a": 1, "b": "x"}, {"a": "1", "b": "x"}]
-    digests = key_digests(rows, ["a", "b"], 7)
-    assert digests[0][0] == digests[1][0] != digests[2][0]
-    assert [d[1] for d in digests] == [7, 8, 9]
-    assert digests[0][2] == '[1, "x"]'
+    rows = [{"a": 1, "b": "x"}, {"a": 1, "b": "x"}, {"a": "1", "b": "x"}, {"a": None, "b": "é"}]
+    hashes, keys = key_digests(rows, ["a", "b"])
+    assert hashes[0] == hashes[1] != hashes[2]
+    assert keys == ['[1, "x"]', '[1, "x"]', '["1", "x"]', '[null, "é"]']
+    assert keys == [json.dumps([r["a"], r["b"]], ensure_ascii=False) for r in rows]
+    day = datetime.date(2024, 1, 2)
+    assert key_digests([{"d": day}], ["d"])[1] == ['["2024-01-02"]']
+    long_hashes, long_keys = key_digests([{"a": "z" * 300}, {"a": "z" * 301}], ["a"])
+    assert long_hashes[0] != long_hashes[1]
+    assert json.loads(long_keys[0]) == '["' + "z" * 198 + "…"
+
+
+def test_examples_without_lines_name_the_record_and_cut_long_text() -> None:
+    checker = Checker([{"check": "accepted_values", "column": "a", "values": ["x"]}])
+    checker.observe([{"a": "x"}, {"a": "y" * 300}], first=41)
+    (example,) = checker.results(2, 2, 0)[0]["examples"]
+    assert example["record"] == 42 and "line" not in example
+    assert example["value"] == "y" * 200 + "…" == example["values"]["a"]
+
+
+def test_an_example_of_a_wide_record_shows_the_checked_and_first_columns() -> None:
+    wide = {f"c{i}": i for i in range(50)} | {"c42": None}
+    checker = Checker([{"check": "not_null", "columns": ["c42"]}])
+    checker.observe([wide])
+    values = checker.results(1, 1, 0)[0]["examples"][0]["values"]
+    assert list(values) == [f"c{i}" for i in range(19)] + ["c42"]

@@ -297,3 +297,28 @@ def test_raw_batch_head_keeps_file_order_across_good_and_bad_records() -> None:
     )
     assert batch.head(0) == ([], [])
     assert batch.head(9) == (batch.records, batch.row_errors)
+
+
+def test_preview_proposes_the_encoding_and_delimiter_it_detects(env: Path, capsys) -> None:
+    """A cp1252, `;`-delimited export read with the defaults fails, and the preview says
+    what the file looks like; declared so, it reads and nothing is proposed."""
+    rows = "id;name;amount\n1;Renée;10\n2;Zoë;€5\n"
+    (env / "data" / "in.csv").write_bytes(rows.encode("cp1252"))
+    plan = {"on_row_error": "reject", "steps": [_read({"name": "string"})]}
+    code, body = _json(env, plan, capsys)
+    (read,) = body["steps"]
+    assert code == 1 and "not in the input" in read["error"]
+    assert read["dialect"] == {
+        "encoding": "cp1252",
+        "delimiter": ";",
+        "declared": {"encoding": "utf-8", "delimiter": ","},
+        "message": "the input looks like encoding 'cp1252' (declared 'utf-8'),"
+        " delimiter ';' (declared ',')",
+    }
+    code, out = _run(env, plan, capsys=capsys)
+    assert "dialect the input looks like encoding 'cp1252'" in out
+    plan["steps"][0]["config"].update(encoding="cp1252", delimiter=";")
+    code, body = _json(env, plan, capsys)
+    (read,) = body["steps"]
+    assert code == 0 and read["dialect"] is None
+    assert [r["name"] for r in read["sample"]] == ["Renée", "Zoë"]
