@@ -1,0 +1,114 @@
+"""Incremental table ingest (`"cursor": COLUMN`) through the whole engine: each run reads
+the rows above the mark of the last succeeded run and up to the bound fixed when its step
+started; rows written meanwhile, and rows committed late below the mark, go to the next run;
+an executor killed mid-step resumes the same range."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import psycopg2
+
+from drills import Stack
+
+# the `stack` fixture (tests/integration/conftest.py) reads this
+STACK_ENV = {"ETL_FAULT": "slow_batches:step=read:ms=150"}
+
+PLAN = {
+    "steps": [
+        {"name": "read", "type": "ingest",
+         "config": {"source": "table", "table": "src", "cursor": "ts"}},
+        {"name": "out", "type": "export", "depends_on": ["read"],
+         "config": {"target": "file", "path": "src.jsonl"}},
+    ]
+}  # fmt: skip
+
+
+def _insert(stack: Stack, ids: range, seconds: int | None = None) -> None:
+    """Rows `ids`, each at 2024-01-01 plus `id` seconds (or plus `seconds` for all)."""
+    offset = "g" if seconds is None else str(seconds)
+    stack.sql(
+        "INSERT INTO sandbox.src SELECT g, timestamptz '2024-01-01 00:00:00+00'"
+        f" + make_interval(secs => {offset}), g * 2 FROM generate_series(%s, %s) g",
+        ids.start, ids.stop - 1,
+    )  # fmt: skip
+
+
+def _read_ids(stack: Stack, run_id: str) -> list[int]:
+    lines = (stack.exports / run_id / "src.jsonl").read_text().splitlines()
+    return [json.loads(x)["id"] for x in lines]
+
+
+def _run(stack: Stack, pid: str, key: str) -> dict:
+    run = stack.wait_run(stack.trigger(pid, key)[1]["id"], timeout=120)
+    return run
+
+
+def _range(stack: Stack, run_id: str) -> tuple:
+    return stack.sql(
+        "SELECT lower_value, upper_value, late_rows FROM step_cursor_ranges WHERE run_id = %s",
+        run_id,
+    )[0]
+
+
+def test_runs_read_new_rows_only_and_a_killed_step_resumes_the_same_range(stack: Stack) -> None:
+    stack.sql("CREATE TABLE sandbox.src (id bigint PRIMARY KEY, ts timestamptz, v int)")
+    _insert(stack, range(1, 3001))
+    stack.start()
+    pid = stack.create("src", PLAN)
+    run_id = stack.trigger(pid, "r1")[1]["id"]
+    live = stack.wait_for(
+        lambda: stack.sql(
+            "SELECT executor FROM attempts WHERE run_id = %s AND step_name = 'read'"
+            " AND outcome IS NULL AND batches_done >= 2",
+            run_id,
+        ),
+        what="2 ingested batches",
+    )
+    # written while the run runs: above its bound, and one late row below it (id 5000)
+    _insert(stack, range(3001, 3101))
+    _insert(stack, range(5000, 5001), seconds=10)
+    stack.kill(live[0][0].split(":")[0], signal.SIGKILL)
+    run = stack.wait_run(run_id, timeout=120)
+    assert run["status"] == "succeeded", run
+    read = run["steps"][0]
+    assert [a["outcome"] for a in read["attempts"]] == ["lease_expired", "succeeded"]
+    assert _read_ids(stack, run_id) == list(range(1, 3001))  # the range fixed at its start
+    assert _range(stack, run_id) == (None, "2024-01-01 00:50:00+00", 0)
+
+    second = _run(stack, pid, "r2")
+    assert second["status"] == "succeeded", second
+    assert _read_ids(stack, second["id"]) == [*range(3001, 3101), 5000]
+    assert _range(stack, second["id"]) == (
+        "2024-01-01 00:50:00+00", "2024-01-01 00:51:40+00", 1
+    )  # fmt: skip
+    third = _run(stack, pid, "r3")
+    assert third["status"] == "succeeded" and _read_ids(stack, third["id"]) == []
+
+
+def test_a_row_committed_late_below_the_mark_is_read_by_the_next_run(stack: Stack) -> None:
+    stack.sql("CREATE TABLE sandbox.src (id bigint PRIMARY KEY, ts timestamptz, v int)")
+    _insert(stack, range(1, 11))
+    stack.start()
+    pid = stack.create("src", PLAN)
+    # a writer takes its cursor value, then commits after rows with higher values did
+    # and after the first run's bound
+    writer = psycopg2.connect(stack.db_url)
+    try:
+        with writer.cursor() as cur:
+            cur.execute(
+                "INSERT INTO sandbox.src VALUES (100, timestamptz '2024-01-01 00:00:05.5+00', 0)"
+            )
+        _insert(stack, range(11, 21))
+        first = _run(stack, pid, "r1")
+        assert _read_ids(stack, first["id"]) == list(range(1, 21))
+        writer.commit()
+    finally:
+        writer.close()
+    second = _run(stack, pid, "r2")
+    assert second["status"] == "succeeded", second
+    assert _read_ids(stack, second["id"]) == [100]  # below the mark, not skipped
+    assert _range(stack, second["id"])[2] == 1
+    third = _run(stack, pid, "r3")
+    assert _read_ids(stack, third["id"]) == []  # and read once
