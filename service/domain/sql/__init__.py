@@ -1,7 +1,8 @@
 """The coordinator's named SQL queries, loaded once: `queries.sql` (API, admission),
 `listing.sql` (the keyset lists), `metrics.sql` (the /metrics collector),
-`schedules.sql` (the scheduler), `webhooks.sql` (webhooks and their outbox) and
-`backfills.sql` (backfills and the admission of their values)."""
+`schedules.sql` (the scheduler), `webhooks.sql` (webhooks and their outbox),
+`backfills.sql` (backfills and the admission of their values) and `cursors.sql` (the marks
+of incremental table ingest)."""
 
 from pathlib import Path
 
@@ -14,9 +15,11 @@ LISTING_QUERIES = load_queries(_HERE / "listing.sql")
 METRICS_QUERIES = load_queries(_HERE / "metrics.sql")
 WEBHOOK_QUERIES = load_queries(_HERE / "webhooks.sql")
 BACKFILL_QUERIES = load_queries(_HERE / "backfills.sql")
+CURSOR_QUERIES = load_queries(_HERE / "cursors.sql")
 
 __all__ = [
     "BACKFILL_QUERIES",
+    "CURSOR_QUERIES",
     "LISTING_QUERIES",
     "METRICS_QUERIES",
     "QUERIES",

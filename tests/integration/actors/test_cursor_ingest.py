@@ -112,3 +112,66 @@ def test_a_row_committed_late_below_the_mark_is_read_by_the_next_run(stack: Stac
     assert _range(stack, second["id"])[2] == 1
     third = _run(stack, pid, "r3")
     assert _read_ids(stack, third["id"]) == []  # and read once
+
+
+def _marks(stack: Stack, pid: str) -> list[tuple]:
+    status, body = stack.req("GET", f"/pipelines/{pid}/cursors")
+    assert status == 200, body
+    return [(c["step"], c["table"], c["column"], c["value"]) for c in body["cursors"]]
+
+
+def test_a_failed_run_leaves_the_mark_and_an_admin_resets_or_sets_it(stack: Stack) -> None:
+    stack.sql("CREATE TABLE sandbox.src (id bigint PRIMARY KEY, ts timestamptz, v int)")
+    _insert(stack, range(1, 101))
+    stack.start()
+    checked = json.loads(json.dumps(PLAN))
+    checked["steps"][0]["checks"] = [{"check": "not_null", "columns": ["v"]}]
+    pid = stack.create("src", checked)
+    assert _marks(stack, pid) == [("read", "src", "ts", None)]
+    assert _read_ids(stack, _run(stack, pid, "r1")["id"]) == list(range(1, 101))
+    mark = ("read", "src", "ts", "2024-01-01 00:01:40+00")
+    assert _marks(stack, pid) == [mark]
+
+    _insert(stack, range(101, 151))
+    stack.sql("UPDATE sandbox.src SET v = NULL WHERE id = 120")
+    failed = _run(stack, pid, "r2")
+    assert failed["status"] == "failed", failed
+    assert _marks(stack, pid) == [mark]  # a failed run leaves the mark
+    stack.sql("UPDATE sandbox.src SET v = 240 WHERE id = 120")
+    again = _run(stack, pid, "r3")
+    assert again["status"] == "succeeded", again
+    assert _read_ids(stack, again["id"]) == list(range(101, 151))  # the range, read again
+
+    assert "reset every mark" in stack.etl("cursors", "reset", "src", "--all")
+    assert _marks(stack, pid) == [("read", "src", "ts", None)]
+    assert _read_ids(stack, _run(stack, pid, "r4")["id"]) == list(range(1, 151))
+
+    status, body = stack.req(
+        "PUT", f"/pipelines/{pid}/cursors/read", {"value": "2024-01-01 00:02:20+00"}
+    )
+    assert status == 200 and body["value"] == "2024-01-01 00:02:20+00", body
+    assert body["run_id"] is None and body["updated_by"]
+    assert _read_ids(stack, _run(stack, pid, "r5")["id"]) == list(range(141, 151))
+    listed = stack.etl("cursors", "list", "src")
+    assert "src.ts" in listed and "2024-01-01 00:02:30+00" in listed
+    audit = stack.sql(
+        "SELECT action, details->>'step' FROM audit WHERE left(action, 7) = 'cursor.' ORDER BY id"
+    )
+    assert audit == [("cursor.reset", "read"), ("cursor.set", "read")]
+    assert stack.req("PUT", f"/pipelines/{pid}/cursors/out", {"value": "1"})[0] == 404
+    assert stack.req("PUT", f"/pipelines/{pid}/cursors/read", {"value": None})[0] == 400
+
+
+def test_a_cursor_column_that_cannot_be_one_fails_the_run_naming_the_field(stack: Stack) -> None:
+    stack.sql("CREATE TABLE sandbox.src (id bigint PRIMARY KEY, ts timestamptz, doc jsonb)")
+    stack.start()
+    errors = []
+    for column in ("doc", "nope"):
+        plan = json.loads(json.dumps(PLAN))
+        plan["steps"][0]["config"]["cursor"] = column
+        run = _run(stack, stack.create(f"src-{column}", plan), "r1")
+        assert run["status"] == "failed"
+        assert [a["outcome"] for a in run["steps"][0]["attempts"]] == ["input_error"]
+        errors.append(run["steps"][0]["error"])
+    assert "config.cursor: column 'doc' is jsonb" in errors[0]
+    assert "config.cursor: the table has no column 'nope'" in errors[1]
