@@ -86,6 +86,21 @@ def test_runs_read_new_rows_only_and_a_killed_step_resumes_the_same_range(stack:
     third = _run(stack, pid, "r3")
     assert third["status"] == "succeeded" and _read_ids(stack, third["id"]) == []
 
+    # a canceled run leaves the mark: the next one reads what it would have read
+    _insert(stack, range(6001, 8001))
+    canceled = stack.trigger(pid, "r4")[1]["id"]
+    stack.wait_for(
+        lambda: stack.sql(
+            "SELECT 1 FROM attempts WHERE run_id = %s AND batches_done >= 1", canceled
+        ),
+        what="a batch of the run to cancel",
+    )
+    assert stack.req("POST", f"/runs/{canceled}/cancel")[0] == 202
+    assert stack.wait_run(canceled)["status"] == "canceled"
+    fifth = _run(stack, pid, "r5")
+    assert _read_ids(stack, fifth["id"]) == list(range(6001, 8001))
+    assert _range(stack, fifth["id"])[0] == "2024-01-01 00:51:40+00"
+
 
 def test_a_row_committed_late_below_the_mark_is_read_by_the_next_run(stack: Stack) -> None:
     stack.sql("CREATE TABLE sandbox.src (id bigint PRIMARY KEY, ts timestamptz, v int)")
