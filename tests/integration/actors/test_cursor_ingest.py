@@ -80,6 +80,11 @@ def test_runs_read_new_rows_only_and_a_killed_step_resumes_the_same_range(stack:
     second = _run(stack, pid, "r2")
     assert second["status"] == "succeeded", second
     assert _read_ids(stack, second["id"]) == [*range(3001, 3101), 5000]
+    assert second["steps"][0]["cursor_range"] == {
+        "table": "src", "column": "ts", "after": "2024-01-01 00:50:00+00",
+        "upto": "2024-01-01 00:51:40+00", "late_rows": 1,
+    }  # fmt: skip
+    assert second["steps"][1]["cursor_range"] is None
     assert _range(stack, second["id"]) == (
         "2024-01-01 00:50:00+00", "2024-01-01 00:51:40+00", 1
     )  # fmt: skip
