@@ -97,12 +97,13 @@ def window_filter(window: CursorWindow | None) -> tuple[sql.Composable, sql.Comp
     if window is None:
         return sql.SQL(""), sql.SQL("true")
     predicate = sql.SQL(
-        "pg_visible_in_snapshot({xid}, {snap}::pg_snapshot) AND ({lower}::text IS NULL"
-        " OR {col} > CAST({lower} AS {type}) OR {late})"
+        "pg_visible_in_snapshot({xid}, {snap}::pg_snapshot) AND (({lower}::text IS NULL"
+        " AND {lsnap}::text IS NULL) OR {col} > CAST({lower} AS {type}) OR {late})"
     ).format(
         xid=sql.SQL(_ROW_XID),
         snap=sql.Placeholder("w_snapshot"),
         lower=sql.Placeholder("w_lower"),
+        lsnap=sql.Placeholder("w_lower_snapshot"),
         col=sql.Identifier("src", window.column),
         type=sql.SQL(window.pg_type),
         late=_late(window.column, window.pg_type, "w_lower", "w_lower_snapshot"),

@@ -54,6 +54,16 @@ def test_a_window_reads_above_the_mark_up_to_its_snapshot_and_late_rows_below(co
     assert _ids(conn, _window(conn, "95")) == [10, 11]
 
 
+def test_rows_without_a_cursor_value_are_read_once(conn) -> None:
+    run(conn, "CREATE TABLE sandbox.src (id int PRIMARY KEY, n int)")
+    run(conn, "INSERT INTO sandbox.src VALUES (1, NULL), (2, NULL)")
+    first = _window(conn)
+    assert (first.upper, _ids(conn, first)) == (None, [1, 2])
+    run(conn, "INSERT INTO sandbox.src VALUES (3, NULL)")
+    second = _window(conn, first.upper, first.snapshot)
+    assert (second.upper, _ids(conn, second)) == (None, [3])
+
+
 def test_the_bound_never_falls_below_the_mark(conn) -> None:
     run(conn, "CREATE TABLE sandbox.src (id int PRIMARY KEY, n int)")
     assert _window(conn).upper is None
