@@ -58,7 +58,7 @@ def step_window(
         state_conn.commit()
         if window.late_rows:
             log.warning(
-                "rows committed late below the cursor mark are read",
+                "rows at or below the cursor mark, committed after it, are read",
                 extra={"run_id": run_id, "step": step, "late_rows": window.late_rows},
             )
     table, saved_column, lower, lower_snapshot, upper, snapshot, late = saved

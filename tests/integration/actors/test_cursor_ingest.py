@@ -166,20 +166,23 @@ def test_a_failed_run_leaves_the_mark_and_an_admin_resets_or_sets_it(stack: Stac
     assert _marks(stack, pid) == [("read", "src", "ts", None)]
     assert _read_ids(stack, _run(stack, pid, "r4")["id"]) == list(range(1, 151))
 
-    status, body = stack.req(
-        "PUT", f"/pipelines/{pid}/cursors/read", {"value": "2024-01-01 00:02:20+00"}
-    )
-    assert status == 200 and body["value"] == "2024-01-01 00:02:20+00", body
-    assert body["run_id"] is None and body["updated_by"]
+    said = stack.etl("cursors", "set", "src", "read", "2024-01-01 00:02:20+00")
+    assert "set the mark of src/read to 2024-01-01 00:02:20+00" in said
+    status, body = stack.req("GET", f"/pipelines/{pid}/cursors")
+    assert body["cursors"][0]["run_id"] is None and body["cursors"][0]["updated_by"]
     assert _read_ids(stack, _run(stack, pid, "r5")["id"]) == list(range(141, 151))
     listed = stack.etl("cursors", "list", "src")
     assert "src.ts" in listed and "2024-01-01 00:02:30+00" in listed
     audit = stack.sql(
         "SELECT action, details->>'step' FROM audit WHERE left(action, 7) = 'cursor.' ORDER BY id"
     )
-    assert audit == [("cursor.reset", "read"), ("cursor.set", "read")]
+    assert audit == [("cursor.reset", "read"), ("cursor.set", "read")]  # before the checks
     assert stack.req("PUT", f"/pipelines/{pid}/cursors/out", {"value": "1"})[0] == 404
     assert stack.req("PUT", f"/pipelines/{pid}/cursors/read", {"value": None})[0] == 400
+    status, body = stack.req("PUT", f"/pipelines/{pid}/cursors/read", {"value": 7})
+    assert status == 200 and body["value"] == "7" and body["updated_by"], body
+    assert stack.req("DELETE", f"/pipelines/{pid}/cursors/read")[0] == 204
+    assert _marks(stack, pid) == [("read", "src", "ts", None)]
 
 
 def test_a_cursor_column_that_cannot_be_one_fails_the_run_naming_the_field(stack: Stack) -> None:
