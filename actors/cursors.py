@@ -29,7 +29,7 @@ def step_window(
         if saved is None:
             cur.execute(CURSOR_QUERIES["get_cursor_mark"], params)
             mark = cur.fetchone()
-    state_conn.rollback()
+    state_conn.commit()  # read only; ends the transaction as `meet_schema` does
     if saved is None:
         version = None if mark is None else mark[2]
         lower, lower_snapshot = (None, None)
