@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from actors import lineage
 from actors.broker import send_advance_run, send_run_step
+from actors.cursors import advance_marks
 from actors.sql import QUERIES
 from actors.tracing import record_run_spans
 from dag import Plan, PlanInvalid, RunStatus, StepStatus, decide, parse_plan
@@ -157,6 +158,8 @@ def _advance_steps(
             result.recheck_in_s = soonest
     if decision.finished and not to_start:
         cur.execute(QUERIES["finish_run"], {"run_id": run_id, "status": decision.run_status})
+        if decision.run_status == RunStatus.SUCCEEDED:
+            advance_marks(cur, run_id)
         result.finished_runs.append((run_id, decision.run_status or RunStatus.FAILED))
         log.info(
             "run finished",

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 import connectors
 from actors.committer import StagedRows
+from actors.cursors import step_window
 from actors.outputs import decode_rows, read_batches
 from actors.schemadrift import meet_schema
 from dag import (
@@ -219,12 +220,14 @@ def _typed_lines(
 
 class TableSource:
     """Ingest from a sandbox table in primary-key order (keyset pagination); with `limit` (a
-    preview) only its first `limit` rows."""
+    preview) only its first `limit` rows. With a `cursor` column a run reads the window of
+    its step (`actors.cursors`); a preview reads the table's first rows whatever the mark."""
 
     def __init__(
         self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
     ):
         self.config = step.config
+        self.name = step.name
         self.env = env
         self.columns = columns
         self.limit = limit
@@ -234,10 +237,16 @@ class TableSource:
         try:
             source = connectors.resolve_source_table(conn, self.config["table"])
             self.columns = self.columns or dict(source.columns)
+            window = None
+            if "cursor" in self.config and self.limit is None:
+                window = step_window(
+                    self.env.state_conn, conn, self.env.run_id, self.name, source,
+                    self.config["cursor"],
+                )  # fmt: skip
             after = (checkpoint or {}).get("after_key")
             left = self.limit
             for records, last_key in connectors.read_table_batches(
-                conn, source, after_key=after, batch_size=BATCH_SIZE
+                conn, source, after_key=after, batch_size=BATCH_SIZE, window=window
             ):
                 position = {"after_key": last_key}
                 if left is not None and len(records) >= left:

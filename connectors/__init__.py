@@ -30,6 +30,7 @@ from connectors.http_answers import MAX_HTTP_ANSWER_BYTES, BoundedAnswers, bound
 from connectors.published_rows import count_run_rows, withdraw_run_rows
 from connectors.rejects import RejectPreview, read_rejects
 from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
+from connectors.table_cursor import CursorWindow, cursor_type, fix_cursor_range
 from connectors.table_export import TableExport, check_export_columns, drop_staging
 from connectors.table_source import (
     SourceTable,
@@ -46,6 +47,7 @@ __all__ = [
     "ChunkMissing",
     "ChunkedFile",
     "ConnectorError",
+    "CursorWindow",
     "ExportPathRefused",
     "RejectPreview",
     "SourceMissing",
@@ -64,6 +66,7 @@ __all__ = [
     "check_table_name",
     "count_records",
     "count_run_rows",
+    "cursor_type",
     "decoded_source",
     "directory_mark",
     "drop_staging",
@@ -73,6 +76,7 @@ __all__ = [
     "encode_rejects",
     "expand_source",
     "export_file",
+    "fix_cursor_range",
     "map_column_type",
     "open_source",
     "read_rejects",

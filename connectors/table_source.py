@@ -12,7 +12,7 @@ text form (`::text`), which loses nothing and never refuses a table."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg2 import sql
@@ -27,6 +27,7 @@ from connectors.sandbox import (
     relation_kind,
 )
 from connectors.sql import QUERIES
+from connectors.table_cursor import CursorWindow, window_filter
 from dag.limits import BATCH_SIZE
 
 _INT_TYPES = frozenset({"int2", "int4", "int8"})
@@ -41,6 +42,7 @@ class SourceTable:
     columns: dict[str, str]
     key: list[str]
     pg_types: dict[str, str]
+    base_types: dict[str, str] = field(default_factory=dict)
 
 
 def map_column_type(base_type: str) -> str:
@@ -78,6 +80,7 @@ def resolve_source_table(conn: Connection, name: object) -> SourceTable:
         columns={col: map_column_type(base) for col, base, _, _, _ in catalog},
         key=key,
         pg_types={col: formatted for col, _, formatted, _, _ in catalog},
+        base_types={col: base for col, base, _, _, _ in catalog},
     )
 
 
@@ -87,6 +90,7 @@ def read_table_batches(
     *,
     after_key: list[Any] | None = None,
     batch_size: int = BATCH_SIZE,
+    window: CursorWindow | None = None,
 ) -> Iterator[tuple[list[dict[str, Any]], list[Any]]]:
     """Yield `(records, last_key)` batches of `source` in primary-key order, starting after
     `after_key` (a `last_key` from an earlier batch) or at the beginning.
@@ -107,25 +111,23 @@ def read_table_batches(
     )
     key = sql.SQL(", ").join(sql.Identifier("src", k) for k in source.key)
     placeholders = [f"k{i}" for i in range(len(source.key))]
-    first = sql.SQL(QUERIES["read_first_batch"]).format(
-        select_list=select_list, table=table, key=key
-    )
+    horizon, where = window_filter(window)
+    parts = {"select_list": select_list, "table": table, "key": key, "horizon": horizon}
+    first = sql.SQL(QUERIES["read_first_batch"]).format(window=where, **parts)
     following = sql.SQL(QUERIES["read_next_batch"]).format(
-        select_list=select_list,
-        table=table,
-        key=key,
-        after=sql.SQL(", ").join(sql.Placeholder(p) for p in placeholders),
+        after=sql.SQL(", ").join(sql.Placeholder(p) for p in placeholders), window=where, **parts
     )
+    bounds = window.params() if window is not None else {}
     names = list(source.columns)
     types = [source.columns[c] for c in names]
     last_key = list(after_key) if after_key is not None else None
     while True:
         with conn, conn.cursor() as cur:
             if last_key is None:
-                cur.execute(first, {"limit": batch_size})
+                cur.execute(first, {"limit": batch_size, **bounds})
             else:
                 params = dict(zip(placeholders, last_key, strict=True))
-                cur.execute(following, {"limit": batch_size, **params})
+                cur.execute(following, {"limit": batch_size, **params, **bounds})
             rows = cur.fetchall()
         if not rows:
             return

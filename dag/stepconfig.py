@@ -32,7 +32,7 @@ EXPORT_TABLE_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _INGEST_KEYS = {
     "file": ("source", "path", "format", "columns", "delimiter", "null_values", *DIALECT_KEYS),
-    "table": ("source", "table"),
+    "table": ("source", "table", "cursor"),
 }
 _EXPORT_KEYS = {"file": ("target", "path", "format"), "table": ("target", "table", "key")}
 _OP_KEYS = {
@@ -76,6 +76,8 @@ def _validate_ingest(config: Mapping[str, Any], path: str, errors: list[FieldErr
     check_keys(config, _INGEST_KEYS[source], path, errors)
     if source == "table":
         require_str(config, "table", path, errors)
+        if "cursor" in config:
+            require_str(config, "cursor", path, errors)
         return
     _check_path_key(config, path, errors)
     fmt = config.get("format", "csv")

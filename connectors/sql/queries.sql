@@ -38,15 +38,26 @@ ORDER BY k.ord;
 SELECT pg_advisory_xact_lock(%(lock_key)s);
 
 -- read_first_batch --
--- The first `limit` rows of a source table in primary-key order.
-SELECT {select_list} FROM {table} AS src ORDER BY {key} LIMIT %(limit)s;
+-- The first `limit` rows of a source table in primary-key order (within the cursor window
+-- `{window}` of an incremental ingest, `true` for the others).
+SELECT {select_list} FROM {table} AS src {horizon}
+WHERE {window} ORDER BY {key} LIMIT %(limit)s;
 
 -- read_next_batch --
 -- The next `limit` rows after a key (keyset pagination: a row comparison on the primary key).
 -- The key is qualified (`src.k`): a bare name would resolve to a `k::text AS k` output
 -- column and sort as text while the comparison uses the real type.
-SELECT {select_list} FROM {table} AS src
-WHERE ({key}) > ({after}) ORDER BY {key} LIMIT %(limit)s;
+SELECT {select_list} FROM {table} AS src {horizon}
+WHERE ({key}) > ({after}) AND {window} ORDER BY {key} LIMIT %(limit)s;
+
+-- fix_cursor_range --
+-- The range of an incremental ingest, in one statement (one snapshot): that snapshot, the
+-- highest cursor value it sees (never below the mark `lower`), and how many of its rows
+-- are not above the mark but were not seen by the mark's snapshot (rows committed late).
+SELECT pg_current_snapshot()::text,
+       greatest(max({column}), CAST(%(lower)s AS {type}))::text,
+       count(*) FILTER (WHERE %(lower)s::text IS NOT NULL AND {late})
+FROM {table} AS src {horizon};
 
 -- create_export_table --
 -- The export table: the step's columns plus the run/step/record key.

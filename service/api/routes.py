@@ -22,6 +22,7 @@ from service.api.backfills import (
     BackfillsResource,
     RunRerunResource,
 )
+from service.api.cursors import CursorResource, CursorsResource
 from service.api.metrics import METRICS_CONTENT_TYPE, MetricsResource
 from service.api.openapi.spec import build_spec
 from service.api.preview import PreviewResource
@@ -425,6 +426,32 @@ ROUTES: list[Route] = [
                 "Backfill",
                 request="BackfillCreate",
             ),
+        },
+    ),
+    Route(
+        f"{PIPELINE}/cursors",
+        CursorsResource,
+        {
+            "get": Op(
+                "list_cursors",
+                "The cursor ingests and their marks: the highest cursor value the last"
+                " succeeded run read (null: the next run reads from the start)",
+                response="CursorList",
+            ),
+            "delete": Op("reset_cursors", "Reset every mark of the pipeline (audited)", 204),
+        },
+    ),
+    Route(
+        f"{PIPELINE}/cursors/{{step}}",
+        CursorResource,
+        {
+            "put": Op(
+                "set_cursor",
+                "Set a step's mark (audited): the next run reads the rows above it",
+                response="Cursor",
+                request="CursorSet",
+            ),
+            "delete": Op("reset_cursor", "Reset a step's mark (audited)", 204),
         },
     ),
     Route(

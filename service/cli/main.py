@@ -78,6 +78,12 @@ COMMANDS: dict[str, Command] = {
         "run_schedules",
         "configure_schedules",
     ),
+    "cursors": Command(
+        "list, set or reset the cursor marks of incremental table ingest (API client)",
+        "service.client.cursors",
+        "run_cursors",
+        "configure_cursors",
+    ),
     "webhooks": Command(
         "list, add or delete a pipeline's webhooks (API client, admin)",
         "service.client.webhooks",

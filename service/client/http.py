@@ -198,6 +198,20 @@ class ApiClient:
     def delete_schedule(self, pipeline_id: str, schedule_id: str) -> None:
         self.request("DELETE", f"/pipelines/{pipeline_id}/schedules/{schedule_id}")
 
+    # --- cursor marks ---
+    def list_cursors(self, pipeline_id: str) -> list[dict]:
+        return self.request("GET", f"/pipelines/{pipeline_id}/cursors")[1]["cursors"]
+
+    def set_cursor(self, pipeline_id: str, step: str, value: str | int) -> dict:
+        path = f"/pipelines/{pipeline_id}/cursors/{urllib.parse.quote(step, safe='')}"
+        return self.request("PUT", path, {"value": value})[1]
+
+    def reset_cursors(self, pipeline_id: str, step: str | None = None) -> None:
+        path = f"/pipelines/{pipeline_id}/cursors"
+        if step is not None:
+            path += f"/{urllib.parse.quote(step, safe='')}"
+        self.request("DELETE", path)
+
     # --- tokens ---
     def list_tokens(self, *, limit: int = 500) -> list[dict]:
         return list(self.pages("/tokens", limit=limit))

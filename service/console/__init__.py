@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from service.console import lifecycle, runlist, tokens
+from service.console import cursors, lifecycle, runlist, tokens
 from service.console import pages as p
 from service.console.web import (
     PREFIX,
@@ -42,6 +42,8 @@ def add_console(app: falcon.App, deps: Deps, settings: ConsoleSettings) -> None:
     app.add_route(
         f"{pipeline}/schedules/{{schedule_id:uuid}}/delete", p.ScheduleDeleteAction(console)
     )
+    app.add_route(f"{pipeline}/cursors/set", cursors.CursorSetAction(console))
+    app.add_route(f"{pipeline}/cursors/reset", cursors.CursorResetAction(console))
     app.add_route(f"{pipeline}/pause", lifecycle.PauseAction(console))
     app.add_route(f"{pipeline}/unpause", lifecycle.UnpauseAction(console))
     app.add_route(f"{pipeline}/delete", lifecycle.DeletePage(console))

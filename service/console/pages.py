@@ -15,6 +15,7 @@ import falcon
 
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag import RunStatus
+from service.console.cursors import NOTICES as CURSOR_NOTICES
 from service.console.graph import layout_dag
 from service.console.lifecycle import NOTICES as LIFECYCLE_NOTICES
 from service.console.runview import build_run_page
@@ -22,6 +23,7 @@ from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_er
 from service.console.web import query_param as _param
 from service.domain.audit import audit_change, list_audit_actions
 from service.domain.authfailures import record_failure
+from service.domain.cursors import list_cursors
 from service.domain.db import database_now
 from service.domain.deps import wake
 from service.domain.listing import (
@@ -76,6 +78,7 @@ NOTICES = {
     "schedule_deleted": "Schedule deleted.",
     "signed_out": "Signed out.",
     **LIFECYCLE_NOTICES,
+    **CURSOR_NOTICES,
 }
 
 
@@ -194,8 +197,8 @@ class PipelinesPage(ConsolePage):
 
 
 class PipelinePage(ConsolePage):
-    """DAG of the current revision, revisions (and a diff of two), schedules, runs; for
-    admins also the webhooks and their latest deliveries."""
+    """DAG of the current revision, revisions (and a diff of two), schedules, cursor marks,
+    runs; for admins also the webhooks and their latest deliveries."""
 
     roles = {"GET": READ}
 
@@ -208,6 +211,7 @@ class PipelinePage(ConsolePage):
             pipeline = get_pipeline(cur, pid)
             newest, _ = list_revisions(cur, pipeline_id=pid, limit=MAX_LIMIT)
             schedules, _ = list_schedules(cur, pipeline_id=pid, limit=MAX_LIMIT)
+            cursors = list_cursors(cur, pid)
             runs, _ = list_runs(cur, status=None, pipeline_id=pid, limit=PAGE_SIZE, before=None)
             b = _revision_param(req, "b", pipeline["revision"]) or pipeline["revision"]
             a = _revision_param(req, "a", pipeline["revision"]) or max(b - 1, 1)
@@ -228,6 +232,7 @@ class PipelinePage(ConsolePage):
             steps={str(s.get("name")): s for s in steps},
             revisions=revisions,
             schedules=schedules,
+            cursors=cursors,
             webhooks=hooks,
             deliveries=deliveries,
             runs=[r for r in runs if r["status"] != RunStatus.SKIPPED],

@@ -395,6 +395,7 @@ def pending_step_view(
         "row_errors": [],
         "checks": [],
         "schema_change": None,
+        "cursor_range": None,
         "started_at": None,
         "finished_at": None,
     }

@@ -96,6 +96,10 @@ class StepSchema(Schema):
     # A file ingest's columns added or removed since the pipeline's last succeeded run
     # (`{"added", "removed", "since_run"}`), else null (`dag.schemadrift`).
     schema_change = fields.Dict(allow_none=True)
+    # An incremental table ingest's range (`{"table", "column", "after", "upto",
+    # "late_rows"}`: above the mark `after`, up to `upto` and the snapshot fixed when the
+    # step first started), else null (docs/plan-format.md, "Incremental table ingest").
+    cursor_range = fields.Dict(allow_none=True)
     started_at = UtcDateTime(allow_none=True)
     finished_at = UtcDateTime(allow_none=True)
 

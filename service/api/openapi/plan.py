@@ -170,7 +170,9 @@ def _ingest_configs() -> dict[str, dict[str, Any]]:
     # typed model).
     csv_only = {"properties": {"format": enum(["csv"])}}
     file_ingest["dependentSchemas"] = {"delimiter": csv_only, "quote": csv_only}
-    table_ingest = closed({"source": enum(["table"]), "table": _NAME}, ["source", "table"])
+    table_ingest = closed(
+        {"source": enum(["table"]), "table": _NAME, "cursor": _NAME}, ["source", "table"]
+    )
     return {"file": file_ingest, "table": table_ingest}
 
 

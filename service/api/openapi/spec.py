@@ -26,7 +26,7 @@ from service.api.openapi.preview import preview_components
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 from service.domain import listing
 from service.domain.principals import ADMIN, READ
-from service.schemas import backfills, requests, responses
+from service.schemas import backfills, cursors, requests, responses
 
 
 class Operation(Protocol):
@@ -95,6 +95,9 @@ SCHEMAS = {
     "BackfillCreate": backfills.BackfillCreateSchema,
     "BackfillRun": backfills.BackfillRunSchema,
     "Backfill": backfills.BackfillSchema,
+    "CursorSet": cursors.CursorSetSchema,
+    "Cursor": cursors.CursorSchema,
+    "CursorList": cursors.CursorListSchema,
 }
 # The items of each list (`Op.page`): `<name>Page` components are built from them.
 PAGE_ITEMS = (
@@ -317,6 +320,13 @@ def _refine_components(components: dict[str, Any]) -> None:
             "pattern": NO_NUL,
             "description": "an int parameter's integer or a date parameter's YYYY-MM-DD",
         }
+    components["CursorSet"]["properties"]["value"] = {
+        "type": ["integer", "string"],
+        "minLength": 1,
+        "maxLength": cursors.MAX_CURSOR_VALUE_CHARS,
+        "pattern": NO_NUL,
+        "description": "a value of the cursor column's type, in its PostgreSQL text form",
+    }
     every, daily, watch = (
         components["ScheduleCreate"]["properties"][k]
         for k in ("every_minutes", "daily_at", "watch")

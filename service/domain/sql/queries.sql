@@ -218,11 +218,18 @@ WHERE id = %(run_id)s FOR NO KEY UPDATE;
 
 -- list_step_runs --
 -- The step rows of some runs, in plan order.
-SELECT run_id, name, type, position, status, records_in, records_out, rejected, columns,
-       input_digest, output_digest, checkpoint, batches, row_errors, checks, schema_change,
-       error, retry_at, started_at, finished_at
-FROM step_runs WHERE run_id = ANY(%(run_ids)s::uuid[])
-ORDER BY run_id, position;
+-- `cursor_range`: an incremental table ingest's range (`step_cursor_ranges`), else null.
+SELECT s.run_id, s.name, s.type, s.position, s.status, s.records_in, s.records_out,
+       s.rejected, s.columns, s.input_digest, s.output_digest, s.checkpoint, s.batches,
+       s.row_errors, s.checks, s.schema_change, s.error, s.retry_at, s.started_at,
+       s.finished_at,
+       CASE WHEN c.run_id IS NOT NULL THEN jsonb_build_object(
+           'table', c.table_name, 'column', c.column_name, 'after', c.lower_value,
+           'upto', c.upper_value, 'late_rows', c.late_rows) END AS cursor_range
+FROM step_runs s
+LEFT JOIN step_cursor_ranges c ON c.run_id = s.run_id AND c.step_name = s.name
+WHERE s.run_id = ANY(%(run_ids)s::uuid[])
+ORDER BY s.run_id, s.position;
 
 -- list_attempts --
 -- The attempts of some runs' steps, in number order; `fused_into` names the step whose

@@ -87,6 +87,9 @@ def test_ingest_file_config_accepted(changes: dict[str, Any]) -> None:
         ({"source": "table", "table": ""}, f"{C0}.table", "must not be empty"),
         ({"source": "table", "table": ["t"]}, f"{C0}.table", "must be a string"),
         ({"source": "table", "table": "t", "path": "x.csv"}, f"{C0}.path", "unknown key"),
+        ({"source": "table", "table": "t", "cursor": ""}, f"{C0}.cursor", "must not be empty"),
+        ({"source": "table", "table": "t", "cursor": 3}, f"{C0}.cursor", "must be a string"),
+        ({"source": "file", "path": "x.csv", "cursor": "c"}, f"{C0}.cursor", "unknown key"),
     ],
 )
 def test_ingest_table_config(config: dict[str, Any], field: str, fragment: str) -> None:
@@ -95,6 +98,8 @@ def test_ingest_table_config(config: dict[str, Any], field: str, fragment: str) 
 
 def test_ingest_table_config_accepted() -> None:
     assert validate_plan(with_step(0, config={"source": "table", "table": "people"})) == []
+    config = {"source": "table", "table": "people", "cursor": "updated_at"}
+    assert validate_plan(with_step(0, config=config)) == []
 
 
 # --- transform config ----------------------------------------------------------------------------

@@ -42,6 +42,13 @@ def _schedule(api: Api) -> tuple[str, str]:
     return pid, a.body["id"]
 
 
+def _cursor_pipeline(api: Api) -> str:
+    config = {"source": "table", "table": "src", "cursor": "ts"}
+    return api.create_pipeline(
+        plan={"steps": [{"name": "read", "type": "ingest", "config": config}]}
+    )
+
+
 def _token(api: Api) -> str:
     a = api.call("POST", "/tokens", {"name": uuid.uuid4().hex, "role": VIEWER})
     return a.body["id"]
@@ -90,6 +97,28 @@ ENDPOINTS: list[tuple[str, str, Prepare, set[str], int]] = [
         "DELETE",
         "delete schedule",
         lambda a: ("/pipelines/{}/schedules/{}".format(*_schedule(a)), None),
+        ADMIN_ONLY,
+        204,
+    ),
+    ("GET", "cursors", lambda a: (f"/pipelines/{_cursor_pipeline(a)}/cursors", None), ANYONE, 200),
+    (
+        "PUT",
+        "set cursor",
+        lambda a: (f"/pipelines/{_cursor_pipeline(a)}/cursors/read", {"value": 5}),
+        ADMIN_ONLY,
+        200,
+    ),
+    (
+        "DELETE",
+        "reset cursor",
+        lambda a: (f"/pipelines/{_cursor_pipeline(a)}/cursors/read", None),
+        ADMIN_ONLY,
+        204,
+    ),
+    (
+        "DELETE",
+        "reset cursors",
+        lambda a: (f"/pipelines/{_cursor_pipeline(a)}/cursors", None),
         ADMIN_ONLY,
         204,
     ),
