@@ -289,3 +289,5 @@ def test_sandbox_address_from_url_or_dsn() -> None:
     )
     assert sandbox_of("postgresql://postgres@127.0.0.1/etl") == Sandbox("127.0.0.1", 5432, "etl")
     assert sandbox_of("host=h dbname=d") == Sandbox("h", 5432, "d")
+    multi = "postgresql://etl@db1:5433,db2:5434/etl?target_session_attrs=read-write"
+    assert sandbox_of(multi) == Sandbox("db1", 5433, "etl")
