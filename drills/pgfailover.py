@@ -17,7 +17,7 @@ from drills.harness import now_utc, run_sql
 from drills.pgcluster import PrivateCluster
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     """The live processes whose parent is `pid` (a postmaster's backends and workers)."""
     found = []
     for entry in os.listdir("/proc"):
@@ -66,7 +66,7 @@ class FailoverPair:
         first (it forks nothing more), its children killed, then itself. When it was done."""
         pid = self.postmaster_pid(self.primary)
         os.kill(pid, signal.SIGSTOP)
-        for child in _children(pid):
+        for child in children(pid):
             try:
                 os.kill(child, signal.SIGKILL)
             except ProcessLookupError:
