@@ -404,19 +404,28 @@ ORDER BY position
 FOR NO KEY UPDATE;
 
 -- adopt_step --
--- A pending step joins a fused group: it runs from now on, inside its head's attempt.
-UPDATE step_runs
+-- A pending step joins a fused group: it runs from now on, inside its head's attempt. Not
+-- when an earlier attempt of it ran on an executor that saw other export or reject
+-- directories than the group's (see claim_attempt): it stays pending for its own attempt.
+UPDATE step_runs s
 SET status = 'running', retry_at = NULL, started_at = coalesce(started_at, now()),
     finished_at = NULL, error = NULL
 WHERE run_id = %(run_id)s AND name = %(name)s AND status = 'pending'
+  AND NOT EXISTS (
+      SELECT 1 FROM attempts p, executors me
+      WHERE p.run_id = s.run_id AND p.step_name = s.name AND me.owner = %(owner)s
+        AND (p.export_mark <> me.export_mark OR p.reject_mark <> me.reject_mark))
 RETURNING name;
 
 -- create_fused_attempt --
--- A fused follower's attempt, claimed at once by the executor of its head's attempt.
+-- A fused follower's attempt, claimed at once by the executor of its head's attempt, with
+-- the marks of the directories that executor sees.
 INSERT INTO attempts (run_id, step_name, number, fused_into, lease_owner, executor,
-                      lease_expires_at, heartbeat_at, started_at)
+                      lease_expires_at, heartbeat_at, started_at, export_mark, reject_mark)
 SELECT %(run_id)s, %(name)s, coalesce(max(number), 0) + 1, %(head)s, %(owner)s, %(owner)s,
-       now() + make_interval(secs => %(ttl_s)s), now(), now()
+       now() + make_interval(secs => %(ttl_s)s), now(), now(),
+       (SELECT export_mark FROM executors WHERE owner = %(owner)s),
+       (SELECT reject_mark FROM executors WHERE owner = %(owner)s)
 FROM attempts WHERE run_id = %(run_id)s AND step_name = %(name)s
 RETURNING id, number;
 
