@@ -152,7 +152,8 @@ def _adopt(
         upstream = plan.step(name).depends_on[0]
         if upstream != claim.step_name and upstream not in adopted:
             continue
-        cur.execute(QUERIES["adopt_step"], keys)
+        # not adopted where its earlier attempts' chunks are not seen: it waits (pending)
+        cur.execute(QUERIES["adopt_step"], {**keys, "owner": s.owner})
         if cur.fetchone() is None:
             continue
         params = {**keys, "head": claim.attempt_id, "owner": s.owner, "ttl_s": s.lease_ttl_s}

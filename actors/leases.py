@@ -36,14 +36,19 @@ class Claim:
 
 
 def claim_attempt(conn, attempt_id: int, owner: str, ttl_s: float) -> Claim | None:
-    """Take the lease of `attempt_id` for `owner`; None if it is not ours to run."""
+    """Take the lease of `attempt_id` for `owner`; None if it is not ours to run. An attempt
+    whose step an earlier attempt staged in directories `owner` does not see is left for an
+    executor that sees them, the reason in its error (and logged)."""
+    params = {"attempt_id": attempt_id, "owner": owner, "ttl_s": ttl_s}
     try:
         with conn.cursor() as cur:
-            cur.execute(
-                QUERIES["claim_attempt"],
-                {"attempt_id": attempt_id, "owner": owner, "ttl_s": ttl_s},
-            )
+            cur.execute(QUERIES["claim_attempt"], params)
             row = cur.fetchone()
+            if row is None:
+                cur.execute(QUERIES["claim_refused_for_directories"], params)
+                refused = cur.fetchone()
+                if refused is not None:
+                    log.warning("attempt %s not claimed: %s", attempt_id, refused[0])
         conn.commit()
     except BaseException:
         conn.rollback()

@@ -181,7 +181,8 @@ class Stack:
         token: str = ADMIN_TOKEN,
     ):
         self.db_url = db_url
-        self.server_url, self.db_name = db_url.rsplit("/", 1)
+        # the URL's parameters (`?target_session_attrs=...`) follow the database name
+        self.server_url, self.db_name = db_url.partition("?")[0].rsplit("/", 1)
         self.dir = directory
         self.data, self.exports, self.rejects = (
             directory / d for d in ("data", "exports", "rejects")

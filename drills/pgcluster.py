@@ -23,7 +23,7 @@ def postgres_bin_dir() -> Path:
     `/usr/lib/postgresql/<major>/bin`."""
     found = shutil.which("initdb")
     if found:
-        return Path(found).parent
+        return Path(found).resolve().parent  # a symlink into the binaries directory
     dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: int(d.split("/")[-2]))
     if not dirs:
         raise RuntimeError("no PostgreSQL server binaries (initdb, pg_ctl) found")

@@ -23,8 +23,10 @@ from drills.acceptance import (
 )
 from drills.compose import drill_compose
 from drills.engine import Docker, EngineMissing
+from drills.failover import drill_failover
 from drills.outages import drill_connections_cut, drill_executor_frozen, drill_postgres_restart
 from drills.pgcluster import PrivateCluster
+from drills.pgfailover import FailoverPair
 from drills.report import DrillResult, write_report
 from drills.swarm import drill_swarm
 from drills.topology import Topology
@@ -40,6 +42,7 @@ SCENARIOS: dict[str, Callable[[Topology, DrillResult, int], None]] = {
     "postgres-restart": drill_postgres_restart,
     "executor-frozen": drill_executor_frozen,
     "connections-cut": drill_connections_cut,
+    "failover": drill_failover,
 }
 # Drills that bring their own topology (not `etl up`): (result, records, fast).
 OWN_TOPOLOGY: dict[str, Callable[[DrillResult, int, bool], None]] = {
@@ -60,14 +63,15 @@ FAULTS = {  # ETL_FAULT of the drill's topology (see actors/faults.py)
     "executor-frozen": "slow_batches:step=to_file:ms=200",
     "connections-cut": "slow_batches:step=to_table:ms=200",
 }
-PRIVATE_CLUSTER = {"postgres-restart"}  # drills that restart PostgreSQL: never the user's
+# Drills that restart or kill PostgreSQL: never the user's server, a cluster of their own.
+PRIVATE_CLUSTER = {"postgres-restart": PrivateCluster, "failover": FailoverPair}
 
 
 def run_one(name: str, *, fast: bool, records: int) -> DrillResult:
     """Run drill `name` on its own topology; never raises (an error fails the drill)."""
     if name in OWN_TOPOLOGY:
         return run_own(name, fast=fast, records=records)
-    cluster = PrivateCluster() if name in PRIVATE_CLUSTER else None
+    cluster = PRIVATE_CLUSTER[name]() if name in PRIVATE_CLUSTER else None
     env = {"ETL_FAULT": FAULTS[name]} if name in FAULTS else {}
     topo = Topology(name, fast=fast, env=env, cluster=cluster)
     res = DrillResult(name, _command(name, fast, records), topo.topology_env)
@@ -109,7 +113,7 @@ def run_own(name: str, *, fast: bool, records: int) -> DrillResult:
 def _command(name: str, fast: bool, records: int) -> str:
     """The command that reproduces drill `name` as it was run."""
     command = f".venv/bin/etl drill {name}" + (" --fast" if fast else "")
-    if name in ("import-100k", "compose", "swarm") and records != 100_000:
+    if name in ("import-100k", "compose", "swarm", "failover") and records != 100_000:
         command += f" --records {records}"
     return command
 
@@ -125,7 +129,7 @@ def configure_drill(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=[*DRILLS, "all", "ci"], metavar="NAME",
                         help=f"one of {', '.join(DRILLS)}; all; ci (= all --fast)")  # fmt: skip
     parser.add_argument("--records", type=int, default=100_000,
-                        help="records imported by import-100k and compose")  # fmt: skip
+                        help="records of import-100k, compose, swarm, failover")  # fmt: skip
     timing = parser.add_mutually_exclusive_group()
     timing.add_argument("--fast", action="store_true",
                         help="lease 3 s, heartbeat 1 s, sweep 0.5 s (ci always)")  # fmt: skip

@@ -15,6 +15,7 @@ from typing import Any
 from drills.harness import ROOT, Stack, drop_database, now_utc
 from drills.memory import MemorySampler
 from drills.pgcluster import PrivateCluster
+from drills.pgfailover import FailoverPair
 from drills.report import iso
 from service.config import Config
 
@@ -72,7 +73,7 @@ class Topology(Stack):
         *,
         fast: bool,
         env: dict[str, str] | None = None,
-        cluster: PrivateCluster | None = None,
+        cluster: PrivateCluster | FailoverPair | None = None,
     ):
         # A drill that restarts PostgreSQL runs on a private cluster, never the user's server.
         self.cluster = cluster
@@ -80,8 +81,9 @@ class Topology(Stack):
         db_name = f"etl_drill_{name.replace('-', '_')}_{os.getpid()}"
         directory = ROOT / "var" / "drills" / name
         shutil.rmtree(directory, ignore_errors=True)
+        query = getattr(cluster, "url_query", "")  # a multi-host URL's target_session_attrs
         super().__init__(
-            f"{server_url}/{db_name}", directory, fast=fast, env=env, token=DRILL_TOKEN
+            f"{server_url}/{db_name}{query}", directory, fast=fast, env=env, token=DRILL_TOKEN
         )
         self.name = name
         self.log_path = self.dir / "up.log"

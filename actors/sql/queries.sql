@@ -102,18 +102,44 @@ UPDATE runs SET status = %(status)s, finished_at = now()
 WHERE id = %(run_id)s AND status = 'running';
 
 -- claim_attempt --
--- Take the lease of an unclaimed (or own) open attempt of a running step of a running run.
+-- Take the lease of an unclaimed (or own) open attempt of a running step of a running run,
+-- unless an earlier attempt of the step ran on an executor that saw other export or reject
+-- directories than this one (`claim_refused_for_directories`): that attempt's chunks are
+-- staged where this executor cannot see them. The attempt keeps the marks it is claimed with.
 UPDATE attempts a
 SET lease_owner = %(owner)s, executor = %(owner)s,
     lease_expires_at = now() + make_interval(secs => %(ttl_s)s),
-    heartbeat_at = now(), started_at = coalesce(a.started_at, now())
-FROM step_runs s, runs r
+    heartbeat_at = now(), started_at = coalesce(a.started_at, now()), error = NULL,
+    export_mark = me.export_mark, reject_mark = me.reject_mark
+FROM step_runs s, runs r,
+     (SELECT (SELECT export_mark FROM executors WHERE owner = %(owner)s) AS export_mark,
+             (SELECT reject_mark FROM executors WHERE owner = %(owner)s) AS reject_mark) me
 WHERE a.id = %(attempt_id)s AND a.outcome IS NULL
   AND (a.lease_owner IS NULL OR a.lease_owner = %(owner)s)
   AND s.run_id = a.run_id AND s.name = a.step_name AND s.status = 'running'
   AND r.id = a.run_id AND r.status = 'running'
+  AND NOT EXISTS (
+      SELECT 1 FROM attempts p
+      WHERE p.run_id = a.run_id AND p.step_name = a.step_name AND p.number < a.number
+        AND (p.export_mark <> me.export_mark OR p.reject_mark <> me.reject_mark))
 RETURNING a.run_id, a.step_name, a.number, r.trace_id, r.pipeline_id, r.parent_span_id,
           r.trace_sampled;
+
+-- claim_refused_for_directories --
+-- Why an open, unclaimed attempt is not this executor's to claim, when the reason is that an
+-- earlier attempt of the step ran on an executor that saw other directories: the reason is
+-- kept in the attempt's error (shown with the run) until an executor that sees them claims it.
+UPDATE attempts a
+SET error = 'waiting for an executor that sees the export and reject directories of attempt '
+            || p.number || ' (' || coalesce(p.executor, '?') || '; export ' || p.export_mark
+            || ', reject ' || p.reject_mark || '): ' || %(owner)s || ' sees export '
+            || me.export_mark || ', reject ' || me.reject_mark
+FROM attempts p,
+     (SELECT export_mark, reject_mark FROM executors WHERE owner = %(owner)s) me
+WHERE a.id = %(attempt_id)s AND a.outcome IS NULL AND a.lease_owner IS NULL
+  AND p.run_id = a.run_id AND p.step_name = a.step_name AND p.number < a.number
+  AND (p.export_mark <> me.export_mark OR p.reject_mark <> me.reject_mark)
+RETURNING a.error;
 
 -- heartbeat_attempt --
 -- Extend the leases of an attempt and its fused followers if they are still ours; the
@@ -378,19 +404,28 @@ ORDER BY position
 FOR NO KEY UPDATE;
 
 -- adopt_step --
--- A pending step joins a fused group: it runs from now on, inside its head's attempt.
-UPDATE step_runs
+-- A pending step joins a fused group: it runs from now on, inside its head's attempt. Not
+-- when an earlier attempt of it ran on an executor that saw other export or reject
+-- directories than the group's (see claim_attempt): it stays pending for its own attempt.
+UPDATE step_runs s
 SET status = 'running', retry_at = NULL, started_at = coalesce(started_at, now()),
     finished_at = NULL, error = NULL
 WHERE run_id = %(run_id)s AND name = %(name)s AND status = 'pending'
+  AND NOT EXISTS (
+      SELECT 1 FROM attempts p, executors me
+      WHERE p.run_id = s.run_id AND p.step_name = s.name AND me.owner = %(owner)s
+        AND (p.export_mark <> me.export_mark OR p.reject_mark <> me.reject_mark))
 RETURNING name;
 
 -- create_fused_attempt --
--- A fused follower's attempt, claimed at once by the executor of its head's attempt.
+-- A fused follower's attempt, claimed at once by the executor of its head's attempt, with
+-- the marks of the directories that executor sees.
 INSERT INTO attempts (run_id, step_name, number, fused_into, lease_owner, executor,
-                      lease_expires_at, heartbeat_at, started_at)
+                      lease_expires_at, heartbeat_at, started_at, export_mark, reject_mark)
 SELECT %(run_id)s, %(name)s, coalesce(max(number), 0) + 1, %(head)s, %(owner)s, %(owner)s,
-       now() + make_interval(secs => %(ttl_s)s), now(), now()
+       now() + make_interval(secs => %(ttl_s)s), now(), now(),
+       (SELECT export_mark FROM executors WHERE owner = %(owner)s),
+       (SELECT reject_mark FROM executors WHERE owner = %(owner)s)
 FROM attempts WHERE run_id = %(run_id)s AND step_name = %(name)s
 RETURNING id, number;
 

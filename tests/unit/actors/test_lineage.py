@@ -338,3 +338,6 @@ def test_a_step_with_checks_tells_their_results_in_the_assertions_facet() -> Non
         assert table["inputs"][-1]["name"] == table["outputs"][0]["name"]
     assert len(event("START", "read")["inputs"]) == 1
     assert len(event("COMPLETE", "label")["inputs"]) == 1
+
+    multi = "postgresql://etl@db1:5433,db2:5434/etl?target_session_attrs=read-write"
+    assert sandbox_of(multi) == Sandbox("db1", 5433, "etl")
