@@ -33,7 +33,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
-from actors import send_advance_run
+from actors import param_attributes, send_advance_run
 from ddl import connector
 from service.config import Config
 from service.domain.db import Cursor
@@ -275,6 +275,8 @@ class Scheduler:
             self._transaction() as cur,
         ):
             fired = fire_schedule(cur, schedule_id, fire_time, self._now(), trace=trigger.run_trace)
+            if fired is not None and fired.admission is not None:
+                trigger.span.set_attributes(param_attributes(fired.admission.run.get("params")))
         if fired is None:
             log.info("schedule %s is deleted; %s does not fire", schedule_id, key)
             return None

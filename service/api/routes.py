@@ -403,7 +403,8 @@ ROUTES: list[Route] = [
             "post": Op(
                 "rerun_run",
                 "A new run of the pipeline's current revision with the run's params (429:"
-                " the queue is full)",
+                " the queue is full; 409 params_conflict: the current revision no longer"
+                " declares one of the values, or types it otherwise)",
                 201,
                 "Run",
                 request="EmptyBody",

@@ -13,6 +13,7 @@ from typing import Any
 
 import falcon
 
+from actors import param_attributes
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag import RunStatus
 from service.console.graph import layout_dag
@@ -340,6 +341,7 @@ class TriggerAction(ConsolePage):
                     request_id=req.context.request_id,
                     trace=trigger.run_trace,
                 )
+                trigger.span.set_attributes(param_attributes(admission.run.get("params")))
         if admission.needs_wake:
             wake(self.deps, admission.run)
         raise falcon.HTTPSeeOther(f"{PREFIX}/runs/{admission.run['id']}?notice={admission.outcome}")

@@ -10,6 +10,7 @@ import psycopg2
 import pytest
 
 from service.backfiller import Backfiller
+from tests.integration.service.api.test_metrics import parse, value
 from tests.integration.service.api.test_run_params import daily_plan
 from tests.integration.testapp import Api
 
@@ -161,3 +162,45 @@ def test_two_backfills_of_one_pipeline_share_its_backfill_slots(api: Api) -> Non
     assert backfiller(api).admit_once() == 2
     views = [api.call("GET", f"/backfills/{b['id']}").body for b in (first, second)]
     assert [v["pending"] for v in views] == [1, 3]  # the older backfill first
+
+
+def test_a_rerun_whose_values_the_current_plan_no_longer_declares_answers_409(api: Api) -> None:
+    pid = api.create_pipeline(plan=daily_plan())
+    first = api.call("POST", f"/pipelines/{pid}/runs", {"params": {"day": "2026-12-01"}}).body
+    finish(api, first["id"], "failed")
+    fewer = daily_plan()
+    del fewer["params"]["region"]
+    fewer["steps"][-1]["config"]["path"] = "out/{day}.jsonl"
+    assert api.call("PATCH", f"/pipelines/{pid}", {"plan": fewer}).status == 200
+    a = api.call("POST", f"/runs/{first['id']}/rerun")
+    assert a.status == 409, a.body
+    assert a.body["error"]["code"] == "params_conflict"
+    assert [d["field"] for d in a.body["error"]["details"]] == ["params.region"]
+    assert api.sql("SELECT count(*) FROM runs") == [(1,)]
+
+
+def test_metrics_show_what_is_left_of_live_backfills_and_the_audit_log_holds_them(
+    api: Api,
+) -> None:
+    pid = api.create_pipeline("daily", plan=daily_plan())
+    b = create(api, pid, "2013-01-01", "2013-01-04").body
+    api.sql("UPDATE runs SET status = 'running', started_at = now() WHERE id = %s",
+            (b["runs"][0]["run_id"],))  # fmt: skip
+
+    def gauges() -> dict[str, float]:
+        m = parse(api.client.simulate_get("/metrics").text)
+        states = {s: value(m, "etl_backfill_runs", pipeline="daily", state=s)
+                  for s in ("pending", "queued", "running")}  # fmt: skip
+        return {**states, "backfills": value(m, "etl_backfills_running", pipeline="daily")}
+
+    assert gauges() == {"pending": 2, "queued": 1, "running": 1, "backfills": 1}
+    assert api.call("POST", f"/backfills/{b['id']}/cancel").status == 202
+    assert gauges() == {"pending": 0, "queued": 0, "running": 1, "backfills": 1}
+    finish(api, b["runs"][0]["run_id"], "canceled")
+    assert gauges() == {"pending": 0, "queued": 0, "running": 0, "backfills": 0}
+    audit = api.sql("SELECT action, principal FROM audit WHERE entity_id = %s ORDER BY id",
+                    (b["id"],))  # fmt: skip
+    assert [a for a, _ in audit] == ["backfill.create", "backfill.cancel"]
+    triggers = api.sql("SELECT count(*) FROM audit WHERE action = 'run.trigger' "
+                       "AND principal = 'backfill'")  # fmt: skip
+    assert triggers == [(2,)]
