@@ -19,11 +19,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from psycopg2.extras import Json
 
-from dag import GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT, RunStatus, value_problem, value_range
+from dag import (
+    GLOBAL_ACTIVE_LIMIT,
+    PIPELINE_ACTIVE_LIMIT,
+    RunStatus,
+    interval_values,
+    parse_interval_time,
+    value_problem,
+    value_range,
+)
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, fetch_one
 from service.domain.runs import Admission, Cancellation, admit_run, cancel_run, lock_admission
@@ -67,15 +76,38 @@ def create_backfill(
     if pipeline is None:
         raise NotFound(f"pipeline {pipeline_id} not found")
     values = _range(pipeline["plan"], body)
+    backfill_id = insert_backfill(
+        cur, pipeline_id, body["param"], values, principal, new_id=new_id, request_id=request_id
+    )
+    return get_backfill_view(cur, backfill_id)
+
+
+def insert_backfill(
+    cur: Cursor,
+    pipeline_id: str,
+    param: str,
+    values: list[Any],
+    principal: str,
+    *,
+    interval: tuple[str, int] | None = None,
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    request_id: str | None = None,
+) -> str:
+    """A backfill of `values` (ascending, checked by the caller) with its audit row; its
+    id. `interval`: (schedule id, interval seconds) of a backfill of a schedule's intervals,
+    whose values are fire times (`interval_end`) and whose runs get the interval built-ins."""
     backfill_id = str(new_id())
+    schedule_id, interval_s = interval or (None, None)
     row = {
         "id": backfill_id,
         "pipeline_id": pipeline_id,
-        "param": body["param"],
-        "value_from": Json(body["from"]),
-        "value_to": Json(body["to"]),
+        "param": param,
+        "value_from": Json(values[0]),
+        "value_to": Json(values[-1]),
         "total": len(values),
         "created_by": principal,
+        "schedule_id": schedule_id,
+        "interval_s": interval_s,
     }
     _execute(cur, "insert_backfill", row)
     _execute(
@@ -83,9 +115,11 @@ def create_backfill(
         "insert_backfill_values",
         {"backfill_id": backfill_id, "values": [Json(v) for v in values]},
     )
-    details = {"pipeline_id": pipeline_id, "param": body["param"], "total": len(values)}
+    details = {"pipeline_id": pipeline_id, "param": param, "total": len(values)}
+    if schedule_id is not None:
+        details["schedule_id"] = schedule_id
     _audit(cur, principal, "backfill.create", backfill_id, request_id, details)
-    return get_backfill_view(cur, backfill_id)
+    return backfill_id
 
 
 def _range(plan: Any, body: dict[str, Any]) -> list[Any]:
@@ -204,12 +238,14 @@ def _admit_values(
     admitted: list[Admission] = []
     try:
         for value in pending:
+            params, builtins = _values_of(backfill, value["value"])
             admission = admit_run(
                 cur,
                 str(backfill["pipeline_id"]),
                 trigger_key(backfill_id, value["value"]),
                 PRINCIPAL,
-                params={backfill["param"]: value["value"]},
+                params=params,
+                builtins=builtins,
                 new_id=new_id,
             )
             if admission.run["status"] == RunStatus.SKIPPED:
@@ -221,6 +257,15 @@ def _admit_values(
         cur.execute("ROLLBACK TO SAVEPOINT backfill_values")
         return []
     return admitted
+
+
+def _values_of(backfill: dict, value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The given values and built-ins of a value's run: `{param: value}`, or for a backfill
+    of a schedule's intervals the interval the fire time `value` closes."""
+    if backfill.get("interval_s"):
+        period = timedelta(seconds=backfill["interval_s"])
+        return {}, interval_values(parse_interval_time(value), period)
+    return {backfill["param"]: value}, {}
 
 
 def _audit(

@@ -45,6 +45,8 @@ class BackfillSchema(Schema):
     created_by = fields.String()
     created_at = UtcDateTime()
     canceled_at = UtcDateTime(allow_none=True)
+    # a schedule's catch-up (`"catchup": "all"`): its values are the missed fire times
+    schedule_id = fields.String(allow_none=True)
     runs = fields.List(fields.Nested(BackfillRunSchema))
 
 

@@ -70,6 +70,8 @@ class ScheduleCreateSchema(Schema):
     daily_at = fields.String(
         validate=validate.Regexp(HH_MM, error="must be HH:MM between 00:00 and 23:59 (UTC)")
     )
+    # after downtime: one run for the latest missed fire (default), or every missed interval
+    catchup = fields.String(validate=validate.OneOf(["latest", "all"]))
 
     @validates_schema
     def validate_one_kind(self, data: Mapping[str, Any], **kwargs: Any) -> None:

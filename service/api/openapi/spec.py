@@ -321,11 +321,16 @@ def _refine_components(components: dict[str, Any]) -> None:
         components["ScheduleCreate"]["properties"][k] for k in ("every_minutes", "daily_at")
     )
     daily["pattern"] = daily["pattern"].replace(r"\Z", "$")  # JSON schema regexes know no \Z
+    catchup = components["ScheduleCreate"]["properties"]["catchup"]
+    catchup["description"] = (
+        "after downtime: latest (default: one run, for the latest missed fire) or all (every"
+        " missed interval, through a backfill)"
+    )
     components["ScheduleCreate"] = {
         "description": "exactly one of every_minutes (5..1440) or daily_at (HH:MM, UTC)",
         "oneOf": [
-            closed({"every_minutes": every}, ["every_minutes"]),
-            closed({"daily_at": daily}, ["daily_at"]),
+            closed({"every_minutes": every, "catchup": catchup}, ["every_minutes"]),
+            closed({"daily_at": daily, "catchup": catchup}, ["daily_at"]),
         ],
     }
     for name in ("ErrorDetail", "ErrorInfo", "Error"):

@@ -3,9 +3,10 @@
 
 -- insert_backfill --
 -- A new backfill of a parameter's range.
-INSERT INTO backfills (id, pipeline_id, param, value_from, value_to, total, created_by)
+INSERT INTO backfills (id, pipeline_id, param, value_from, value_to, total, created_by,
+                       schedule_id, interval_s)
 VALUES (%(id)s, %(pipeline_id)s, %(param)s, %(value_from)s, %(value_to)s, %(total)s,
-        %(created_by)s);
+        %(created_by)s, %(schedule_id)s, %(interval_s)s);
 
 -- insert_backfill_values --
 -- Its values, ascending, all pending.
@@ -16,7 +17,7 @@ FROM unnest(%(values)s::jsonb[]) WITH ORDINALITY AS t (value, position);
 -- get_backfill --
 -- One backfill with its counters (a canceled backfill has no pending value).
 SELECT b.id, b.pipeline_id, b.param, b.value_from, b.value_to, b.total, b.created_by,
-       b.created_at, b.canceled_at,
+       b.created_at, b.canceled_at, b.schedule_id,
        count(*) FILTER (WHERE r.status = 'succeeded') AS succeeded,
        count(*) FILTER (WHERE r.status IN ('failed', 'canceled', 'skipped')) AS failed,
        count(*) FILTER (WHERE v.run_id IS NULL AND b.canceled_at IS NULL) AS pending,
@@ -52,7 +53,7 @@ ORDER BY v.position;
 -- Live backfills with a pending value, oldest first, with their pipeline's room: its active
 -- runs, those of them that backfills admitted, and whether it is paused (read under the
 -- admission lock).
-SELECT b.id, b.pipeline_id, b.param, p.paused, a.active, a.backfilling
+SELECT b.id, b.pipeline_id, b.param, b.interval_s, p.paused, a.active, a.backfilling
 FROM backfills b JOIN pipelines p ON p.id = b.pipeline_id
 CROSS JOIN LATERAL (
     SELECT count(*) AS active,

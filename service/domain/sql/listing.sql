@@ -75,7 +75,7 @@ LIMIT %(limit)s;
 -- list_schedule_summaries --
 -- A pipeline's live (not deleted) schedules, newest first.
 SELECT id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
-       last_run_id, last_skip_reason, created_at
+       last_run_id, last_skip_reason, catchup, created_at
 FROM schedules
 WHERE pipeline_id = %(pipeline_id)s AND deleted_at IS NULL
   AND (%(before_at)s::timestamptz IS NULL

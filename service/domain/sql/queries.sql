@@ -271,11 +271,11 @@ DELETE FROM step_batches WHERE run_id = %(run_id)s AND step_name = ANY(%(step_na
 -- insert_schedule --
 -- A new schedule with its first fire time (computed by the caller in UTC).
 INSERT INTO schedules (id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at,
-                       created_by)
+                       catchup, created_by)
 VALUES (%(id)s, %(pipeline_id)s, %(every_minutes)s, %(daily_at)s, %(anchor_at)s,
-        %(next_fire_at)s, %(created_by)s)
+        %(next_fire_at)s, %(catchup)s, %(created_by)s)
 RETURNING id, pipeline_id, every_minutes, daily_at, anchor_at, next_fire_at, last_fired_at,
-          last_run_id, last_skip_reason, created_at;
+          last_run_id, last_skip_reason, catchup, created_at;
 
 -- delete_schedule --
 -- Soft-delete a live schedule so it stops firing; returns nothing if unknown or deleted.
