@@ -18,6 +18,7 @@ from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag import RunStatus
 from service.console.graph import layout_dag
 from service.console.lifecycle import NOTICES as LIFECYCLE_NOTICES
+from service.console.rerun import NOTICES as RERUN_NOTICES
 from service.console.runview import build_run_page
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
 from service.console.web import query_param as _param
@@ -77,6 +78,7 @@ NOTICES = {
     "schedule_deleted": "Schedule deleted.",
     "signed_out": "Signed out.",
     **LIFECYCLE_NOTICES,
+    **RERUN_NOTICES,
 }
 
 
