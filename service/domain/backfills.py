@@ -211,13 +211,14 @@ def admit_waiting(
     `PIPELINE_ACTIVE_LIMIT` in all, not paused, fewer than `GLOBAL_ACTIVE_LIMIT` active on
     the platform), oldest backfill first, at most `limit` in all. A value whose admission
     is refused (the pipeline was paused, the plan stopped validating, its values no longer
-    fit) stays pending and its backfill waits."""
+    fit) stays pending and its backfill waits. One statement reads the whole pass's room
+    and values (bench/backfill_365.py: round trips are what a pass costs)."""
     lock_admission(cur)
     admitted: list[Admission] = []
-    total_active = _one(cur, "count_all_active_runs", {}) or {"active": 0}
-    room_total = GLOBAL_ACTIVE_LIMIT - total_active["active"]
+    waiting = _all(cur, "list_waiting_backfills", {"per_backfill": BACKFILL_ACTIVE_LIMIT})
+    room_total = GLOBAL_ACTIVE_LIMIT - (waiting[0]["total_active"] if waiting else 0)
     taken: dict[str, int] = {}  # admitted in this pass, per pipeline (the counts predate it)
-    for backfill in _all(cur, "list_waiting_backfills", {}):
+    for backfill in waiting:
         pipeline = str(backfill["pipeline_id"])
         room = min(
             BACKFILL_ACTIVE_LIMIT - backfill["backfilling"] - taken.get(pipeline, 0),
@@ -227,7 +228,7 @@ def admit_waiting(
         )
         if backfill["paused"] or room <= 0:
             continue
-        pending = _all(cur, "next_pending_values", {"backfill_id": backfill["id"], "limit": room})
+        pending = list(zip(backfill["positions"], backfill["values"], strict=True))[:room]
         batch = _admit_values(cur, backfill, pending, new_id)
         admitted += batch
         taken[pipeline] = taken.get(pipeline, 0) + len(batch)
@@ -236,34 +237,52 @@ def admit_waiting(
 
 
 def _admit_values(
-    cur: Cursor, backfill: dict, pending: list[dict], new_id: Callable[[], uuid.UUID]
+    cur: Cursor,
+    backfill: dict,
+    pending: list[tuple[int, Any]],
+    new_id: Callable[[], uuid.UUID],
 ) -> list[Admission]:
-    """Admit a backfill's next values behind one savepoint: a refusal (`ServiceError`)
-    takes back this backfill's admissions of the pass, leaving its values pending."""
+    """Admit a backfill's next values (position, value) behind one savepoint, under the
+    admission lock the pass holds: a refusal (`ServiceError`) takes back this backfill's
+    admissions of the pass, leaving its values pending."""
     backfill_id = str(backfill["id"])
     cur.execute("SAVEPOINT backfill_values")
     admitted: list[Admission] = []
     try:
-        for value in pending:
-            params, builtins = _values_of(backfill, value["value"])
+        for _position, value in pending:
+            params, builtins = _values_of(backfill, value)
             admission = admit_run(
                 cur,
                 str(backfill["pipeline_id"]),
-                trigger_key(backfill_id, value["value"]),
+                trigger_key(backfill_id, value),
                 PRINCIPAL,
                 params=params,
                 builtins=builtins,
                 new_id=new_id,
+                locked=True,
             )
             if admission.run["status"] == RunStatus.SKIPPED:
                 raise Conflict("no room after all")  # never under the lock: room was counted
-            run = {"backfill_id": backfill_id, "position": value["position"]}
-            _execute(cur, "set_backfill_run", {**run, "run_id": admission.run["id"]})
             admitted.append(admission)
+        runs = {
+            "backfill_id": backfill_id,
+            "positions": [position for position, _ in pending],
+            "run_ids": [str(a.run["id"]) for a in admitted],
+        }
+        _execute(cur, "set_backfill_runs", runs)
     except ServiceError:
         cur.execute("ROLLBACK TO SAVEPOINT backfill_values")
         return []
     return admitted
+
+
+def commit_asynchronously(cur: Cursor) -> None:
+    """Make the session's commits return before their WAL is flushed (the backfiller's
+    admission passes). Safe for them: a pass is one transaction, so what a PostgreSQL crash
+    can take back is a whole pass (its runs, their audit rows and the values' run ids
+    together: the values are pending again and admitted again under the same keys), and
+    every later durable commit (the advancer starting one of those runs) flushes it first."""
+    _execute(cur, "commit_asynchronously", {})
 
 
 def _values_of(backfill: dict, value: Any) -> tuple[dict[str, Any], dict[str, Any]]:

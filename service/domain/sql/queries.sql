@@ -185,13 +185,22 @@ SELECT count(*) FILTER (WHERE pipeline_id = %(pipeline_id)s) AS pipeline_active,
 FROM runs WHERE status IN ('queued', 'running');
 
 -- insert_run --
--- A new run (queued, or skipped with a reason) bound to a revision.
+-- A new run (queued, or skipped with a reason) bound to a revision, returned as `get_run`
+-- shows it (one round trip less per admission). The subquery sees the runs as they were
+-- before this INSERT, and the new run's queue_seq is the pipeline's highest: its position
+-- is the queued runs before it plus one.
 INSERT INTO runs (id, pipeline_id, revision, status, reason, trigger_key, trace_id,
                   parent_span_id, trace_sampled, created_by, params, plan)
 VALUES (%(id)s, %(pipeline_id)s, %(revision)s, %(status)s, %(reason)s, %(trigger_key)s,
         %(trace_id)s, %(parent_span_id)s, %(trace_sampled)s, %(created_by)s, %(params)s,
         %(plan)s)
-RETURNING id;
+RETURNING id, pipeline_id, revision, status, reason, trigger_key, trace_id,
+          parent_span_id, trace_sampled, cancel_requested, created_by, created_at, started_at,
+          finished_at, purged_at, error AS run_error, params,
+          CASE WHEN status = 'queued' THEN (
+              SELECT count(*) + 1 FROM runs q
+              WHERE q.pipeline_id = %(pipeline_id)s AND q.status = 'queued') END
+              AS queue_position;
 
 -- list_run_resumes --
 -- When a run was resumed by hand (the audit's accepted `run.resume` rows), oldest first.
