@@ -420,7 +420,9 @@ ROUTES: list[Route] = [
             "post": Op(
                 "create_backfill",
                 "One run per value of an int or date parameter from `from` to `to`"
-                " (inclusive), admitted in ascending order as the pipeline has room",
+                " (inclusive), or per fire of a schedule (`schedule_id`, each run"
+                " processing its interval), admitted in ascending order as the pipeline"
+                " has room",
                 201,
                 "Backfill",
                 request="BackfillCreate",

@@ -26,6 +26,8 @@ from psycopg2.extras import Json
 
 from dag import (
     GLOBAL_ACTIVE_LIMIT,
+    INTERVAL_FORMAT,
+    MAX_RANGE_VALUES,
     PIPELINE_ACTIVE_LIMIT,
     RunStatus,
     interval_values,
@@ -35,12 +37,15 @@ from dag import (
 )
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, fetch_one
+from service.domain.runparams import bind_params
 from service.domain.runs import Admission, Cancellation, admit_run, cancel_run, lock_admission
-from service.domain.sql import BACKFILL_QUERIES
+from service.domain.schedules import ScheduleSpec
+from service.domain.sql import BACKFILL_QUERIES, SCHEDULE_QUERIES
 from service.errors import Conflict, NotFound, ServiceError, ValidationFailed
 
 BACKFILL_ACTIVE_LIMIT = 2  # of the pipeline's 4 slots (1 running + 3 queued)
 PRINCIPAL = "backfill"  # who admits a backfill's runs (`created_by`), after its creator
+INTERVAL_PARAM = "interval_end"  # the values of a backfill of a schedule's intervals
 
 
 class BackfillStatus:
@@ -67,19 +72,74 @@ def create_backfill(
     request_id: str | None = None,
 ) -> dict:
     """A backfill of `body["param"]` from `body["from"]` to `body["to"]` (inclusive) of the
-    pipeline's current plan; its view. `NotFound` for an unknown pipeline;
-    `ValidationFailed` naming `param`, `from` or `to` when the plan declares no such `int`
-    or `date` parameter or the range is empty, malformed or too long."""
+    pipeline's current plan, or of the intervals of schedule `body["schedule_id"]` whose
+    fires are in that range; its view. `NotFound` for an unknown pipeline;
+    `ValidationFailed` naming `param`, `schedule_id`, `from` or `to` when the plan declares
+    no such `int` or `date` parameter, the pipeline has no such live schedule, or the range
+    is empty, malformed or too long, and naming `params.NAME` when a schedule's runs could
+    not get a value the plan needs (a parameter without a default)."""
     pipeline = fetch_one(
         cur, "get_pipeline", {"pipeline_id": pipeline_id, "include_deleted": False}
     )
     if pipeline is None:
         raise NotFound(f"pipeline {pipeline_id} not found")
-    values = _range(pipeline["plan"], body)
+    interval = None
+    if body.get("schedule_id") is not None:
+        param = INTERVAL_PARAM
+        values, interval = _schedule_range(cur, pipeline, body)
+    else:
+        param = body["param"]
+        values = _range(pipeline["plan"], body)
     backfill_id = insert_backfill(
-        cur, pipeline_id, body["param"], values, principal, new_id=new_id, request_id=request_id
+        cur,
+        pipeline_id,
+        param,
+        values,
+        principal,
+        interval=interval,
+        new_id=new_id,
+        request_id=request_id,
     )
     return get_backfill_view(cur, backfill_id)
+
+
+def _schedule_range(
+    cur: Cursor, pipeline: dict, body: dict[str, Any]
+) -> tuple[list[str], tuple[str, int]]:
+    """The fire times (`INTERVAL_FORMAT`) of a live schedule of `pipeline` from `from` to
+    `to` inclusive, and the backfill's (schedule id, interval seconds)."""
+    schedule_id = str(body["schedule_id"])
+    cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": schedule_id})
+    row = cur.fetchone()
+    if (
+        row is None
+        or row["deleted_at"] is not None
+        or str(row["pipeline_id"]) != str(pipeline["id"])
+    ):
+        message = "names no live schedule of this pipeline"
+        raise ValidationFailed(
+            f"schedule_id: {message}", details=[{"field": "schedule_id", "message": message}]
+        )
+    ends = {}
+    for end in ("from", "to"):
+        try:
+            ends[end] = parse_interval_time(body[end])
+        except (TypeError, ValueError):
+            message = "must be a fire time, YYYY-MM-DDTHH:MM:SSZ (UTC)"
+            raise ValidationFailed(
+                f"{end}: {message}", details=[{"field": end, "message": message}]
+            ) from None
+    spec = ScheduleSpec.from_row(row)
+    times = spec.fires_between(ends["from"], ends["to"], MAX_RANGE_VALUES + 1)
+    problem = (
+        "no fire of the schedule from `from` to `to`" if not times
+        else f"at most {MAX_RANGE_VALUES} values" if len(times) > MAX_RANGE_VALUES
+        else None
+    )  # fmt: skip
+    if problem:
+        raise ValidationFailed(f"to: {problem}", details=[{"field": "to", "message": problem}])
+    bind_params(pipeline["plan"], {}, spec.interval_params(times[0]), "run")  # 400 params.NAME
+    return [t.strftime(INTERVAL_FORMAT) for t in times], (spec.id, int(spec.period.total_seconds()))
 
 
 def insert_backfill(

@@ -21,13 +21,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from dag import INTERVAL_FORMAT, MAX_RANGE_VALUES
-from service.domain.backfills import admit_waiting, insert_backfill
+from service.domain.backfills import INTERVAL_PARAM, admit_waiting, insert_backfill
 from service.domain.db import Cursor, fetch_one
 from service.domain.runs import Admission
 from service.domain.schedules import PRINCIPAL, Fire, ScheduleSpec, fire_schedule
 from service.domain.sql import SCHEDULE_QUERIES
-
-PARAM = "interval_end"  # what the values of a schedule's catch-up backfill are
 
 
 @dataclass
@@ -42,17 +40,6 @@ class CatchUp:
     fire: Fire | None = None
 
 
-def missed_fires(spec: ScheduleSpec, next_fire: datetime, now: datetime) -> list[datetime]:
-    """The fire times from `next_fire` to `now` inclusive, ascending; the latest
-    `MAX_RANGE_VALUES` of them when there are more."""
-    latest = spec.latest_fire_at(now)
-    times: list[datetime] = []
-    while latest is not None and latest >= next_fire and len(times) < MAX_RANGE_VALUES:
-        times.append(latest)
-        latest = latest - spec.period
-    return times[::-1]
-
-
 def catch_up_schedule(
     cur: Cursor, schedule_id: str, now: datetime, *, new_id: Callable[[], uuid.UUID] = uuid.uuid4
 ) -> CatchUp:
@@ -62,7 +49,8 @@ def catch_up_schedule(
     if row is None or row["deleted_at"] is not None:
         return CatchUp()
     spec = ScheduleSpec.from_row(row)
-    times = missed_fires(spec, row["next_fire_at"].astimezone(UTC), now.astimezone(UTC))
+    next_fire, now = row["next_fire_at"].astimezone(UTC), now.astimezone(UTC)
+    times = spec.fires_between(next_fire, now, MAX_RANGE_VALUES)  # the latest, if more
     if not times:
         return CatchUp()
     live = {"pipeline_id": spec.pipeline_id, "include_deleted": False}
@@ -72,7 +60,7 @@ def catch_up_schedule(
     values = [t.strftime(INTERVAL_FORMAT) for t in times]
     interval = (spec.id, int(spec.period.total_seconds()))
     backfill_id = insert_backfill(
-        cur, spec.pipeline_id, PARAM, values, PRINCIPAL, interval=interval, new_id=new_id
+        cur, spec.pipeline_id, INTERVAL_PARAM, values, PRINCIPAL, interval=interval, new_id=new_id
     )
     cur.execute(
         SCHEDULE_QUERIES["record_schedule_fire"],

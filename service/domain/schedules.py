@@ -126,6 +126,19 @@ class ScheduleSpec:
         is the interval's start date."""
         return interval_values(fire_time, self.period)
 
+    def fires_between(self, first: datetime, last: datetime, limit: int) -> list[datetime]:
+        """The fire times from `first` to `last` inclusive, ascending; the latest `limit`
+        of them when there are more. An `every_minutes` schedule's first fire is one period
+        after its anchor; a `daily_at` one's grid goes back without end."""
+        fire = self.latest_fire_at(last)
+        times: list[datetime] = []
+        while fire is not None and fire >= first and len(times) < limit:
+            times.append(fire)
+            fire = fire - self.period
+            if self.every_minutes is not None and fire <= self.anchor_at:
+                break
+        return times[::-1]
+
     def latest_fire_at(self, now: datetime) -> datetime | None:
         """The latest fire time at or before `now`, or None before the first fire."""
         latest = self.next_fire_after(now) - self.period

@@ -204,3 +204,56 @@ def test_metrics_show_what_is_left_of_live_backfills_and_the_audit_log_holds_the
     triggers = api.sql("SELECT count(*) FROM audit WHERE action = 'run.trigger' "
                        "AND principal = 'backfill'")  # fmt: skip
     assert triggers == [(2,)]
+
+
+def test_a_backfill_of_a_schedules_intervals_runs_each_fire_of_the_range(api: Api) -> None:
+    plan = daily_plan()
+    plan["params"]["day"]["default"] = "2026-01-01"
+    plan["steps"][0]["config"]["path"] = "daily/{logical_date}.csv"
+    pid = api.create_pipeline(plan=plan)
+    sid = api.call("POST", f"/pipelines/{pid}/schedules", {"daily_at": "06:30"}).body["id"]
+    body = {"schedule_id": sid, "from": "2013-01-01T00:00:00Z", "to": "2013-01-04T06:30:00Z"}
+    a = api.call("POST", f"/pipelines/{pid}/backfills", body)
+    assert a.status == 201, a.body
+    b = a.body
+    assert (b["param"], b["schedule_id"], b["total"]) == ("interval_end", sid, 4)
+    assert [r["value"] for r in b["runs"]] == [f"2013-01-0{d}T06:30:00Z" for d in (1, 2, 3, 4)]
+    ((params, path),) = api.sql("SELECT params, plan -> 'steps' -> 0 -> 'config' ->> 'path' "
+                                "FROM runs WHERE id = %s", (b["runs"][0]["run_id"],))  # fmt: skip
+    assert (params["logical_date"], params["interval_start"], params["interval_end"]) == (
+        "2012-12-31", "2012-12-31T06:30:00Z", "2013-01-01T06:30:00Z"
+    )  # fmt: skip
+    assert path == "daily/2012-12-31.csv"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"schedule_id": "00000000-0000-0000-0000-000000000000"}, "schedule_id"),
+        ({"from": "2013-01-01"}, "from"),
+        ({"to": "2012-01-01T00:00:00Z"}, "to"),
+        ({"param": "day"}, "schedule_id"),
+        ({"schedule_id": None, "param": None}, "param"),
+    ],
+)
+def test_a_bad_backfill_of_a_schedule_answers_400_naming_its_field(
+    api: Api, body: dict, field: str
+) -> None:
+    plan = daily_plan()
+    pid = api.create_pipeline(plan=plan)
+    sid = api.call("POST", f"/pipelines/{pid}/schedules", {"daily_at": "06:30"}).body["id"]
+    full = {"schedule_id": sid, "from": "2013-01-01T00:00:00Z", "to": "2013-01-04T06:30:00Z"}
+    full.update(body)
+    full = {k: v for k, v in full.items() if v is not None}
+    a = api.call("POST", f"/pipelines/{pid}/backfills", full)
+    assert a.status == 400, a.body
+    assert [d["field"] for d in a.body["error"]["details"]] == [field]
+
+
+def test_a_schedules_backfill_of_a_plan_needing_a_value_names_it(api: Api) -> None:
+    pid = api.create_pipeline(plan=daily_plan())  # `day` has no default: a fire gives none
+    sid = api.call("POST", f"/pipelines/{pid}/schedules", {"daily_at": "06:30"}).body["id"]
+    body = {"schedule_id": sid, "from": "2013-01-01T00:00:00Z", "to": "2013-01-02T06:30:00Z"}
+    a = api.call("POST", f"/pipelines/{pid}/backfills", body)
+    assert a.status == 400, a.body
+    assert [d["field"] for d in a.body["error"]["details"]] == ["params.day"]
