@@ -2,7 +2,7 @@
 topology: a backfill started from its form runs every value while its page follows the
 progress by itself; a waiting one is canceled from its page; a run that failed on its input
 offers Rerun on the fixed revision beside Resume on its own, and the rerun succeeds. axe-core
-finds nothing on these pages."""
+finds nothing on these pages, and none is wider than a phone's screen."""
 
 from __future__ import annotations
 
@@ -75,6 +75,15 @@ def test_a_backfill_from_its_form_to_the_end_and_a_cancel(browser: Browser, stac
     expect(page.locator("table.backfills tbody tr")).to_have_count(2)
     expect(page.locator("table.backfills .badge")).to_have_text(["canceled", "succeeded"])
     assert axe_violations(page) == []
+    # on a phone neither page is wider than the screen (tables scroll in their region)
+    phone = page.context.browser.new_context(
+        base_url=f"http://127.0.0.1:{stack.port}", viewport={"width": 390, "height": 844}
+    ).new_page()
+    sign_in(phone, ADMIN_TOKEN)
+    backfill_id = page.locator("a.backfill-link").first.get_attribute("href")
+    for path in (f"/ui/pipelines/{pid}/backfills", backfill_id):
+        phone.goto(path)
+        assert phone.evaluate("() => document.documentElement.scrollWidth") <= 390, path
 
 
 def test_a_run_failed_on_its_input_offers_rerun_on_the_fixed_revision(
