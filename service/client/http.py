@@ -184,11 +184,18 @@ class ApiClient:
         return list(self.pages(f"/pipelines/{pipeline_id}/schedules", limit=limit))
 
     def add_schedule(
-        self, pipeline_id: str, *, every_minutes: int | None = None, daily_at: str | None = None
+        self,
+        pipeline_id: str,
+        *,
+        every_minutes: int | None = None,
+        daily_at: str | None = None,
+        catchup: str | None = None,
     ) -> dict:
-        body = {"every_minutes": every_minutes} if every_minutes is not None else {}
+        body: dict = {"every_minutes": every_minutes} if every_minutes is not None else {}
         if daily_at is not None:
             body["daily_at"] = daily_at
+        if catchup is not None:
+            body["catchup"] = catchup
         return self.request("POST", f"/pipelines/{pipeline_id}/schedules", body)[1]
 
     def delete_schedule(self, pipeline_id: str, schedule_id: str) -> None:

@@ -20,6 +20,12 @@ def configure_schedules(parser: argparse.ArgumentParser) -> None:
     kind = add.add_mutually_exclusive_group(required=True)
     kind.add_argument("--every-minutes", type=int, metavar="N", help="every N minutes, 5..1440")
     kind.add_argument("--daily-at", metavar="HH:MM", help="once a day at HH:MM UTC")
+    add.add_argument(
+        "--catchup",
+        choices=("latest", "all"),
+        help="after downtime: one run for the latest missed fire (latest, the default) or"
+        " every missed interval through a backfill (all)",
+    )
     add_json(add)
     delete = sub.add_parser("delete", help="delete a schedule")
     delete.add_argument("pipeline", metavar="PIPELINE", help="name or id")
@@ -49,7 +55,10 @@ def schedules_list(args: argparse.Namespace, client: ApiClient, console: Console
 def schedules_add(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     pipeline = client.find_pipeline(args.pipeline)
     schedule = client.add_schedule(
-        pipeline["id"], every_minutes=args.every_minutes, daily_at=args.daily_at
+        pipeline["id"],
+        every_minutes=args.every_minutes,
+        daily_at=args.daily_at,
+        catchup=args.catchup,
     )
     if args.json:
         print_json(console, schedule)
