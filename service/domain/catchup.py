@@ -9,9 +9,10 @@ interval it closes as built-ins, key `backfill:<id>:<fire time>`), admitted in o
 pipeline has room, never skipped. The fire is recorded on the schedule (`last_fired_at` the
 latest missed time, `last_backfill_id`, `next_fire_at` after the clock), so a second
 coordinator or a restart finds nothing missed, and a late job fire of a time the backfill
-holds makes no run (`service.domain.schedules.fire_schedule`). One missed fire, or a paused
-pipeline, is an ordinary fire of the latest time (`fire_schedule`: a run, or the fire
-recorded as skipped). Lock order: the schedule row, then the admission lock."""
+holds makes no run (`service.domain.schedules.fire_schedule`). One missed fire, a paused
+pipeline, or a plan needing a value no fire gives is an ordinary fire of the latest time
+(`fire_schedule`: a run, or the fire recorded as skipped). Lock order: the schedule row,
+then the admission lock."""
 
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ from datetime import UTC, datetime
 from dag import INTERVAL_FORMAT, MAX_RANGE_VALUES
 from service.domain.backfills import INTERVAL_PARAM, admit_waiting, insert_backfill
 from service.domain.db import Cursor, fetch_one
+from service.domain.runparams import bind_params
 from service.domain.runs import Admission
 from service.domain.schedules import PRINCIPAL, Fire, ScheduleSpec, fire_schedule
 from service.domain.sql import SCHEDULE_QUERIES
+from service.errors import ValidationFailed
 
 
 @dataclass
@@ -38,6 +41,16 @@ class CatchUp:
     total: int = 0
     admitted: list[Admission] = field(default_factory=list)
     fire: Fire | None = None
+
+
+def _fits(pipeline: dict, spec: ScheduleSpec) -> bool:
+    """Whether a fire's run of the pipeline's current plan gets every value it needs from
+    the interval built-ins and the defaults (else the fire records `plan_invalid`)."""
+    try:
+        bind_params(pipeline["plan"], {}, spec.interval_params(spec.anchor_at), "catch-up")
+    except ValidationFailed:
+        return False
+    return True
 
 
 def catch_up_schedule(
@@ -55,7 +68,7 @@ def catch_up_schedule(
         return CatchUp()
     live = {"pipeline_id": spec.pipeline_id, "include_deleted": False}
     pipeline = fetch_one(cur, "get_pipeline", live)
-    if len(times) == 1 or pipeline is None or pipeline["paused"]:
+    if len(times) == 1 or pipeline is None or pipeline["paused"] or not _fits(pipeline, spec):
         return CatchUp(fire=fire_schedule(cur, spec.id, times[-1], now))
     values = [t.strftime(INTERVAL_FORMAT) for t in times]
     interval = (spec.id, int(spec.period.total_seconds()))

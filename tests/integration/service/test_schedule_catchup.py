@@ -28,8 +28,8 @@ NOW = datetime(2026, 12, 4, 0, 0, 30, tzinfo=UTC)
 MISSED = [f"2026-{d}T00:00:00Z" for d in ("11-29", "11-30", "12-01", "12-02", "12-03", "12-04")]
 
 
-def daily_schedule(db, catchup: str) -> tuple[str, str]:
-    pipeline_id = templated_pipeline(db, PLAN)
+def daily_schedule(db, catchup: str, plan: dict = PLAN) -> tuple[str, str]:
+    pipeline_id = templated_pipeline(db, plan)
     schedule_id = make_schedule(db, pipeline_id, anchor_at=ANCHOR, daily_at="00:00")
     sql(db, "UPDATE schedules SET catchup = %s WHERE id = %s", catchup, schedule_id)
     return pipeline_id, schedule_id
@@ -104,4 +104,14 @@ def test_a_paused_pipeline_records_its_catch_up_as_a_skipped_fire(db_url, db) ->
     assert sql(db, "SELECT count(*) FROM backfills") == [(0,)]
     assert sql(db, "SELECT last_skip_reason FROM schedules WHERE id = %s", schedule_id) == [
         ("paused",)
+    ]
+
+
+def test_a_plan_needing_a_value_no_fire_gives_records_plan_invalid(db_url, db) -> None:
+    plan = {**PLAN, "params": {"region": {"type": "string"}}}  # no default
+    _, schedule_id = daily_schedule(db, "all", plan)
+    make_scheduler(db_url, Wakes(), now=Clock(NOW)).reconcile()
+    assert sql(db, "SELECT count(*) FROM backfills") == [(0,)]
+    assert sql(db, "SELECT last_skip_reason FROM schedules WHERE id = %s", schedule_id) == [
+        ("plan_invalid",)
     ]
