@@ -23,6 +23,7 @@ from actors.sweep import (
     run_sweep,
     sweep_once,
 )
+from actors.tracing import param_attributes
 from actors.workers import register_advancer, register_step_runner, start_worker
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "build_broker",
     "check_listen",
     "fold_metric_deltas",
+    "param_attributes",
     "purge_broker",
     "purge_finished_runs",
     "register_advancer",

@@ -10,14 +10,15 @@ remote parent rebuilt from the run row by whichever process picks the run up:
         +-- step_attempt          each fused follower's own attempt (`actors.group`)
         +-- export                a file or table export published
 
-An attempt's span carries the executor, the attempt number, its outcome and its step's
+The trigger and run spans carry the run's parameter values (`etl.param.<name>`). An
+attempt's span carries the executor, the attempt number, its outcome and its step's
 records in/out/rejected when it ended, read back from the committed rows. Without an SDK in
 the process every span is the API's no-op and nothing is read for them."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -55,6 +56,15 @@ def tracing_on() -> bool:
     """True when the process has an SDK installed: only then are rows read for spans."""
     provider = trace.get_tracer_provider()
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
+def param_attributes(params: Mapping[str, Any] | None) -> dict[str, str | int]:
+    """A run's parameter values as span attributes, `etl.param.<name>` each (a string's or
+    a date's text, an int's integer): on its trigger span and its run span."""
+    return {
+        f"etl.param.{name}": value if isinstance(value, int) else str(value)
+        for name, value in (params or {}).items()
+    }
 
 
 def run_context(
@@ -214,6 +224,7 @@ def record_run_spans(conn: Any, run_ids: Iterable[str]) -> None:
             "etl.revision": run["revision"],
             "etl.trigger_key": run["trigger_key"],
             "etl.status": run["status"],
+            **param_attributes(run["params"]),
         }
         span = tracer.start_span(
             "run",

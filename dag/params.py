@@ -19,7 +19,7 @@ import copy
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from dag.errors import DagError, FieldError
@@ -40,6 +40,7 @@ BUILTIN_PARAMS = {
     "interval_end": "string",
 }
 SCHEDULE_BUILTINS = ("logical_date", "interval_start", "interval_end")
+INTERVAL_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _PARAM_KEYS = ("type", "default")
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 
@@ -239,6 +240,24 @@ def resolve_plan(plan: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     if errors:
         raise ParamsInvalid(errors)
     return out
+
+
+def interval_values(end: datetime, period: timedelta) -> dict[str, str]:
+    """The built-ins of the run that processes the interval `[end - period, end)` (`end`
+    aware): `interval_start`, `interval_end` (ISO 8601 UTC to the second) and
+    `logical_date`, the interval's start date (docs/schedules.md)."""
+    end = end.astimezone(UTC)
+    start = end - period
+    return {
+        "logical_date": start.date().isoformat(),
+        "interval_start": start.strftime(INTERVAL_FORMAT),
+        "interval_end": end.strftime(INTERVAL_FORMAT),
+    }
+
+
+def parse_interval_time(text: str) -> datetime:
+    """An `interval_start`/`interval_end` value (`2026-12-01T00:00:00Z`) as an aware time."""
+    return datetime.strptime(text, INTERVAL_FORMAT).replace(tzinfo=UTC)
 
 
 def uses_placeholders(plan: Any) -> bool:

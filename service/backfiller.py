@@ -2,8 +2,9 @@
 (`service.domain.backfills.admit_waiting`), every `every_s` seconds, in the coordinator
 process (`etl coordinator`). Everything it knows is in the database: a restart (or a
 SIGKILL) of the coordinator loses no value and admits none twice, and two coordinators
-serialise on the admission lock. After COMMIT it wakes the dag-advancer for each admitted
-run; a lost wake-up is re-sent by the sweep."""
+serialise on the admission lock. Its session commits asynchronously
+(`commit_asynchronously`: a pass is lost whole or not at all). After COMMIT it wakes the
+dag-advancer for each admitted run; a lost wake-up is re-sent by the sweep."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import psycopg2.extensions
 from actors import send_advance_run
 from ddl import connector
 from service.config import Config
-from service.domain.backfills import admit_waiting
+from service.domain.backfills import admit_waiting, commit_asynchronously
 from service.domain.db import Cursor
 
 log = logging.getLogger("etl.backfiller")
@@ -74,6 +75,8 @@ class Backfiller:
         """One admission pass in one transaction; the number of runs admitted."""
         if self._conn is None or self._conn.closed:
             self._conn = self._connect()
+            with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
+                commit_asynchronously(cur)
         with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
             admitted = admit_waiting(cur, new_id=self._new_id)
         for admission in admitted:

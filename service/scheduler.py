@@ -7,7 +7,8 @@ few seconds without a restart. Every fire goes through `service.domain.runs.admi
 trigger key `schedule:<schedule id>:<fire time, UTC, YYYY-MM-DDTHH:MM:SSZ>`: a fire processed
 twice (two coordinators, a restart, a retried fire) finds the existing run and creates
 nothing. Missed fires (the coordinator was down) coalesce into one run for the latest missed
-fire time. docs/schedules.md states the semantics.
+fire time, or, for a schedule with `"catchup": "all"`, become one backfill of every missed
+interval (`service.domain.catchup`). docs/schedules.md states the semantics.
 
 Run it only in the coordinator process (`etl coordinator`), never inside gunicorn workers:
 two workers would be two schedulers (harmless thanks to the trigger keys, but wasteful)."""
@@ -33,12 +34,14 @@ from apscheduler.triggers.interval import IntervalTrigger
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
-from actors import send_advance_run
+from actors import param_attributes, send_advance_run
 from ddl import connector
 from service.config import Config
+from service.domain.catchup import CatchUp, catch_up_schedule
 from service.domain.db import Cursor
 from service.domain.runs import Admission, AdmissionOutcome
 from service.domain.schedules import (
+    CATCHUP_ALL,
     FireSkip,
     ScheduleSpec,
     fire_schedule,
@@ -202,14 +205,21 @@ class Scheduler:
         fire_time = spec.latest_fire_at(now)
         if fire_time is None:
             return
-        log.info(
-            "schedule %s missed its fire; catching up once for %s",
-            spec.id,
-            trigger_key(spec.id, fire_time),
-            extra={"pipeline_id": spec.pipeline_id},
-        )
+        if spec.catchup == CATCHUP_ALL:
+            log.info("schedule %s missed fires; catching up every one", spec.id,
+                     extra={"pipeline_id": spec.pipeline_id})  # fmt: skip
+        else:
+            log.info(
+                "schedule %s missed its fire; catching up once for %s",
+                spec.id,
+                trigger_key(spec.id, fire_time),
+                extra={"pipeline_id": spec.pipeline_id},
+            )
         try:
-            self.fire(spec.id, fire_time)
+            if spec.catchup == CATCHUP_ALL:
+                self.catch_up_all(spec.id, now)
+            else:
+                self.fire(spec.id, fire_time)
         except psycopg2.Error as exc:  # retried by a later reconcile (still overdue)
             log.warning("schedule %s: catch-up fire failed: %s", spec.id, str(exc).strip())
         except Exception:  # one broken schedule must not stop the others from loading
@@ -275,6 +285,8 @@ class Scheduler:
             self._transaction() as cur,
         ):
             fired = fire_schedule(cur, schedule_id, fire_time, self._now(), trace=trigger.run_trace)
+            if fired is not None and fired.admission is not None:
+                trigger.span.set_attributes(param_attributes(fired.admission.run.get("params")))
         if fired is None:
             log.info("schedule %s is deleted; %s does not fire", schedule_id, key)
             return None
@@ -301,6 +313,28 @@ class Scheduler:
         if admission.needs_wake:
             self._wake_run(str(run["id"]), run["trace_id"])
         return admission
+
+    def catch_up_all(self, schedule_id: str, now: datetime) -> CatchUp:
+        """Run every interval schedule `schedule_id` missed up to `now`, in one transaction
+        (`service.domain.catchup`): a backfill of the missed fire times, or one ordinary
+        fire. After COMMIT, wakes the dag-advancer for the runs admitted."""
+        with self._transaction() as cur:
+            caught = catch_up_schedule(cur, schedule_id, now)
+        if caught.backfill_id is not None:
+            log.info(
+                "schedule %s: backfill %s of %d missed intervals",
+                schedule_id,
+                caught.backfill_id,
+                caught.total,
+                extra={"backfill_id": caught.backfill_id},
+            )
+        admitted = list(caught.admitted)
+        if caught.fire is not None and caught.fire.admission is not None:
+            admitted.append(caught.fire.admission)
+        for admission in admitted:
+            if admission.needs_wake:
+                self._wake_run(str(admission.run["id"]), admission.run["trace_id"])
+        return caught
 
     def _wake_run(self, run_id: str, trace_id: str) -> None:
         try:

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_FILES = [
     *sorted((ROOT / "tests" / "fixtures" / "openlineage").glob("*.json")),
     ROOT / "docs" / "openlineage" / "EtlRunFacet.json",
+    ROOT / "docs" / "openlineage" / "EtlParamsRunFacet.json",
 ]
 
 

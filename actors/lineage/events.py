@@ -40,6 +40,7 @@ INTEGRATION = "ETL_PLATFORM"
 # uuid5 namespace of step attempts' run ids: the same attempt always gets the same run id.
 ATTEMPT_RUN_IDS = uuid.UUID("6f1d8a52-3c1e-5b7a-9d0e-2f4c6b8a1e37")
 TRACE_FACET = "etl_run"
+PARAMS_FACET = "etl_params"
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class RunFacts:
     plan: Plan
     steps: dict[str, StepFacts] = field(default_factory=dict)
     error: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @attr.define
@@ -78,6 +80,22 @@ class EtlRunFacet(RunFacet):
     @staticmethod
     def _get_schema() -> str:
         return "urn:etl-platform:openlineage:facets:1-0-0:EtlRunFacet.json#/$defs/EtlRunFacet"
+
+
+@attr.define
+class EtlParamsRunFacet(RunFacet):
+    """The run's parameter values (`params` of `GET /api/v1/runs/{id}`: given, defaulted and
+    built-in), the values its paths and literals were substituted with."""
+
+    params: dict[str, Any]
+    _additional_skip_redact: ClassVar[list[str]] = ["params"]
+
+    @staticmethod
+    def _get_schema() -> str:
+        return (
+            "urn:etl-platform:openlineage:facets:1-0-0:EtlParamsRunFacet.json"
+            "#/$defs/EtlParamsRunFacet"
+        )
 
 
 def attempt_run_id(run_id: str, step: str, attempt: int) -> str:
@@ -95,7 +113,7 @@ def compose(notice: Notice, facts: RunFacts, *, namespace: str, places: Places |
 
 
 def _run_event(notice: Notice, facts: RunFacts, namespace: str) -> RunEvent:
-    facets: dict[str, Any] = {TRACE_FACET: _trace(notice.run_id, facts)}
+    facets: dict[str, Any] = {TRACE_FACET: _trace(notice.run_id, facts), **_params(facts)}
     if notice.event_type == FAIL:
         message = facts.error or _first_step_error(facts) or "run failed"
         facets["errorMessage"] = _error(message)
@@ -122,6 +140,7 @@ def _step_event(notice: Notice, facts: RunFacts, namespace: str, places: Places 
             producer=PRODUCER,
         ),
         TRACE_FACET: _trace(notice.run_id, facts, notice.attempt),
+        **_params(facts),
     }
     if notice.error and notice.event_type == FAIL:
         facets["errorMessage"] = _error(notice.error)
@@ -322,6 +341,14 @@ def _job_facets(job_type: str) -> dict[str, Any]:
 
 def _trace(run_id: str, facts: RunFacts, attempt: int | None = None) -> EtlRunFacet:
     return EtlRunFacet(runId=run_id, traceId=facts.trace_id, attempt=attempt, producer=PRODUCER)
+
+
+def _params(facts: RunFacts) -> dict[str, EtlParamsRunFacet]:
+    """The `etl_params` facet of a run that holds values (every run made since run
+    parameters exist holds at least `run_id`)."""
+    if not facts.params:
+        return {}
+    return {PARAMS_FACET: EtlParamsRunFacet(params=dict(facts.params), producer=PRODUCER)}
 
 
 def _error(message: str) -> error_message_run.ErrorMessageRunFacet:

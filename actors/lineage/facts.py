@@ -69,7 +69,7 @@ def read_run_facts(cur, run_id: str) -> RunFacts | None:
     row = cur.fetchone()
     if row is None:
         return None
-    pipeline, trace_id, error, plan = row
+    pipeline, trace_id, error, plan, params = row
     cur.execute(LINEAGE_QUERIES["list_lineage_steps"], {"run_id": run_id})
     steps = {
         name: StepFacts(
@@ -82,7 +82,7 @@ def read_run_facts(cur, run_id: str) -> RunFacts | None:
         )
         for name, records_in, records_out, rejected, columns, step_error, checks in cur.fetchall()
     }
-    return RunFacts(pipeline, trace_id, parse_plan(plan), steps, error)
+    return RunFacts(pipeline, trace_id, parse_plan(plan), steps, error, params or {})
 
 
 def last_expired_attempt(cur, notice: Notice) -> int | None:

@@ -2,8 +2,8 @@
 -- notice, read after the state change committed, on the emitter's own connection.
 
 -- get_lineage_run --
--- A run's pipeline name, trace id, error and revision plan.
-SELECT p.name, r.trace_id, r.error, coalesce(r.plan, v.plan) AS plan
+-- A run's pipeline name, trace id, error, revision plan (its values substituted) and params.
+SELECT p.name, r.trace_id, r.error, coalesce(r.plan, v.plan) AS plan, r.params
 FROM runs r
 JOIN pipelines p ON p.id = r.pipeline_id
 JOIN revisions v ON v.pipeline_id = r.pipeline_id AND v.number = r.revision

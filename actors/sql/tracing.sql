@@ -9,8 +9,9 @@ JOIN step_runs s ON s.run_id = a.run_id AND s.name = a.step_name
 WHERE a.id = ANY(%(attempt_ids)s);
 
 -- get_run_ends --
--- Some finished runs as their run spans show them: trace, times, status, pipeline.
+-- Some finished runs as their run spans show them: trace, times, status, pipeline, params.
 SELECT r.id, r.pipeline_id, p.name AS pipeline_name, r.revision, r.status, r.trigger_key,
+       r.params,
        r.trace_id, r.parent_span_id, r.trace_sampled, r.created_at, r.started_at,
        r.finished_at, r.error
 FROM runs r

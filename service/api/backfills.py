@@ -23,7 +23,8 @@ class BackfillsResource(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         body = read_json(req, BackfillCreateSchema())
-        request = {"param": body["param"], "from": body["value_from"], "to": body["value_to"]}
+        request = {"from": body["value_from"], "to": body["value_to"]}
+        request.update({k: body[k] for k in ("param", "schedule_id") if k in body})
         with self.deps.db.transaction() as cur:
             created = backfills.create_backfill(
                 cur,

@@ -13,6 +13,7 @@ from typing import Any
 
 import falcon
 
+from actors import param_attributes
 from service.api.bodies import page_params, read_json
 from service.domain import listing, pipelines, schedules, webhooks
 from service.domain.audit import audit_change
@@ -227,6 +228,7 @@ class PipelineRunsResource(Resource):
                     "etl.run_id": str(admission.run["id"]),
                     "etl.admission": str(admission.outcome),
                     "http.response.status_code": _TRIGGER_STATUS[admission.outcome],
+                    **param_attributes(admission.run.get("params")),
                 }
             )
         if admission.needs_wake:

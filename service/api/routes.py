@@ -405,7 +405,8 @@ ROUTES: list[Route] = [
             "post": Op(
                 "rerun_run",
                 "A new run of the pipeline's current revision with the run's params (429:"
-                " the queue is full)",
+                " the queue is full; 409 params_conflict: the current revision no longer"
+                " declares one of the values, or types it otherwise)",
                 201,
                 "Run",
                 request="EmptyBody",
@@ -421,7 +422,9 @@ ROUTES: list[Route] = [
             "post": Op(
                 "create_backfill",
                 "One run per value of an int or date parameter from `from` to `to`"
-                " (inclusive), admitted in ascending order as the pipeline has room",
+                " (inclusive), or per fire of a schedule (`schedule_id`, each run"
+                " processing its interval), admitted in ascending order as the pipeline"
+                " has room",
                 201,
                 "Backfill",
                 request="BackfillCreate",

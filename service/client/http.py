@@ -190,8 +190,14 @@ class ApiClient:
         every_minutes: int | None = None,
         daily_at: str | None = None,
         watch: str | None = None,
+        catchup: str | None = None,
     ) -> dict:
-        given = {"every_minutes": every_minutes, "daily_at": daily_at, "watch": watch}
+        given = {
+            "every_minutes": every_minutes,
+            "daily_at": daily_at,
+            "watch": watch,
+            "catchup": catchup,
+        }
         body = {k: v for k, v in given.items() if v is not None}
         return self.request("POST", f"/pipelines/{pipeline_id}/schedules", body)[1]
 

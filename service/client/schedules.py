@@ -26,6 +26,12 @@ def configure_schedules(parser: argparse.ArgumentParser) -> None:
         metavar="GLOB",
         help="one run per new file matching GLOB under ETL_DATA_DIR (params.file)",
     )
+    add.add_argument(
+        "--catchup",
+        choices=("latest", "all"),
+        help="after downtime: one run for the latest missed fire (latest, the default) or"
+        " every missed interval through a backfill (all)",
+    )
     add_json(add)
     delete = sub.add_parser("delete", help="delete a schedule")
     delete.add_argument("pipeline", metavar="PIPELINE", help="name or id")
@@ -60,7 +66,11 @@ def _next(schedule: dict) -> str:
 def schedules_add(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     pipeline = client.find_pipeline(args.pipeline)
     schedule = client.add_schedule(
-        pipeline["id"], every_minutes=args.every_minutes, daily_at=args.daily_at, watch=args.watch
+        pipeline["id"],
+        every_minutes=args.every_minutes,
+        daily_at=args.daily_at,
+        watch=args.watch,
+        catchup=args.catchup,
     )
     if args.json:
         print_json(console, schedule)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from service.console import cursors, lifecycle, runlist, tokens
+from service.console import backfills, cursors, lifecycle, rerun, runlist, tokens
 from service.console import pages as p
 from service.console.web import (
     PREFIX,
@@ -47,10 +47,16 @@ def add_console(app: falcon.App, deps: Deps, settings: ConsoleSettings) -> None:
     app.add_route(f"{pipeline}/pause", lifecycle.PauseAction(console))
     app.add_route(f"{pipeline}/unpause", lifecycle.UnpauseAction(console))
     app.add_route(f"{pipeline}/delete", lifecycle.DeletePage(console))
+    app.add_route(f"{pipeline}/backfills", backfills.BackfillsPage(console))
+    app.add_route(f"{PREFIX}/backfills/{{backfill_id:uuid}}", backfills.BackfillPage(console))
+    app.add_route(
+        f"{PREFIX}/backfills/{{backfill_id:uuid}}/cancel", backfills.BackfillCancelAction(console)
+    )
     app.add_route(f"{PREFIX}/runs", runlist.RunsPage(console))
     app.add_route(run, p.RunPage(console))
     app.add_route(f"{run}/cancel", p.CancelAction(console))
     app.add_route(f"{run}/resume", p.ResumeAction(console))
+    app.add_route(f"{run}/rerun", rerun.RerunAction(console))
     app.add_route(f"{PREFIX}/audit", p.AuditPage(console))
     app.add_route(f"{PREFIX}/tokens", tokens.TokensPage(console))
     app.add_route(f"{PREFIX}/tokens/{{token_id:uuid}}/rotate", tokens.TokenRotateAction(console))

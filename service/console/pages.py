@@ -13,11 +13,13 @@ from typing import Any
 
 import falcon
 
+from actors import param_attributes
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS
 from dag import RunStatus
 from service.console.cursors import NOTICES as CURSOR_NOTICES
 from service.console.graph import layout_dag
 from service.console.lifecycle import NOTICES as LIFECYCLE_NOTICES
+from service.console.rerun import NOTICES as RERUN_NOTICES
 from service.console.runview import build_run_page
 from service.console.web import PREFIX, ConsoleError, ConsolePage, as_console_errors, read_form
 from service.console.web import query_param as _param
@@ -79,6 +81,7 @@ NOTICES = {
     "signed_out": "Signed out.",
     **LIFECYCLE_NOTICES,
     **CURSOR_NOTICES,
+    **RERUN_NOTICES,
 }
 
 
@@ -345,6 +348,7 @@ class TriggerAction(ConsolePage):
                     request_id=req.context.request_id,
                     trace=trigger.run_trace,
                 )
+                trigger.span.set_attributes(param_attributes(admission.run.get("params")))
         if admission.needs_wake:
             wake(self.deps, admission.run)
         raise falcon.HTTPSeeOther(f"{PREFIX}/runs/{admission.run['id']}?notice={admission.outcome}")

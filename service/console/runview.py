@@ -15,6 +15,7 @@ import connectors
 from dag import RUN_ACTIVE, StepStatus, attempts_that_ran
 from ddl import connect
 from service.console.graph import layout_dag, layout_gantt
+from service.console.rerun import rerun_offer
 from service.console.web import ConsoleSettings
 from service.domain.db import Cursor, database_now
 from service.domain.pipelines import get_pipeline, get_revision
@@ -35,6 +36,7 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
     pipeline = get_pipeline(cur, str(view["pipeline_id"]), include_deleted=True)
     plan = get_revision(cur, str(view["pipeline_id"]), view["revision"])["plan"] or {}
     now = database_now(cur)
+    deleted = pipeline.get("deleted_at") is not None
     plan_steps = [s for s in plan.get("steps", []) if isinstance(s, Mapping)]
     config = {str(s.get("name")): s.get("config") or {} for s in plan_steps}
     steps = view["steps"]
@@ -49,7 +51,7 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
         "run": view,
         "trace_link": settings.trace_link(view.get("trace_id")),
         "pipeline_name": pipeline.get("name", "?"),
-        "pipeline_deleted": pipeline.get("deleted_at") is not None,
+        "pipeline_deleted": deleted,
         "steps": steps,
         "by_name": by_name,
         "dag": layout_dag(plan_steps),
@@ -65,6 +67,9 @@ def build_run_page(cur: Cursor, settings: ConsoleSettings, run_id: str) -> dict[
         ],
         "exports": [_export(settings, run_id, s) for s in steps if s["type"] == "export"],
         "active": view["status"] in ACTIVE,
+        "rerun": rerun_offer(
+            view, pipeline.get("revision"), pipeline.get("deleted_at") is not None
+        ),
         "now": now,
     }
 

@@ -19,19 +19,33 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from psycopg2.extras import Json
 
-from dag import GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT, RunStatus, value_problem, value_range
+from dag import (
+    GLOBAL_ACTIVE_LIMIT,
+    INTERVAL_FORMAT,
+    MAX_RANGE_VALUES,
+    PIPELINE_ACTIVE_LIMIT,
+    RunStatus,
+    interval_values,
+    parse_interval_time,
+    value_problem,
+    value_range,
+)
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, fetch_one
+from service.domain.runparams import bind_params
 from service.domain.runs import Admission, Cancellation, admit_run, cancel_run, lock_admission
-from service.domain.sql import BACKFILL_QUERIES
+from service.domain.schedules import ScheduleSpec
+from service.domain.sql import BACKFILL_QUERIES, SCHEDULE_QUERIES
 from service.errors import Conflict, NotFound, ServiceError, ValidationFailed
 
 BACKFILL_ACTIVE_LIMIT = 2  # of the pipeline's 4 slots (1 running + 3 queued)
 PRINCIPAL = "backfill"  # who admits a backfill's runs (`created_by`), after its creator
+INTERVAL_PARAM = "interval_end"  # the values of a backfill of a schedule's intervals
 
 
 class BackfillStatus:
@@ -58,24 +72,102 @@ def create_backfill(
     request_id: str | None = None,
 ) -> dict:
     """A backfill of `body["param"]` from `body["from"]` to `body["to"]` (inclusive) of the
-    pipeline's current plan; its view. `NotFound` for an unknown pipeline;
-    `ValidationFailed` naming `param`, `from` or `to` when the plan declares no such `int`
-    or `date` parameter or the range is empty, malformed or too long."""
+    pipeline's current plan, or of the intervals of schedule `body["schedule_id"]` whose
+    fires are in that range; its view. `NotFound` for an unknown pipeline;
+    `ValidationFailed` naming `param`, `schedule_id`, `from` or `to` when the plan declares
+    no such `int` or `date` parameter, the pipeline has no such live schedule, or the range
+    is empty, malformed or too long, and naming `params.NAME` when a schedule's runs could
+    not get a value the plan needs (a parameter without a default)."""
     pipeline = fetch_one(
         cur, "get_pipeline", {"pipeline_id": pipeline_id, "include_deleted": False}
     )
     if pipeline is None:
         raise NotFound(f"pipeline {pipeline_id} not found")
-    values = _range(pipeline["plan"], body)
+    interval = None
+    if body.get("schedule_id") is not None:
+        param = INTERVAL_PARAM
+        values, interval = _schedule_range(cur, pipeline, body)
+    else:
+        param = body["param"]
+        values = _range(pipeline["plan"], body)
+    backfill_id = insert_backfill(
+        cur,
+        pipeline_id,
+        param,
+        values,
+        principal,
+        interval=interval,
+        new_id=new_id,
+        request_id=request_id,
+    )
+    return get_backfill_view(cur, backfill_id)
+
+
+def _schedule_range(
+    cur: Cursor, pipeline: dict, body: dict[str, Any]
+) -> tuple[list[str], tuple[str, int]]:
+    """The fire times (`INTERVAL_FORMAT`) of a live schedule of `pipeline` from `from` to
+    `to` inclusive, and the backfill's (schedule id, interval seconds)."""
+    schedule_id = str(body["schedule_id"])
+    cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": schedule_id})
+    row = cur.fetchone()
+    if (
+        row is None
+        or row["deleted_at"] is not None
+        or str(row["pipeline_id"]) != str(pipeline["id"])
+    ):
+        message = "names no live schedule of this pipeline"
+        raise ValidationFailed(
+            f"schedule_id: {message}", details=[{"field": "schedule_id", "message": message}]
+        )
+    ends = {}
+    for end in ("from", "to"):
+        try:
+            ends[end] = parse_interval_time(body[end])
+        except (TypeError, ValueError):
+            message = "must be a fire time, YYYY-MM-DDTHH:MM:SSZ (UTC)"
+            raise ValidationFailed(
+                f"{end}: {message}", details=[{"field": end, "message": message}]
+            ) from None
+    spec = ScheduleSpec.from_row(row)
+    times = spec.fires_between(ends["from"], ends["to"], MAX_RANGE_VALUES + 1)
+    problem = (
+        "no fire of the schedule from `from` to `to`" if not times
+        else f"at most {MAX_RANGE_VALUES} values" if len(times) > MAX_RANGE_VALUES
+        else None
+    )  # fmt: skip
+    if problem:
+        raise ValidationFailed(f"to: {problem}", details=[{"field": "to", "message": problem}])
+    bind_params(pipeline["plan"], {}, spec.interval_params(times[0]), "run")  # 400 params.NAME
+    return [t.strftime(INTERVAL_FORMAT) for t in times], (spec.id, int(spec.period.total_seconds()))
+
+
+def insert_backfill(
+    cur: Cursor,
+    pipeline_id: str,
+    param: str,
+    values: list[Any],
+    principal: str,
+    *,
+    interval: tuple[str, int] | None = None,
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    request_id: str | None = None,
+) -> str:
+    """A backfill of `values` (ascending, checked by the caller) with its audit row; its
+    id. `interval`: (schedule id, interval seconds) of a backfill of a schedule's intervals,
+    whose values are fire times (`interval_end`) and whose runs get the interval built-ins."""
     backfill_id = str(new_id())
+    schedule_id, interval_s = interval or (None, None)
     row = {
         "id": backfill_id,
         "pipeline_id": pipeline_id,
-        "param": body["param"],
-        "value_from": Json(body["from"]),
-        "value_to": Json(body["to"]),
+        "param": param,
+        "value_from": Json(values[0]),
+        "value_to": Json(values[-1]),
         "total": len(values),
         "created_by": principal,
+        "schedule_id": schedule_id,
+        "interval_s": interval_s,
     }
     _execute(cur, "insert_backfill", row)
     _execute(
@@ -83,9 +175,11 @@ def create_backfill(
         "insert_backfill_values",
         {"backfill_id": backfill_id, "values": [Json(v) for v in values]},
     )
-    details = {"pipeline_id": pipeline_id, "param": body["param"], "total": len(values)}
+    details = {"pipeline_id": pipeline_id, "param": param, "total": len(values)}
+    if schedule_id is not None:
+        details["schedule_id"] = schedule_id
     _audit(cur, principal, "backfill.create", backfill_id, request_id, details)
-    return get_backfill_view(cur, backfill_id)
+    return backfill_id
 
 
 def _range(plan: Any, body: dict[str, Any]) -> list[Any]:
@@ -130,6 +224,13 @@ def get_backfill_view(cur: Cursor, backfill_id: str) -> dict:
     return view
 
 
+def list_backfills(cur: Cursor, pipeline_id: str, *, limit: int = 50) -> list[dict]:
+    """A pipeline's newest `limit` backfills, newest first, with counters and status (no
+    values: `get_backfill_view` has them)."""
+    rows = _all(cur, "list_pipeline_backfills", {"pipeline_id": pipeline_id, "limit": limit})
+    return [{**r, "status": backfill_status(r)} for r in rows]
+
+
 def backfill_status(row: dict) -> str:
     """`canceled` once canceled; `running` while a value waits or runs; then `failed` when
     a value's run did not succeed, else `succeeded`."""
@@ -170,13 +271,14 @@ def admit_waiting(
     `PIPELINE_ACTIVE_LIMIT` in all, not paused, fewer than `GLOBAL_ACTIVE_LIMIT` active on
     the platform), oldest backfill first, at most `limit` in all. A value whose admission
     is refused (the pipeline was paused, the plan stopped validating, its values no longer
-    fit) stays pending and its backfill waits."""
+    fit) stays pending and its backfill waits. One statement reads the whole pass's room
+    and values (bench/backfill_365.py: round trips are what a pass costs)."""
     lock_admission(cur)
     admitted: list[Admission] = []
-    total_active = _one(cur, "count_all_active_runs", {}) or {"active": 0}
-    room_total = GLOBAL_ACTIVE_LIMIT - total_active["active"]
+    waiting = _all(cur, "list_waiting_backfills", {"per_backfill": BACKFILL_ACTIVE_LIMIT})
+    room_total = GLOBAL_ACTIVE_LIMIT - (waiting[0]["total_active"] if waiting else 0)
     taken: dict[str, int] = {}  # admitted in this pass, per pipeline (the counts predate it)
-    for backfill in _all(cur, "list_waiting_backfills", {}):
+    for backfill in waiting:
         pipeline = str(backfill["pipeline_id"])
         room = min(
             BACKFILL_ACTIVE_LIMIT - backfill["backfilling"] - taken.get(pipeline, 0),
@@ -186,7 +288,7 @@ def admit_waiting(
         )
         if backfill["paused"] or room <= 0:
             continue
-        pending = _all(cur, "next_pending_values", {"backfill_id": backfill["id"], "limit": room})
+        pending = list(zip(backfill["positions"], backfill["values"], strict=True))[:room]
         batch = _admit_values(cur, backfill, pending, new_id)
         admitted += batch
         taken[pipeline] = taken.get(pipeline, 0) + len(batch)
@@ -195,32 +297,61 @@ def admit_waiting(
 
 
 def _admit_values(
-    cur: Cursor, backfill: dict, pending: list[dict], new_id: Callable[[], uuid.UUID]
+    cur: Cursor,
+    backfill: dict,
+    pending: list[tuple[int, Any]],
+    new_id: Callable[[], uuid.UUID],
 ) -> list[Admission]:
-    """Admit a backfill's next values behind one savepoint: a refusal (`ServiceError`)
-    takes back this backfill's admissions of the pass, leaving its values pending."""
+    """Admit a backfill's next values (position, value) behind one savepoint, under the
+    admission lock the pass holds: a refusal (`ServiceError`) takes back this backfill's
+    admissions of the pass, leaving its values pending."""
     backfill_id = str(backfill["id"])
     cur.execute("SAVEPOINT backfill_values")
     admitted: list[Admission] = []
     try:
-        for value in pending:
+        for _position, value in pending:
+            params, builtins = _values_of(backfill, value)
             admission = admit_run(
                 cur,
                 str(backfill["pipeline_id"]),
-                trigger_key(backfill_id, value["value"]),
+                trigger_key(backfill_id, value),
                 PRINCIPAL,
-                params={backfill["param"]: value["value"]},
+                params=params,
+                builtins=builtins,
                 new_id=new_id,
+                locked=True,
             )
             if admission.run["status"] == RunStatus.SKIPPED:
                 raise Conflict("no room after all")  # never under the lock: room was counted
-            run = {"backfill_id": backfill_id, "position": value["position"]}
-            _execute(cur, "set_backfill_run", {**run, "run_id": admission.run["id"]})
             admitted.append(admission)
+        runs = {
+            "backfill_id": backfill_id,
+            "positions": [position for position, _ in pending],
+            "run_ids": [str(a.run["id"]) for a in admitted],
+        }
+        _execute(cur, "set_backfill_runs", runs)
     except ServiceError:
         cur.execute("ROLLBACK TO SAVEPOINT backfill_values")
         return []
     return admitted
+
+
+def commit_asynchronously(cur: Cursor) -> None:
+    """Make the session's commits return before their WAL is flushed (the backfiller's
+    admission passes). Safe for them: a pass is one transaction, so what a PostgreSQL crash
+    can take back is a whole pass (its runs, their audit rows and the values' run ids
+    together: the values are pending again and admitted again under the same keys), and
+    every later durable commit (the advancer starting one of those runs) flushes it first."""
+    _execute(cur, "commit_asynchronously", {})
+
+
+def _values_of(backfill: dict, value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The given values and built-ins of a value's run: `{param: value}`, or for a backfill
+    of a schedule's intervals the interval the fire time `value` closes."""
+    if backfill.get("interval_s"):
+        period = timedelta(seconds=backfill["interval_s"])
+        return {}, interval_values(parse_interval_time(value), period)
+    return {backfill["param"]: value}, {}
 
 
 def _audit(

@@ -173,6 +173,7 @@ class DatabaseCollector(Collector):
             running.add_metric([r["pipeline"]], r["running"])
         yield queued
         yield running
+        yield from _backfills(cur, pipelines)
         leases = GaugeMetricFamily(
             "etl_active_leases", "Live step-attempt leases by executor", labels=["executor"]
         )
@@ -230,6 +231,33 @@ def _kept_families(cur: Cursor, pipelines: list[str]) -> Iterator[Metric]:
             sum_value=sums.get((family, json.dumps(labels, sort_keys=True)), 0.0),
         )
     yield from metrics.values()
+
+
+BACKFILL_STATES = ("pending", "queued", "running")
+
+
+def _backfills(cur: Cursor, pipelines: list[str]) -> Iterator[Metric]:
+    """The values of live backfills by state, and the live backfills, of every pipeline
+    (0 for one without): what is left of them, from the live rows."""
+    values = GaugeMetricFamily(
+        "etl_backfill_runs",
+        "Values of live backfills by pipeline and state: pending (waiting for room), queued,"
+        " running",
+        labels=["pipeline", "state"],
+    )
+    live = GaugeMetricFamily(
+        "etl_backfills_running",
+        "Backfills with a value pending, queued or running, by pipeline",
+        labels=["pipeline"],
+    )
+    rows = {r["pipeline"]: r for r in _rows(cur, "count_backfill_values_by_pipeline")}
+    for pipeline in pipelines:
+        row = rows.get(pipeline, {})
+        for state in BACKFILL_STATES:
+            values.add_metric([pipeline, state], row.get(state, 0))
+        live.add_metric([pipeline], row.get("backfills", 0))
+    yield values
+    yield live
 
 
 def _executors(cur: Cursor) -> Iterator[Metric]:

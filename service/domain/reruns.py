@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dag import BUILTIN_PARAMS, SCHEDULE_BUILTINS
 from service.domain.db import Cursor, fetch_one
 from service.domain.runs import Admission, admit_run, get_run
-from service.errors import NotFound
+from service.errors import Conflict, NotFound, ValidationFailed
 from service.tracing import RunTrace
 
 
@@ -27,7 +27,9 @@ def rerun_run(
 ) -> Admission:
     """Admit a new run of run `run_id`'s pipeline at its current revision with the run's
     values (a scheduled run's interval too; a new `run_id`). `NotFound` for an unknown run;
-    otherwise what `admit_run` raises (a value the current plan no longer declares: 400)."""
+    `Conflict` (409, code `params_conflict`) naming each `params.NAME` the current plan no
+    longer declares or types otherwise: the request asked nothing wrong, the state moved;
+    otherwise what `admit_run` raises."""
     run = get_run(cur, run_id)
     if run is None:
         raise NotFound(f"run {run_id} not found")
@@ -38,14 +40,23 @@ def rerun_run(
     live = {"pipeline_id": run["pipeline_id"], "include_deleted": False}
     if fetch_one(cur, "get_pipeline", live) is None:
         raise NotFound(f"the pipeline of run {run_id} was deleted")
-    return admit_run(
-        cur,
-        str(run["pipeline_id"]),
-        key,
-        principal,
-        params=given,
-        builtins=builtins,
-        new_id=new_id,
-        request_id=request_id,
-        trace=trace,
-    )
+    try:
+        return admit_run(
+            cur,
+            str(run["pipeline_id"]),
+            key,
+            principal,
+            params=given,
+            builtins=builtins,
+            new_id=new_id,
+            request_id=request_id,
+            trace=trace,
+        )
+    except ValidationFailed as exc:
+        if exc.code != "invalid_params":
+            raise
+        raise Conflict(
+            f"run {run_id}'s values do not fit the pipeline's current revision: {exc.message}",
+            code="params_conflict",
+            details=exc.details,
+        ) from None

@@ -130,9 +130,12 @@ def admit_run(
     new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     request_id: str | None = None,
     trace: RunTrace | None = None,
+    locked: bool = False,
 ) -> Admission:
     """Admit a trigger of `pipeline_id` with `trigger_key` (1..200 chars) for `principal`,
     with parameter values `params` and built-ins `builtins` (a scheduled fire's interval).
+    `locked`: the caller took the admission lock in this transaction (`lock_admission`;
+    a backfill's pass admitting several values), so it is not asked for again.
 
     A key seen before for the pipeline returns its run whatever the status and creates
     nothing (`Conflict` code `params_mismatch` when it asks for other values). Otherwise a
@@ -144,7 +147,8 @@ def admit_run(
     `Conflict` with code `pipeline_paused` for a paused one and `plan_invalid` when the
     current revision no longer passes validation."""
     given, builtins = params or {}, builtins or {}
-    lock_admission(cur)
+    if not locked:
+        lock_admission(cur)
     params = {"pipeline_id": pipeline_id, "include_deleted": False}
     pipeline = fetch_one(cur, "get_pipeline", params)
     if pipeline is None:
@@ -169,9 +173,7 @@ def admit_run(
     reason = refusal_reason(cur, pipeline_id)
     status = RunStatus.SKIPPED if reason else RunStatus.QUEUED
     row = {**key, "id": run_id, "revision": pipeline["revision"], "status": status}
-    _insert_run(cur, {**row, "reason": reason, "created_by": principal}, trace, bound, new_id)
-    run = get_run(cur, run_id)
-    assert run is not None
+    run = _insert_run(cur, {**row, "reason": reason, "created_by": principal}, trace, bound, new_id)
     outcome = AdmissionOutcome.SKIPPED if reason else AdmissionOutcome.CREATED
     _audit_run(cur, principal, "run.trigger", run, outcome, request_id)
     return Admission(outcome, run, reason)
@@ -183,10 +185,11 @@ def _insert_run(
     trace: RunTrace | None,
     bound: BoundParams,
     new_id: Callable[[], uuid.UUID],
-) -> None:
-    """Insert a run `row` in `trace` (default a new trace of its own) with its values."""
+) -> dict:
+    """Insert a run `row` in `trace` (default a new trace of its own) with its values; the
+    run as `get_run` reads it."""
     trace = trace or RunTrace.new(new_id)
-    execute(
+    run = fetch_one(
         cur,
         "insert_run",
         {
@@ -198,6 +201,8 @@ def _insert_run(
             "plan": None if bound.plan is None else Json(bound.plan),
         },
     )
+    assert run is not None
+    return run
 
 
 def cancel_run(

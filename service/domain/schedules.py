@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from dag import interval_values
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, fetch_one
 from service.domain.runs import Admission, admit_run
@@ -27,6 +28,8 @@ from service.errors import Conflict, NotFound, ValidationFailed
 from service.tracing import RunTrace
 
 PRINCIPAL = "scheduler"  # who the audit trail names for schedule fires
+CATCHUP_LATEST = "latest"  # missed fires coalesce into one run, for the latest (default)
+CATCHUP_ALL = "all"  # every missed interval runs, through a backfill (service.domain.catchup)
 
 
 class FireSkip(StrEnum):
@@ -44,6 +47,19 @@ _SKIPS = {
     "plan_invalid": FireSkip.PLAN_INVALID,
     "invalid_params": FireSkip.PLAN_INVALID,
 }
+
+
+def _caught_up(row: dict, fire_time: datetime) -> bool:
+    """True when a catch-up backfill (`catchup: all`) already holds the fire at
+    `fire_time`: it recorded the fires up to `last_fired_at` without a run of their own."""
+    last = row.get("last_fired_at")
+    return (
+        row.get("last_backfill_id") is not None
+        and row["last_run_id"] is None
+        and row["last_skip_reason"] is None
+        and last is not None
+        and fire_time <= last
+    )
 
 
 def trigger_key(schedule_id: str, fire_time: datetime) -> str:
@@ -78,6 +94,7 @@ class ScheduleSpec:
     every_minutes: int | None
     daily_at: str | None
     anchor_at: datetime
+    catchup: str = "latest"  # after downtime: `latest` (one run) or `all` (a backfill)
 
     @classmethod
     def from_row(cls, row: dict) -> ScheduleSpec:
@@ -87,6 +104,7 @@ class ScheduleSpec:
             every_minutes=row["every_minutes"],
             daily_at=row["daily_at"],
             anchor_at=row["anchor_at"].astimezone(UTC),
+            catchup=row.get("catchup") or CATCHUP_LATEST,
         )
 
     @property
@@ -108,13 +126,20 @@ class ScheduleSpec:
         """The built-in values of the run of the fire at `fire_time`: the fire closes the
         interval [fire - period, fire) and processes it (docs/schedules.md); `logical_date`
         is the interval's start date."""
-        end = fire_time.astimezone(UTC)
-        start = end - self.period
-        return {
-            "logical_date": start.date().isoformat(),
-            "interval_start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "interval_end": end.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
+        return interval_values(fire_time, self.period)
+
+    def fires_between(self, first: datetime, last: datetime, limit: int) -> list[datetime]:
+        """The fire times from `first` to `last` inclusive, ascending; the latest `limit`
+        of them when there are more. An `every_minutes` schedule's first fire is one period
+        after its anchor; a `daily_at` one's grid goes back without end."""
+        fire = self.latest_fire_at(last)
+        times: list[datetime] = []
+        while fire is not None and fire >= first and len(times) < limit:
+            times.append(fire)
+            fire = fire - self.period
+            if self.every_minutes is not None and fire <= self.anchor_at:
+                break
+        return times[::-1]
 
     def latest_fire_at(self, now: datetime) -> datetime | None:
         """The latest fire time at or before `now`, or None before the first fire."""
@@ -151,6 +176,7 @@ def create_schedule(
         "next_fire_at": None
         if watch is not None
         else next_fire_at(every_minutes=every, daily_at=daily, anchor_at=now, now=now),
+        "catchup": body.get("catchup") or CATCHUP_LATEST,
         "created_by": principal,
     }
     if fetch_one(cur, "lock_pipeline", {"pipeline_id": pipeline_id}) is None:
@@ -161,7 +187,7 @@ def create_schedule(
         check_watch(pipeline and pipeline["plan"], watch)
     row = fetch_one(cur, "insert_schedule", params)
     assert row is not None
-    kind = ("every_minutes", "daily_at") if watch is None else ("watch",)
+    kind = ("every_minutes", "daily_at", "catchup") if watch is None else ("watch",)
     what = {k: params[k] for k in ("pipeline_id", *kind)}
     insert_audit(
         cur,
@@ -233,6 +259,8 @@ def fire_schedule(
     if row["every_minutes"] is None and row["daily_at"] is None:
         return None  # a watch schedule: it never fires on the clock (service/watcher.py)
     spec = ScheduleSpec.from_row(row)
+    if _caught_up(row, fire_time):
+        return Fire(spec, None)
     skip: FireSkip | None = None
     try:
         key = trigger_key(spec.id, fire_time)
@@ -250,6 +278,7 @@ def fire_schedule(
             "fired_at": fire_time,
             "run_id": admission.run["id"] if admission else None,
             "skip_reason": skip and str(skip),
+            "backfill_id": None,
             "next_fire_at": following,
         },
     )

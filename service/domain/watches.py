@@ -146,6 +146,7 @@ def _admit_files(
                 PRINCIPAL,
                 params={FILE_PARAM: file["path"]},
                 new_id=new_id,
+                locked=True,
             )
             if admission.run["status"] == RunStatus.SKIPPED:
                 raise Conflict("no room after all")  # never under the lock: room was counted

@@ -4,7 +4,10 @@ declaration of the parameter (`service.domain.backfills`), so they load as raw J
 
 from __future__ import annotations
 
-from marshmallow import Schema, fields, validate
+from collections.abc import Mapping
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from service.schemas.responses import UtcDateTime
 
@@ -15,11 +18,24 @@ _END = {"oneOf": [{"type": "string"}, {"type": "integer"}]}
 
 class BackfillCreateSchema(Schema):
     """`{"param": NAME, "from": V, "to": V}`: one run per value from `from` to `to`
-    inclusive (a `date` steps one day, an `int` one)."""
+    inclusive (a `date` steps one day, an `int` one); or `{"schedule_id": ID, "from": T,
+    "to": T}`: one run per fire time of the schedule from `from` to `to` inclusive (ISO
+    8601 UTC to the second), each processing the interval that fire closes."""
 
-    param = fields.String(required=True, validate=validate.Length(min=1, max=200))
+    param = fields.String(validate=validate.Length(min=1, max=200))
+    schedule_id = fields.UUID()
     value_from = fields.Raw(required=True, data_key="from", metadata=_END)
     value_to = fields.Raw(required=True, data_key="to", metadata=_END)
+
+    @validates_schema
+    def validate_one_kind(self, data: Mapping[str, Any], **kwargs: Any) -> None:
+        if "param" in data and "schedule_id" in data:
+            raise ValidationError("give either param or schedule_id, not both", "schedule_id")
+        if "param" not in data and "schedule_id" not in data:
+            raise ValidationError(
+                "give param (an int or date parameter) or schedule_id (a schedule's intervals)",
+                "param",
+            )
 
 
 class BackfillRunSchema(Schema):
@@ -45,6 +61,8 @@ class BackfillSchema(Schema):
     created_by = fields.String()
     created_at = UtcDateTime()
     canceled_at = UtcDateTime(allow_none=True)
+    # a schedule's catch-up (`"catchup": "all"`): its values are the missed fire times
+    schedule_id = fields.String(allow_none=True)
     runs = fields.List(fields.Nested(BackfillRunSchema))
 
 

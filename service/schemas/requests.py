@@ -73,6 +73,8 @@ class ScheduleCreateSchema(Schema):
         validate=validate.Regexp(HH_MM, error="must be HH:MM between 00:00 and 23:59 (UTC)")
     )
     watch = fields.String(validate=validate.Length(min=1, max=1024))
+    # after downtime: one run for the latest missed fire (default), or every missed interval
+    catchup = fields.String(validate=validate.OneOf(["latest", "all"]))
 
     @validates_schema
     def validate_one_kind(self, data: Mapping[str, Any], **kwargs: Any) -> None:

@@ -174,6 +174,7 @@ class ScheduleSchema(Schema):
     last_skip_reason = fields.String(
         allow_none=True, validate=validate.OneOf(["paused", "plan_invalid"])
     )
+    catchup = fields.String(validate=validate.OneOf(["latest", "all"]))
     created_at = UtcDateTime()
 
 

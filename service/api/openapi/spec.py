@@ -314,12 +314,7 @@ def _refine_components(components: dict[str, Any]) -> None:
     token_name = components["TokenCreate"]["properties"]["name"]
     token_name.update(pattern=NO_NUL, **{"not": {"const": ADMIN}})  # `etl seed`'s name
     components["RunTrigger"]["properties"]["trigger_key"]["pattern"] = NO_NUL
-    for end in ("from", "to"):  # the ends of an int or a date parameter's range
-        components["BackfillCreate"]["properties"][end] = {
-            "type": ["integer", "string"],
-            "pattern": NO_NUL,
-            "description": "an int parameter's integer or a date parameter's YYYY-MM-DD",
-        }
+    _refine_backfills(components)
     components["CursorSet"]["properties"]["value"] = {
         "type": ["integer", "string"],
         "minLength": 1,
@@ -338,12 +333,17 @@ def _refine_components(components: dict[str, Any]) -> None:
         " new file makes one run with params.file = its path; the plan must declare a"
         " string parameter file",
     )
+    catchup = components["ScheduleCreate"]["properties"]["catchup"]
+    catchup["description"] = (
+        "after downtime: latest (default: one run, for the latest missed fire) or all (every"
+        " missed interval, through a backfill)"
+    )
     components["ScheduleCreate"] = {
         "description": "exactly one of every_minutes (5..1440), daily_at (HH:MM, UTC) or"
         " watch (a glob under ETL_DATA_DIR)",
         "oneOf": [
-            closed({"every_minutes": every}, ["every_minutes"]),
-            closed({"daily_at": daily}, ["daily_at"]),
+            closed({"every_minutes": every, "catchup": catchup}, ["every_minutes"]),
+            closed({"daily_at": daily, "catchup": catchup}, ["daily_at"]),
             closed({"watch": watch}, ["watch"]),
         ],
     }
@@ -353,6 +353,33 @@ def _refine_components(components: dict[str, Any]) -> None:
     _refine_lists(components)
     _refine_preview_request(components)
     components.update(preview_components())
+
+
+def _refine_backfills(components: dict[str, Any]) -> None:
+    """A backfill ranges over an int or date parameter, or over a schedule's fire times."""
+    given = components["BackfillCreate"]["properties"]
+    end = {
+        "type": ["integer", "string"],
+        "pattern": NO_NUL,
+        "description": "an int parameter's integer or a date parameter's YYYY-MM-DD",
+    }
+    fire = {
+        "type": "string",
+        "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
+        "description": "a fire time of the schedule, ISO 8601 UTC to the second",
+    }
+    components["BackfillCreate"] = {
+        "description": "one run per value of an int or date parameter from `from` to `to`"
+        " (inclusive), or per fire of a schedule from `from` to `to` (each run processing"
+        " the interval its fire closes)",
+        "oneOf": [
+            closed({"param": given["param"], "from": end, "to": end}, ["param", "from", "to"]),
+            closed(
+                {"schedule_id": given["schedule_id"], "from": fire, "to": fire},
+                ["schedule_id", "from", "to"],
+            ),
+        ],
+    }
 
 
 def _refine_lists(components: dict[str, Any]) -> None:

@@ -76,7 +76,7 @@ LIMIT %(limit)s;
 -- A pipeline's live (not deleted) schedules, newest first; a watch schedule with its files
 -- waiting for room.
 SELECT s.id, s.pipeline_id, s.every_minutes, s.daily_at, s.watch, s.anchor_at, s.next_fire_at,
-       s.last_fired_at, s.last_run_id, s.last_skip_reason, s.created_at,
+       s.last_fired_at, s.last_run_id, s.last_skip_reason, s.catchup, s.created_at,
        (SELECT count(*) FROM watched_files w
         WHERE s.watch IS NOT NULL AND w.schedule_id = s.id AND w.admitted_at IS NULL)
            AS files_pending

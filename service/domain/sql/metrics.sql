@@ -54,3 +54,23 @@ SELECT name AS executor,
        now() - heartbeat_at <= make_interval(secs => stale_after_s) AS up
 FROM executors
 WHERE stopped_at IS NULL AND heartbeat_at > now() - interval '1 hour';
+
+-- count_backfill_values_by_pipeline --
+-- Values of live backfills by pipeline: pending (waiting for room; not canceled) and the
+-- queued or running runs that backfills admitted, and the backfills that have either.
+SELECT p.name AS pipeline,
+       coalesce(sum(w.pending), 0)::bigint AS pending,
+       coalesce(sum(w.queued), 0)::bigint AS queued,
+       coalesce(sum(w.running), 0)::bigint AS running,
+       count(DISTINCT w.backfill_id) AS backfills
+FROM (SELECT b.pipeline_id, b.id AS backfill_id, 1 AS pending, 0 AS queued, 0 AS running
+      FROM backfill_values v JOIN backfills b ON b.id = v.backfill_id
+      WHERE v.run_id IS NULL AND b.canceled_at IS NULL
+      UNION ALL
+      SELECT r.pipeline_id, split_part(r.trigger_key, ':', 2)::uuid, 0,
+             (r.status = 'queued')::int, (r.status = 'running')::int
+      FROM runs r  -- the key `backfill:<id>:<value>` names the backfill
+      WHERE r.status IN ('queued', 'running') AND r.trigger_key LIKE 'backfill:%%') w
+JOIN pipelines p ON p.id = w.pipeline_id
+WHERE p.deleted_at IS NULL
+GROUP BY p.name;

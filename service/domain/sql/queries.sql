@@ -185,13 +185,22 @@ SELECT count(*) FILTER (WHERE pipeline_id = %(pipeline_id)s) AS pipeline_active,
 FROM runs WHERE status IN ('queued', 'running');
 
 -- insert_run --
--- A new run (queued, or skipped with a reason) bound to a revision.
+-- A new run (queued, or skipped with a reason) bound to a revision, returned as `get_run`
+-- shows it (one round trip less per admission). The subquery sees the runs as they were
+-- before this INSERT, and the new run's queue_seq is the pipeline's highest: its position
+-- is the queued runs before it plus one.
 INSERT INTO runs (id, pipeline_id, revision, status, reason, trigger_key, trace_id,
                   parent_span_id, trace_sampled, created_by, params, plan)
 VALUES (%(id)s, %(pipeline_id)s, %(revision)s, %(status)s, %(reason)s, %(trigger_key)s,
         %(trace_id)s, %(parent_span_id)s, %(trace_sampled)s, %(created_by)s, %(params)s,
         %(plan)s)
-RETURNING id;
+RETURNING id, pipeline_id, revision, status, reason, trigger_key, trace_id,
+          parent_span_id, trace_sampled, cancel_requested, created_by, created_at, started_at,
+          finished_at, purged_at, error AS run_error, params,
+          CASE WHEN status = 'queued' THEN (
+              SELECT count(*) + 1 FROM runs q
+              WHERE q.pipeline_id = %(pipeline_id)s AND q.status = 'queued') END
+              AS queue_position;
 
 -- list_run_resumes --
 -- When a run was resumed by hand (the audit's accepted `run.resume` rows), oldest first.
@@ -278,11 +287,11 @@ DELETE FROM step_batches WHERE run_id = %(run_id)s AND step_name = ANY(%(step_na
 -- insert_schedule --
 -- A new schedule with its first fire time (computed by the caller in UTC; none for a watch).
 INSERT INTO schedules (id, pipeline_id, every_minutes, daily_at, watch, anchor_at,
-                       next_fire_at, created_by)
+                       next_fire_at, catchup, created_by)
 VALUES (%(id)s, %(pipeline_id)s, %(every_minutes)s, %(daily_at)s, %(watch)s, %(anchor_at)s,
-        %(next_fire_at)s, %(created_by)s)
+        %(next_fire_at)s, %(catchup)s, %(created_by)s)
 RETURNING id, pipeline_id, every_minutes, daily_at, watch, anchor_at, next_fire_at,
-          last_fired_at, last_run_id, last_skip_reason, created_at, 0 AS files_pending;
+          last_fired_at, last_run_id, last_skip_reason, catchup, created_at, 0 AS files_pending;
 
 -- delete_schedule --
 -- Soft-delete a live schedule so it stops firing; returns nothing if unknown or deleted.

@@ -28,6 +28,7 @@ CALLER_SPAN = "00f067aa0ba902b7"
 PEOPLE = "id,name,amount,country\n1,  Ann ,5,DE\n2,Bob,x,FR\n3,Cy,7,DE\n4,Di,2,FR\n"
 PLAN = {
     "on_row_error": "reject",
+    "params": {"country": {"type": "string", "default": "DE"}},
     "steps": [
         {"name": "read", "type": "ingest",
          "config": {"source": "file", "path": "people.csv",
@@ -190,11 +191,14 @@ def test_a_run_exports_its_spans_in_the_callers_trace(
     assert trigger["parent"] == CALLER_SPAN and trigger["service"] == "etl-api"
     assert answer == f"00-{TRACE_ID}-{trigger['span_id']}-01"
     assert trigger["attributes"]["etl.run_id"] == run["id"]
+    assert trigger["attributes"]["etl.param.country"] == "DE"
 
     (run_span,) = receiver.named("run")
     assert run_span["parent"] == trigger["span_id"] and run_span["service"] == "etl-coordinator"
     assert run_span["attributes"]["etl.status"] == "succeeded"
     assert run_span["attributes"]["etl.pipeline"] == "traced"
+    params = {k: v for k, v in run_span["attributes"].items() if k.startswith("etl.param.")}
+    assert params == {"etl.param.country": "DE", "etl.param.run_id": run["id"]}
     assert run_span["events"] == ["started"] and run_span["start"] < run_span["end"]
 
     attempts = {s["attributes"]["etl.step"]: s for s in receiver.named("step_attempt")}

@@ -494,4 +494,7 @@ def test_each_fire_starts_a_trace_its_run_keeps(db_url, db, wakes) -> None:
                   str(admission.run["id"]))  # fmt: skip
         assert run == [(format_trace_id(ctx.trace_id), format_span_id(ctx.span_id))]
         assert span.attributes["etl.schedule_id"] == schedule_id
+        # the run's values, the fire's interval among them (docs/tracing.md)
+        assert span.attributes["etl.param.run_id"] == str(admission.run["id"])
+        assert span.attributes["etl.param.interval_end"] == admission.run["params"]["interval_end"]
     assert first.run["trace_id"] != second.run["trace_id"]

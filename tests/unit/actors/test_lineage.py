@@ -76,6 +76,7 @@ FACTS = RunFacts(
         "to_file": StepFacts(2, 2, 0, None),
         "to_table": StepFacts(8, 8, 0, None),
     },
+    params={"day": "2026-12-01", "n": 7, "run_id": RUN_ID},
 )
 
 
@@ -115,6 +116,8 @@ def test_a_broken_event_fails_the_check() -> None:
     )
     no_trace = json.loads(json.dumps(good))
     del no_trace["run"]["facets"]["etl_run"]["traceId"]
+    bad_value = json.loads(json.dumps(good))
+    bad_value["run"]["facets"]["etl_params"]["params"]["day"] = ["2026-12-01"]
     bad_type = json.loads(json.dumps(good))
     bad_type["eventType"] = "FINISHED"
     for broken, expected in [
@@ -122,6 +125,7 @@ def test_a_broken_event_fails_the_check() -> None:
         (bad_count, "'eight' is not of type 'integer'"),
         (unknown, "not among the vendored ones"),
         (no_trace, "'traceId' is a required property"),
+        (bad_value, "is not of type 'string', 'integer'"),
         (bad_type, "'FINISHED' is not one of"),
     ]:
         found = problems(broken)
@@ -134,10 +138,12 @@ def test_names_datasets_row_counts_and_parent() -> None:
     assert run["run"]["runId"] == RUN_ID
     assert run["run"]["facets"]["etl_run"]["traceId"] == FACTS.trace_id
     assert run["job"]["facets"]["jobType"]["jobType"] == "DAG"
+    assert run["run"]["facets"]["etl_params"]["params"] == FACTS.params
 
     read = _event("COMPLETE", "read")
     assert read["job"]["name"] == "people.read"
     assert read["run"]["runId"] == attempt_run_id(RUN_ID, "read", 1)
+    assert read["run"]["facets"]["etl_params"]["params"] == FACTS.params
     parent = read["run"]["facets"]["parent"]
     assert parent["run"]["runId"] == RUN_ID
     assert (parent["job"]["namespace"], parent["job"]["name"]) == ("etl", "people")

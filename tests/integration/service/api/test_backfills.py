@@ -10,6 +10,7 @@ import psycopg2
 import pytest
 
 from service.backfiller import Backfiller
+from tests.integration.service.api.test_metrics import parse, value
 from tests.integration.service.api.test_run_params import daily_plan
 from tests.integration.testapp import Api
 
@@ -161,3 +162,98 @@ def test_two_backfills_of_one_pipeline_share_its_backfill_slots(api: Api) -> Non
     assert backfiller(api).admit_once() == 2
     views = [api.call("GET", f"/backfills/{b['id']}").body for b in (first, second)]
     assert [v["pending"] for v in views] == [1, 3]  # the older backfill first
+
+
+def test_a_rerun_whose_values_the_current_plan_no_longer_declares_answers_409(api: Api) -> None:
+    pid = api.create_pipeline(plan=daily_plan())
+    first = api.call("POST", f"/pipelines/{pid}/runs", {"params": {"day": "2026-12-01"}}).body
+    finish(api, first["id"], "failed")
+    fewer = daily_plan()
+    del fewer["params"]["region"]
+    fewer["steps"][-1]["config"]["path"] = "out/{day}.jsonl"
+    assert api.call("PATCH", f"/pipelines/{pid}", {"plan": fewer}).status == 200
+    a = api.call("POST", f"/runs/{first['id']}/rerun")
+    assert a.status == 409, a.body
+    assert a.body["error"]["code"] == "params_conflict"
+    assert [d["field"] for d in a.body["error"]["details"]] == ["params.region"]
+    assert api.sql("SELECT count(*) FROM runs") == [(1,)]
+
+
+def test_metrics_show_what_is_left_of_live_backfills_and_the_audit_log_holds_them(
+    api: Api,
+) -> None:
+    pid = api.create_pipeline("daily", plan=daily_plan())
+    b = create(api, pid, "2013-01-01", "2013-01-04").body
+    api.sql("UPDATE runs SET status = 'running', started_at = now() WHERE id = %s",
+            (b["runs"][0]["run_id"],))  # fmt: skip
+
+    def gauges() -> dict[str, float]:
+        m = parse(api.client.simulate_get("/metrics").text)
+        states = {s: value(m, "etl_backfill_runs", pipeline="daily", state=s)
+                  for s in ("pending", "queued", "running")}  # fmt: skip
+        return {**states, "backfills": value(m, "etl_backfills_running", pipeline="daily")}
+
+    assert gauges() == {"pending": 2, "queued": 1, "running": 1, "backfills": 1}
+    assert api.call("POST", f"/backfills/{b['id']}/cancel").status == 202
+    assert gauges() == {"pending": 0, "queued": 0, "running": 1, "backfills": 1}
+    finish(api, b["runs"][0]["run_id"], "canceled")
+    assert gauges() == {"pending": 0, "queued": 0, "running": 0, "backfills": 0}
+    audit = api.sql("SELECT action, principal FROM audit WHERE entity_id = %s ORDER BY id",
+                    (b["id"],))  # fmt: skip
+    assert [a for a, _ in audit] == ["backfill.create", "backfill.cancel"]
+    triggers = api.sql("SELECT count(*) FROM audit WHERE action = 'run.trigger' "
+                       "AND principal = 'backfill'")  # fmt: skip
+    assert triggers == [(2,)]
+
+
+def test_a_backfill_of_a_schedules_intervals_runs_each_fire_of_the_range(api: Api) -> None:
+    plan = daily_plan()
+    plan["params"]["day"]["default"] = "2026-01-01"
+    plan["steps"][0]["config"]["path"] = "daily/{logical_date}.csv"
+    pid = api.create_pipeline(plan=plan)
+    sid = api.call("POST", f"/pipelines/{pid}/schedules", {"daily_at": "06:30"}).body["id"]
+    body = {"schedule_id": sid, "from": "2013-01-01T00:00:00Z", "to": "2013-01-04T06:30:00Z"}
+    a = api.call("POST", f"/pipelines/{pid}/backfills", body)
+    assert a.status == 201, a.body
+    b = a.body
+    assert (b["param"], b["schedule_id"], b["total"]) == ("interval_end", sid, 4)
+    assert [r["value"] for r in b["runs"]] == [f"2013-01-0{d}T06:30:00Z" for d in (1, 2, 3, 4)]
+    ((params, path),) = api.sql("SELECT params, plan -> 'steps' -> 0 -> 'config' ->> 'path' "
+                                "FROM runs WHERE id = %s", (b["runs"][0]["run_id"],))  # fmt: skip
+    assert (params["logical_date"], params["interval_start"], params["interval_end"]) == (
+        "2012-12-31", "2012-12-31T06:30:00Z", "2013-01-01T06:30:00Z"
+    )  # fmt: skip
+    assert path == "daily/2012-12-31.csv"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"schedule_id": "00000000-0000-0000-0000-000000000000"}, "schedule_id"),
+        ({"from": "2013-01-01"}, "from"),
+        ({"to": "2012-01-01T00:00:00Z"}, "to"),
+        ({"param": "day"}, "schedule_id"),
+        ({"schedule_id": None, "param": None}, "param"),
+    ],
+)
+def test_a_bad_backfill_of_a_schedule_answers_400_naming_its_field(
+    api: Api, body: dict, field: str
+) -> None:
+    plan = daily_plan()
+    pid = api.create_pipeline(plan=plan)
+    sid = api.call("POST", f"/pipelines/{pid}/schedules", {"daily_at": "06:30"}).body["id"]
+    full = {"schedule_id": sid, "from": "2013-01-01T00:00:00Z", "to": "2013-01-04T06:30:00Z"}
+    full.update(body)
+    full = {k: v for k, v in full.items() if v is not None}
+    a = api.call("POST", f"/pipelines/{pid}/backfills", full)
+    assert a.status == 400, a.body
+    assert [d["field"] for d in a.body["error"]["details"]] == [field]
+
+
+def test_a_schedules_backfill_of_a_plan_needing_a_value_names_it(api: Api) -> None:
+    pid = api.create_pipeline(plan=daily_plan())  # `day` has no default: a fire gives none
+    sid = api.call("POST", f"/pipelines/{pid}/schedules", {"daily_at": "06:30"}).body["id"]
+    body = {"schedule_id": sid, "from": "2013-01-01T00:00:00Z", "to": "2013-01-02T06:30:00Z"}
+    a = api.call("POST", f"/pipelines/{pid}/backfills", body)
+    assert a.status == 400, a.body
+    assert [d["field"] for d in a.body["error"]["details"]] == ["params.day"]

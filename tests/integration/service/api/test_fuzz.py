@@ -121,6 +121,7 @@ def valid_backfill(body: dict[str, Any]) -> dict[str, Any]:
     first, last = (body.get(end) for end in ("from", "to"))
     first = first % 1000 if isinstance(first, int) and not isinstance(first, bool) else 0
     span = last % 10 if isinstance(last, int) and not isinstance(last, bool) else 0
+    body = {k: v for k, v in body.items() if k != "schedule_id"}  # the parameter's kind
     return {**body, "param": "n", "from": first, "to": first + span}
 
 

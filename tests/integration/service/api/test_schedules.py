@@ -28,6 +28,8 @@ BAD_BODIES = [
     ({"daily_at": 730}, "daily_at"),
     ({"every_minutes": 10, "daily_at": "07:30"}, "daily_at"),
     ({}, "every_minutes"),
+    ({"daily_at": "07:30", "catchup": "some"}, "catchup"),
+    ({"daily_at": "07:30", "catchup": True}, "catchup"),
 ]
 
 
@@ -81,10 +83,13 @@ def test_next_fire_at_counts_from_the_anchor() -> None:
 def test_list_and_delete(api: Api) -> None:
     pid = api.create_pipeline()
     first = api.call("POST", f"/pipelines/{pid}/schedules", {"every_minutes": 60}).body
-    second = api.call("POST", f"/pipelines/{pid}/schedules", {"daily_at": "06:15"}).body
+    body = {"daily_at": "06:15", "catchup": "all"}
+    second = api.call("POST", f"/pipelines/{pid}/schedules", body).body
+    assert (first["catchup"], second["catchup"]) == ("latest", "all")
     listed = api.call("GET", f"/pipelines/{pid}/schedules")
     assert listed.status == 200
     assert [s["id"] for s in listed.body["items"]] == [second["id"], first["id"]]
+    assert [s["catchup"] for s in listed.body["items"]] == ["all", "latest"]
     assert set(listed.body["items"][0]) >= {
         "id",
         "pipeline_id",

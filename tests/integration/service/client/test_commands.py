@@ -221,6 +221,9 @@ def test_schedules_add_list_delete(env: dict[str, str], tmp_path: Path) -> None:
     added = read_json(env, "schedules", "add", "hourly", "--every-minutes", "60")
     daily = ok(env, "schedules", "add", "hourly", "--daily-at", "06:30")
     assert daily.startswith("added schedule ") and "next fire 20" in daily
+    every = read_json(env, "schedules", "add", "hourly", "--daily-at", "00:00", "--catchup", "all")
+    assert (added["catchup"], every["catchup"]) == ("latest", "all")
+    ok(env, "schedules", "delete", "hourly", every["id"])
     listed = read_json(env, "schedules", "list", "hourly")
     assert len(listed) == 2 and added["id"] in {s["id"] for s in listed}
     table = ok(env, "schedules", "list", "hourly").splitlines()
