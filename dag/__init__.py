@@ -27,6 +27,7 @@ from dag.fusion import (
 from dag.inference import ColumnInference, infer_columns
 from dag.jsonparts import read_json_batches, read_jsonl_batches
 from dag.limits import (
+    BACKFILL_ACTIVE_LIMIT,
     BATCH_SIZE,
     GLOBAL_ACTIVE_LIMIT,
     INT64_MAX,
@@ -75,6 +76,7 @@ from dag.transforms import Transform, build_transform
 from dag.types import COLUMN_TYPES, ISO_DATE_TEXT, null_out, type_records
 
 __all__ = [
+    "BACKFILL_ACTIVE_LIMIT",
     "BATCH_SIZE",
     "BUILTIN_PARAMS",
     "COLUMN_TYPES",

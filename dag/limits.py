@@ -29,3 +29,6 @@ PIPELINE_RUNNING_LIMIT = 1
 PIPELINE_QUEUE_LIMIT = 3
 PIPELINE_ACTIVE_LIMIT = PIPELINE_RUNNING_LIMIT + PIPELINE_QUEUE_LIMIT
 GLOBAL_ACTIVE_LIMIT = 20
+# Of a pipeline's active slots, runs of backfills and watched files together hold at most two,
+# so clock fires and manual triggers keep the others.
+BACKFILL_ACTIVE_LIMIT = 2

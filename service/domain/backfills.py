@@ -25,6 +25,7 @@ from typing import Any
 from psycopg2.extras import Json
 
 from dag import (
+    BACKFILL_ACTIVE_LIMIT,
     GLOBAL_ACTIVE_LIMIT,
     INTERVAL_FORMAT,
     MAX_RANGE_VALUES,
@@ -43,7 +44,6 @@ from service.domain.schedules import ScheduleSpec
 from service.domain.sql import BACKFILL_QUERIES, SCHEDULE_QUERIES
 from service.errors import Conflict, NotFound, ServiceError, ValidationFailed
 
-BACKFILL_ACTIVE_LIMIT = 2  # of the pipeline's 4 slots (1 running + 3 queued)
 PRINCIPAL = "backfill"  # who admits a backfill's runs (`created_by`), after its creator
 INTERVAL_PARAM = "interval_end"  # the values of a backfill of a schedule's intervals
 

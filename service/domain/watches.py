@@ -23,10 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dag import GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT, RunStatus
+from dag import BACKFILL_ACTIVE_LIMIT, GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT, RunStatus
 from dag.params import declared_params
 from dag.paths import relative_path_problem
-from service.domain.backfills import BACKFILL_ACTIVE_LIMIT
 from service.domain.db import Cursor
 from service.domain.runs import Admission, admit_run, lock_admission
 from service.domain.sql import BACKFILL_QUERIES, WATCH_QUERIES
