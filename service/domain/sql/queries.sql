@@ -248,10 +248,10 @@ WHERE run_id = %(run_id)s AND status IN ('pending', 'running', 'retry_wait');
 UPDATE runs SET cancel_requested = true WHERE id = %(run_id)s AND status = 'running';
 
 -- requeue_run --
--- A failed run re-enters its pipeline's queue at the back.
-UPDATE runs SET status = 'queued', queue_seq = nextval('run_queue_seq'), started_at = NULL,
-                finished_at = NULL, cancel_requested = false, error = NULL,
-                stages_cleared = false
+-- A failed run re-enters its pipeline's queue at the back; it keeps its first start, so its
+-- duration counts the work done before the resume.
+UPDATE runs SET status = 'queued', queue_seq = nextval('run_queue_seq'), finished_at = NULL,
+                cancel_requested = false, error = NULL, stages_cleared = false
 WHERE id = %(run_id)s AND status = 'failed';
 
 -- reset_step_runs --
