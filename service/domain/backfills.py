@@ -25,9 +25,8 @@ from psycopg2.extras import Json
 
 from dag import GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT, RunStatus, value_problem, value_range
 from service.domain.audit import insert_audit
-from service.domain.db import Cursor, fetch_one
+from service.domain.db import Cursor, execute, fetch_all, fetch_one
 from service.domain.runs import Admission, Cancellation, admit_run, cancel_run, lock_admission
-from service.domain.sql import BACKFILL_QUERIES
 from service.errors import Conflict, NotFound, ServiceError, ValidationFailed
 
 BACKFILL_ACTIVE_LIMIT = 2  # of the pipeline's 4 slots (1 running + 3 queued)
@@ -77,8 +76,8 @@ def create_backfill(
         "total": len(values),
         "created_by": principal,
     }
-    _execute(cur, "insert_backfill", row)
-    _execute(
+    execute(cur, "insert_backfill", row)
+    execute(
         cur,
         "insert_backfill_values",
         {"backfill_id": backfill_id, "values": [Json(v) for v in values]},
@@ -112,10 +111,10 @@ def _range(plan: Any, body: dict[str, Any]) -> list[Any]:
 
 def get_backfill_view(cur: Cursor, backfill_id: str) -> dict:
     """A backfill as the API shows it: counters, status and each value's run; `NotFound`."""
-    row = _one(cur, "get_backfill", {"backfill_id": backfill_id})
+    row = fetch_one(cur, "get_backfill", {"backfill_id": backfill_id})
     if row is None:
         raise NotFound(f"backfill {backfill_id} not found")
-    runs = _all(cur, "list_backfill_runs", {"backfill_id": backfill_id})
+    runs = fetch_all(cur, "list_backfill_runs", {"backfill_id": backfill_id})
     canceled = row["canceled_at"] is not None
     view = dict(row)
     view["status"] = backfill_status(row)
@@ -147,16 +146,16 @@ def cancel_backfill(
     runs' cancellations (to wake the advancer for). `NotFound`; `Conflict` when the
     backfill was canceled before or has finished."""
     lock_admission(cur)
-    row = _one(cur, "lock_backfill", {"backfill_id": backfill_id})
+    row = fetch_one(cur, "lock_backfill", {"backfill_id": backfill_id})
     if row is None:
         raise NotFound(f"backfill {backfill_id} not found")
-    status = backfill_status(_one(cur, "get_backfill", {"backfill_id": backfill_id}) or {})
+    status = backfill_status(fetch_one(cur, "get_backfill", {"backfill_id": backfill_id}) or {})
     if status != BackfillStatus.RUNNING:
         raise Conflict(f"backfill {backfill_id} is {status}; only a running one cancels")
-    _execute(cur, "cancel_backfill", {"backfill_id": backfill_id})
+    execute(cur, "cancel_backfill", {"backfill_id": backfill_id})
     changes = [
         cancel_run(cur, str(r["id"]), principal, request_id=request_id)
-        for r in _all(cur, "list_backfill_active_runs", {"backfill_id": backfill_id})
+        for r in fetch_all(cur, "list_backfill_active_runs", {"backfill_id": backfill_id})
     ]
     _audit(cur, principal, "backfill.cancel", backfill_id, request_id, {"runs": len(changes)})
     return get_backfill_view(cur, backfill_id), changes
@@ -173,10 +172,10 @@ def admit_waiting(
     fit) stays pending and its backfill waits."""
     lock_admission(cur)
     admitted: list[Admission] = []
-    total_active = _one(cur, "count_all_active_runs", {}) or {"active": 0}
+    total_active = fetch_one(cur, "count_all_active_runs", {}) or {"active": 0}
     room_total = GLOBAL_ACTIVE_LIMIT - total_active["active"]
     taken: dict[str, int] = {}  # admitted in this pass, per pipeline (the counts predate it)
-    for backfill in _all(cur, "list_waiting_backfills", {}):
+    for backfill in fetch_all(cur, "list_waiting_backfills", {}):
         pipeline = str(backfill["pipeline_id"])
         room = min(
             BACKFILL_ACTIVE_LIMIT - backfill["backfilling"] - taken.get(pipeline, 0),
@@ -186,7 +185,8 @@ def admit_waiting(
         )
         if backfill["paused"] or room <= 0:
             continue
-        pending = _all(cur, "next_pending_values", {"backfill_id": backfill["id"], "limit": room})
+        values = {"backfill_id": backfill["id"], "limit": room}
+        pending = fetch_all(cur, "next_pending_values", values)
         batch = _admit_values(cur, backfill, pending, new_id)
         admitted += batch
         taken[pipeline] = taken.get(pipeline, 0) + len(batch)
@@ -215,7 +215,7 @@ def _admit_values(
             if admission.run["status"] == RunStatus.SKIPPED:
                 raise Conflict("no room after all")  # never under the lock: room was counted
             run = {"backfill_id": backfill_id, "position": value["position"]}
-            _execute(cur, "set_backfill_run", {**run, "run_id": admission.run["id"]})
+            execute(cur, "set_backfill_run", {**run, "run_id": admission.run["id"]})
             admitted.append(admission)
     except ServiceError:
         cur.execute("ROLLBACK TO SAVEPOINT backfill_values")
@@ -239,18 +239,3 @@ def _audit(
         entity_id=backfill_id,
         details={**details, "request_id": request_id},
     )
-
-
-def _execute(cur: Cursor, name: str, params: dict[str, Any]) -> None:
-    cur.execute(BACKFILL_QUERIES[name], params)
-
-
-def _one(cur: Cursor, name: str, params: dict[str, Any]) -> dict | None:
-    cur.execute(BACKFILL_QUERIES[name], params)
-    row = cur.fetchone()
-    return dict(row) if row is not None else None
-
-
-def _all(cur: Cursor, name: str, params: dict[str, Any]) -> list[dict]:
-    cur.execute(BACKFILL_QUERIES[name], params)
-    return [dict(r) for r in cur.fetchall()]
