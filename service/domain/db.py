@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import select
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -130,6 +130,39 @@ class Database:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+class KeptSession:
+    """One session kept by a background loop (the scheduler, the backfiller, the notifier, a
+    process's metrics reporter) and opened again on its next use once lost: the one place
+    the reopen-a-lost-connection idiom is written. `connect` opens a new session."""
+
+    def __init__(self, connect: Callable[[], psycopg2.extensions.connection]):
+        self._connect = connect
+        self._conn: psycopg2.extensions.connection | None = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[Cursor]:
+        """A cursor in one transaction on the kept session (opened if there is none): committed
+        when the block ends, rolled back when it raises; a lost session is closed, so the next
+        use opens a new one. The driver's error propagates."""
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect()
+        try:
+            with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
+                yield cur
+        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the session, if open (a later use opens a new one)."""
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            try:
+                conn.close()
+            except psycopg2.Error:
+                pass
 
 
 def _still_open(conn: psycopg2.extensions.connection) -> bool:

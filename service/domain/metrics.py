@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from dag import RunStatus, SkipReason
 from service.domain.db import Cursor, Database, execute, fetch_all
+from service.domain.processmetrics import api_request_family, process_families
 from service.domain.schedules import FireSkip
 
 log = logging.getLogger(__name__)
@@ -168,6 +169,8 @@ class DatabaseCollector(Collector):
             leases.add_metric([r["executor"]], r["n"])
         yield leases
         yield from _executors(cur)
+        yield from process_families(fetch_all(cur, "list_process_samples"))
+        yield api_request_family(fetch_all(cur, "list_api_request_totals"))
         (oldest,) = fetch_all(cur, "oldest_queued_run_age")
         yield GaugeMetricFamily(
             "etl_oldest_queued_run_age_seconds",

@@ -29,6 +29,7 @@ from service.config import Config
 from service.logs import configure_logging
 from service.run.lifecycle import die_with_parent, listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
+from service.run.process_samples import ProcessSampler
 from service.run.purge import purge_sandbox
 from service.tracing import setup_tracing, shutdown_tracing
 
@@ -54,6 +55,11 @@ def run_coordinator(
             "coordinator", enabled=cfg.tracing, service_name=cfg.otel_service_name
         )
         stack.callback(shutdown_tracing, tracing)
+        sampler = ProcessSampler(
+            connector(cfg.database_url, "etl-coordinator-metrics"), "coordinator",
+            "coordinator", cfg.heartbeat_s,
+        )  # fmt: skip
+        stack.enter_context(sampler)
         api = subprocess.Popen(api_argv, preexec_fn=die_with_parent)
         broker = build_broker(
             cfg.database_url,
