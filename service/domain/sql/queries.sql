@@ -1,4 +1,5 @@
--- Named queries of the coordinator side (API, CLI, admission). Loaded once by service/db.py.
+-- Named queries of the coordinator side (API, CLI, admission), loaded once with the other
+-- files of this folder (service/domain/sql/__init__.py) and run by service/domain/db.py.
 -- Parameters are psycopg2 named placeholders; timestamps come from the database clock
 -- unless a column is computed from the injected clock (schedules).
 
