@@ -148,11 +148,20 @@ class KeptSession:
         use opens a new one. The driver's error propagates."""
         if self._conn is None or self._conn.closed:
             self._conn = self._connect()
+        conn = self._conn
         try:
-            with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
+            with conn.cursor(cursor_factory=Cursor) as cur:
                 yield cur
-        except (psycopg2.OperationalError, psycopg2.InterfaceError):
-            self.close()
+            conn.commit()
+        except BaseException as exc:
+            lost = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
+            if not conn.closed:
+                try:
+                    conn.rollback()
+                except psycopg2.Error:
+                    lost = True
+            if lost:
+                self.close()
             raise
 
     def close(self) -> None:

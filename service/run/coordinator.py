@@ -40,8 +40,8 @@ def run_coordinator(
     cfg: Config,
     api_argv: list[str],
     *,
-    scheduler_factory: Callable | None = None,
-    notifier_factory: Callable | None = None,
+    scheduler_factory: Callable,
+    notifier_factory: Callable,
 ) -> int:
     """The API (gunicorn), the dag-advancer worker, the scheduler, the webhook notifier and
     the sweep. If a part dies the command exits non-zero, so a supervisor restarts it.
@@ -75,11 +75,9 @@ def run_coordinator(
         stack.callback(worker.stop, timeout=5000)
         sweep_ok = _start_sweep(cfg, broker, stop, stack)
         stack.callback(_stop_api, api)
-        for factory, args in ((notifier_factory, (cfg,)), (scheduler_factory, (cfg, broker))):
-            if factory is not None:
-                part = factory(*args)
-                part.start()
-                stack.callback(part.shutdown)
+        for part in (notifier_factory(cfg), scheduler_factory(cfg, broker)):
+            part.start()
+            stack.callback(part.shutdown)
         stack.callback(start_backfiller(cfg, broker).shutdown)
         stack.callback(stop.set)
         log.info("coordinator started (pid %s), API on %s", os.getpid(), cfg.api_bind)
