@@ -43,6 +43,29 @@ def fetch_all(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -
     return [dict(r) for r in execute(cur, name, params).fetchall()]
 
 
+@contextmanager
+def one_transaction(
+    conn: psycopg2.extensions.connection, *, lost: Callable[[], None]
+) -> Iterator[Cursor]:
+    """A cursor in one transaction on `conn`: committed when the block ends, rolled back when
+    it raises (the error propagates); `lost()` is called first when the session is gone (a
+    connection error, or a rollback that fails)."""
+    try:
+        with conn.cursor(cursor_factory=Cursor) as cur:
+            yield cur
+        conn.commit()
+    except BaseException as exc:
+        gone = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
+        if not conn.closed:
+            try:
+                conn.rollback()
+            except psycopg2.Error:
+                gone = True
+        if gone:
+            lost()
+        raise
+
+
 class Database:
     """A lazily filled, thread-safe pool of up to `max_connections` sessions to `url`.
 
@@ -105,23 +128,14 @@ class Database:
         except BaseException:
             self._slots.release()
             raise
-        broken = False
+        broken: list[bool] = []
         try:
-            with conn.cursor(cursor_factory=Cursor) as cur:
+            with one_transaction(conn, lost=lambda: broken.append(True)) as cur:
                 yield cur
-            conn.commit()
-        except BaseException as exc:
-            broken = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
-            if not conn.closed:
-                try:
-                    conn.rollback()
-                except psycopg2.Error:
-                    broken = True
-            if isinstance(exc, psycopg2.OperationalError):
-                raise DatabaseUnavailable(f"database unavailable: {exc}".strip()) from exc
-            raise
+        except psycopg2.OperationalError as exc:
+            raise DatabaseUnavailable(f"database unavailable: {exc}".strip()) from exc
         finally:
-            self._checkin(conn, broken=broken)
+            self._checkin(conn, broken=bool(broken))
             self._slots.release()
 
     def close(self) -> None:
@@ -148,21 +162,8 @@ class KeptSession:
         use opens a new one. The driver's error propagates."""
         if self._conn is None or self._conn.closed:
             self._conn = self._connect()
-        conn = self._conn
-        try:
-            with conn.cursor(cursor_factory=Cursor) as cur:
-                yield cur
-            conn.commit()
-        except BaseException as exc:
-            lost = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
-            if not conn.closed:
-                try:
-                    conn.rollback()
-                except psycopg2.Error:
-                    lost = True
-            if lost:
-                self.close()
-            raise
+        with one_transaction(self._conn, lost=self.close) as cur:
+            yield cur
 
     def close(self) -> None:
         """Close the session, if open (a later use opens a new one)."""
