@@ -147,8 +147,8 @@ class Database:
 
 
 class KeptSession:
-    """One session kept by a background loop (the scheduler, the backfiller, the notifier, a
-    process's metrics reporter) and opened again on its next use once lost: the one place
+    """One session kept by a background loop (the scheduler's reconcile, the backfiller, a
+    process's metrics sampler) and opened again on its next use once lost: the one place
     the reopen-a-lost-connection idiom is written. `connect` opens a new session."""
 
     def __init__(self, connect: Callable[[], psycopg2.extensions.connection]):
