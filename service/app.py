@@ -18,11 +18,13 @@ from service.api.middleware import (
     handle_service_error,
     handle_unexpected,
 )
+from service.api.request_metrics import RequestMetricsMiddleware
 from service.api.routes import ROUTES
 from service.config import Config
 from service.console import ConsoleSettings, add_console
 from service.domain.db import Database
 from service.domain.deps import Deps
+from service.domain.processmetrics import RequestTotals
 from service.errors import ServiceError
 from service.logs import configure_logging
 
@@ -32,6 +34,7 @@ def create_app(deps: Deps, console: ConsoleSettings | None = None) -> falcon.App
     console under /ui, handlers."""
     app = falcon.App(
         middleware=[
+            RequestMetricsMiddleware(deps),
             RequestIdMiddleware(deps.new_id),
             QueryGuardMiddleware(),
             AuthMiddleware(deps.db, deps.penalties),
@@ -64,5 +67,12 @@ def get_app() -> falcon.App:
         with sessions:
             send_advance_run(broker, run_id, trace_id)
 
-    deps = Deps(db=Database(cfg.database_url), wake_run=wake_run, config=cfg)
+    deps = Deps(
+        db=Database(cfg.database_url),
+        wake_run=wake_run,
+        config=cfg,
+        request_totals=RequestTotals(
+            Database(cfg.database_url, max_connections=1, application_name="etl-api-metrics")
+        ),
+    )
     return create_app(deps, ConsoleSettings.from_config(cfg))

@@ -21,7 +21,7 @@ from actors import send_advance_run
 from ddl import connector
 from service.config import Config
 from service.domain.backfills import admit_waiting, commit_asynchronously
-from service.domain.db import Cursor
+from service.domain.db import KeptSession
 
 log = logging.getLogger("etl.backfiller")
 
@@ -42,13 +42,12 @@ class Backfiller:
         every_s: float = DEFAULT_EVERY_S,
         new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     ):
-        self._connect = connect
+        self._session = KeptSession(connect)
         self._wake = wake
         self._new_id = new_id
         self.every_s = every_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._conn: psycopg2.extensions.connection | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="backfiller", daemon=True)
@@ -58,8 +57,7 @@ class Backfiller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.every_s + 30)
-        if self._conn is not None and not self._conn.closed:
-            self._conn.close()
+        self._session.close()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -67,17 +65,13 @@ class Backfiller:
                 self.admit_once()
             except psycopg2.Error as exc:
                 log.warning("backfiller: admission pass failed: %s", str(exc).strip())
-                self._conn = None
             except Exception:
                 log.exception("backfiller: admission pass failed")
 
     def admit_once(self) -> int:
         """One admission pass in one transaction; the number of runs admitted."""
-        if self._conn is None or self._conn.closed:
-            self._conn = self._connect()
-            with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
-                commit_asynchronously(cur)
-        with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
+        with self._session.transaction() as cur:
+            commit_asynchronously(cur)
             admitted = admit_waiting(cur, new_id=self._new_id)
         for admission in admitted:
             run = admission.run

@@ -38,7 +38,7 @@ from actors import param_attributes, send_advance_run
 from ddl import connector
 from service.config import Config
 from service.domain.catchup import CatchUp, catch_up_schedule
-from service.domain.db import Cursor
+from service.domain.db import Cursor, KeptSession
 from service.domain.runs import Admission, AdmissionOutcome
 from service.domain.schedules import (
     CATCHUP_ALL,
@@ -126,7 +126,7 @@ class Scheduler:
         self._reconcile_lock = threading.Lock()
         self._stop = threading.Event()
         self._loop: threading.Thread | None = None
-        self._conn: psycopg2.extensions.connection | None = None  # reconcile's connection
+        self._session = KeptSession(connect)  # reconcile's session
 
     # --- lifecycle ---
     def start(self) -> None:
@@ -148,7 +148,7 @@ class Scheduler:
         if self._aps.running:
             self._aps.shutdown(wait=True)
         with self._reconcile_lock:
-            self._close_conn()
+            self._session.close()
         log.info("scheduler stopped")
 
     def _follow(self) -> None:
@@ -186,20 +186,8 @@ class Scheduler:
                     self._add_job(spec)
 
     def _load_live(self) -> list[dict]:
-        if self._conn is None or self._conn.closed:
-            self._conn = self._connect()
-            self._conn.autocommit = True  # one read-only statement; no idle transaction
-        try:
-            with self._conn.cursor(cursor_factory=Cursor) as cur:
-                return list_live_schedules(cur)
-        except (psycopg2.OperationalError, psycopg2.InterfaceError):
-            self._close_conn()
-            raise
-
-    def _close_conn(self) -> None:
-        if self._conn is not None and not self._conn.closed:
-            self._conn.close()
-        self._conn = None
+        with self._session.transaction() as cur:  # ended at once: no idle transaction
+            return list_live_schedules(cur)
 
     def _catch_up(self, spec: ScheduleSpec, now: datetime) -> None:
         fire_time = spec.latest_fire_at(now)

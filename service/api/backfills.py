@@ -14,7 +14,6 @@ from service.api.resources import Resource, answer_run
 from service.domain import backfills, reruns
 from service.domain.principals import OPERATE, READ
 from service.domain.runs import run_views
-from service.schemas import requests
 from service.schemas.backfills import BACKFILL, BackfillCreateSchema
 
 
@@ -59,11 +58,8 @@ class BackfillCancelResource(Resource):
     roles = {"POST": OPERATE}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, backfill_id: Any) -> None:
-        read_json(req, requests.EmptyBodySchema(), optional=True)
-        with self.deps.db.transaction() as cur:
-            view, changes = backfills.cancel_backfill(
-                cur, str(backfill_id), req.context.principal.name, request_id=req.context.request_id
-            )
+        self.read_no_body(req)
+        view, changes = self.change(req, backfills.cancel_backfill, str(backfill_id))
         for change in changes:
             self.wake(change.run)
         resp.status = 202
@@ -77,7 +73,7 @@ class RunRerunResource(Resource):
     roles = {"POST": OPERATE}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
-        read_json(req, requests.EmptyBodySchema(), optional=True)
+        self.read_no_body(req)
         with self.deps.db.transaction() as cur:
             admission = reruns.rerun_run(
                 cur,

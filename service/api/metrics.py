@@ -30,6 +30,7 @@ class MetricsResource:
     public = True
 
     def __init__(self, deps: Deps, clock: Callable[[], float] = time.monotonic):
+        self.deps = deps
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(DatabaseCollector(deps.db))
         self.max_age_s, self._clock = deps.metrics_max_age_s, clock
@@ -39,6 +40,7 @@ class MetricsResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._lock:
             if self.max_age_s <= 0 or self._clock() - self._read_at >= self.max_age_s:
+                self.deps.request_totals.add_now()  # this process's requests, up to now
                 self._body, self._read_at = generate_latest(self.registry), self._clock()
             body = self._body
         resp.content_type = METRICS_CONTENT_TYPE

@@ -12,24 +12,11 @@ from typing import Any
 
 import falcon
 
-from service.errors import ServiceError, ValidationFailed
+from service.errors import ServiceError, ValidationFailed, error_code
 
 log = logging.getLogger(__name__)
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_HTTP_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    411: "length_required",
-    412: "precondition_failed",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    429: "too_many_requests",
-}
 
 
 class RequestIdMiddleware:
@@ -92,7 +79,7 @@ def handle_http_error(
     status = ex.status_code
     resp.status = status
     message = ex.description or ex.title or "error"
-    code = _HTTP_CODES.get(status, "http_error")
+    code = error_code(status)
     resp.media = {"error": {"code": code, "message": message, "details": []}}
     for name, value in (ex.headers or {}).items():
         resp.set_header(name, value)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import falcon
 
@@ -49,6 +49,9 @@ def answer_run(resp: falcon.Response, status: int, view: dict, extra: dict | Non
         resp.set_header(TRACEPARENT, run_trace.traceparent)
 
 
+T = TypeVar("T")
+
+
 class Resource:
     """Base of the API's resources: the dependencies, the audit row of a change, and the
     advancer's wake-up after COMMIT. Subclasses declare `roles` per HTTP method."""
@@ -64,6 +67,33 @@ class Resource:
     def wake(self, run: dict) -> None:
         """Wake the dag-advancer for `run` (see `service.domain.deps.wake`)."""
         wake(self.deps, run)
+
+    def read_no_body(self, req: falcon.Request) -> None:
+        """An action's request carries no body, or an empty JSON object (else 400)."""
+        read_json(req, requests.EmptyBodySchema(), optional=True)
+
+    def change(self, req: falcon.Request, action: Callable[..., T], *args: Any, **kw: Any) -> T:
+        """The domain's `action(cur, *args, principal, request_id=..., **kw)` in one
+        transaction, as the caller (a pipeline's pause, the create and delete of its
+        schedules and webhooks, a backfill's cancel)."""
+        with self.deps.db.transaction() as cur:
+            principal = req.context.principal.name
+            return action(cur, *args, principal, request_id=req.context.request_id, **kw)
+
+    def pipeline_page(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        pipeline_id: Any,
+        lister: Callable,
+        schema: Any,
+    ) -> None:
+        """A page of a pipeline's things: `lister(cur, pipeline_id=..., limit=, before=)` of
+        `service.domain.listing` dumped with `schema`; 404 for an unknown pipeline."""
+        with self.deps.db.transaction() as cur:
+            pipelines.get_pipeline(cur, str(pipeline_id))
+            page = lister(cur, pipeline_id=str(pipeline_id), **page_params(req))
+        resp.media = listing.page_body(schema, page)
 
 
 class HealthResource(Resource):
@@ -148,15 +178,8 @@ class _PauseAction(Resource):
     paused: bool
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
-        read_json(req, requests.EmptyBodySchema(), optional=True)
-        with self.deps.db.transaction() as cur:
-            row = pipelines.set_paused(
-                cur,
-                str(pipeline_id),
-                self.paused,
-                req.context.principal.name,
-                request_id=req.context.request_id,
-            )
+        self.read_no_body(req)
+        row = self.change(req, pipelines.set_paused, str(pipeline_id), self.paused)
         resp.media = responses.PIPELINE.dump(row)
 
 
@@ -296,7 +319,7 @@ class _RunAction(Resource):
     act: Callable[..., Admission | Cancellation]
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, run_id: Any) -> None:
-        read_json(req, requests.EmptyBodySchema(), optional=True)
+        self.read_no_body(req)
         with self.deps.db.transaction() as cur:
             change = self.act(
                 cur, str(run_id), req.context.principal.name, request_id=req.context.request_id
@@ -319,93 +342,82 @@ class RunResumeResource(_RunAction):
     act = staticmethod(resume_run)
 
 
-class SchedulesResource(Resource):
-    roles = {"GET": READ, "POST": ADMIN_ONLY}
+class _PipelineThings(Resource):
+    """A pipeline's schedules or webhooks: a page of them (GET) and a new one (POST, 201
+    with its location); the subclass names the domain's functions and the schemas."""
+
+    lister: Callable[..., Any]
+    summary: Any  # the schema of a listed one
+    body: type  # the request schema of a new one
+    create: Callable[..., dict]
+    created: Any  # the schema of the 201 answer
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
-        with self.deps.db.transaction() as cur:
-            pipelines.get_pipeline(cur, str(pipeline_id))
-            page = listing.list_schedules(cur, pipeline_id=str(pipeline_id), **page_params(req))
-        resp.media = listing.page_body(responses.SCHEDULE_SUMMARY, page)
+        self.pipeline_page(req, resp, pipeline_id, self.lister, self.summary)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
-        body = read_json(req, requests.ScheduleCreateSchema())
-        with self.deps.db.transaction() as cur:
-            row = schedules.create_schedule(
-                cur,
-                str(pipeline_id),
-                body,
-                req.context.principal.name,
-                schedule_id=str(self.deps.new_id()),
-                now=self.deps.now(),
-                request_id=req.context.request_id,
-            )
+        body = read_json(req, self.body())
+        row = self.change(req, self.create, str(pipeline_id), body, **self.new_thing())
         resp.status = 201
         resp.location = f"{req.path}/{row['id']}"
-        resp.media = responses.SCHEDULE.dump(row)
+        resp.media = self.created.dump(row)
+
+    def new_thing(self) -> dict[str, Any]:
+        """The id (and clock) the domain's `create` takes besides the body."""
+        raise NotImplementedError
 
 
-class ScheduleResource(Resource):
+class _PipelineThing(Resource):
+    """One of a pipeline's schedules or webhooks: DELETE, 204."""
+
     roles = {"DELETE": ADMIN_ONLY}
+    remove: Callable[..., None]
 
     def on_delete(
-        self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, schedule_id: Any
+        self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, **thing_id: Any
     ) -> None:
-        with self.deps.db.transaction() as cur:
-            schedules.delete_schedule(
-                cur,
-                str(pipeline_id),
-                str(schedule_id),
-                req.context.principal.name,
-                request_id=req.context.request_id,
-            )
+        (one,) = thing_id.values()  # the route names it: schedule_id, webhook_id
+        self.change(req, self.remove, str(pipeline_id), str(one))
         resp.status = 204
 
 
-class WebhooksResource(Resource):
+class SchedulesResource(_PipelineThings):
+    roles = {"GET": READ, "POST": ADMIN_ONLY}
+    lister = staticmethod(listing.list_schedules)
+    summary = responses.SCHEDULE_SUMMARY
+    body = requests.ScheduleCreateSchema
+    create = staticmethod(schedules.create_schedule)
+    created = responses.SCHEDULE
+
+    def new_thing(self) -> dict[str, Any]:
+        return {"schedule_id": str(self.deps.new_id()), "now": self.deps.now()}
+
+
+class ScheduleResource(_PipelineThing):
+    remove = staticmethod(schedules.delete_schedule)
+
+
+class WebhooksResource(_PipelineThings):
     """A pipeline's webhooks: admins only. The 201 answer carries the secret, hence
     `Cache-Control: no-store`: no cache on the way keeps it."""
 
     roles = {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY}
+    lister = staticmethod(listing.list_webhooks)
+    summary = responses.WEBHOOK_SUMMARY
+    body = requests.WebhookCreateSchema
+    create = staticmethod(webhooks.create_webhook)
+    created = responses.WEBHOOK_CREATED
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
-        with self.deps.db.transaction() as cur:
-            pipelines.get_pipeline(cur, str(pipeline_id))
-            page = listing.list_webhooks(cur, pipeline_id=str(pipeline_id), **page_params(req))
-        resp.media = listing.page_body(responses.WEBHOOK_SUMMARY, page)
+    def new_thing(self) -> dict[str, Any]:
+        return {"webhook_id": str(self.deps.new_id())}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
-        body = read_json(req, requests.WebhookCreateSchema())
-        with self.deps.db.transaction() as cur:
-            row = webhooks.create_webhook(
-                cur,
-                str(pipeline_id),
-                body,
-                req.context.principal.name,
-                webhook_id=str(self.deps.new_id()),
-                request_id=req.context.request_id,
-            )
-        resp.status = 201
-        resp.location = f"{req.path}/{row['id']}"
+        super().on_post(req, resp, pipeline_id)
         resp.cache_control = ["no-store"]
-        resp.media = responses.WEBHOOK_CREATED.dump(row)
 
 
-class WebhookResource(Resource):
-    roles = {"DELETE": ADMIN_ONLY}
-
-    def on_delete(
-        self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, webhook_id: Any
-    ) -> None:
-        with self.deps.db.transaction() as cur:
-            webhooks.delete_webhook(
-                cur,
-                str(pipeline_id),
-                str(webhook_id),
-                req.context.principal.name,
-                request_id=req.context.request_id,
-            )
-        resp.status = 204
+class WebhookResource(_PipelineThing):
+    remove = staticmethod(webhooks.delete_webhook)
 
 
 class AuditResource(Resource):

@@ -118,5 +118,33 @@ def print_table(console: Console, headers: list[str], rows: list[list[Any]]) -> 
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
+def print_items(
+    args: argparse.Namespace,
+    console: Console,
+    items: list[dict[str, Any]],
+    headers: list[str],
+    row: Callable[[dict[str, Any]], list[Any]],
+) -> int:
+    """A list command's answer: the API's JSON with `--json`, else a table of one `row(item)`
+    per item under `headers`; 0."""
+    if args.json:
+        print_json(console, items)
+    else:
+        print_table(console, headers, [row(item) for item in items])
+    return 0
+
+
+def add_pipeline_action(
+    sub: Any, action: str, text: str, *, json: bool = True
+) -> argparse.ArgumentParser:
+    """The parser of `etl GROUP ACTION PIPELINE` (an action on one pipeline's things: its
+    PIPELINE argument and, with `json`, `--json`), for `sub` (a group's subparsers)."""
+    parser = sub.add_parser(action, help=text)
+    parser.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    if json:
+        add_json(parser)
+    return parser
+
+
 def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the API's JSON")

@@ -9,7 +9,15 @@ from typing import Any
 
 from rich.console import Console
 
-from service.client.command import UsageError, add_json, dispatch, print_json, print_table
+from service.client.command import (
+    UsageError,
+    add_json,
+    add_pipeline_action,
+    dispatch,
+    print_items,
+    print_json,
+    print_table,
+)
 from service.client.http import ApiClient
 
 
@@ -18,9 +26,7 @@ def configure_pipelines(parser: argparse.ArgumentParser) -> None:
     ls = sub.add_parser("list", help="pipelines, newest first")
     ls.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     add_json(ls)
-    show = sub.add_parser("show", help="one pipeline and its current plan")
-    show.add_argument("pipeline", metavar="PIPELINE", help="name or id")
-    add_json(show)
+    add_pipeline_action(sub, "show", "one pipeline and its current plan")
     apply = sub.add_parser(
         "apply", help="create a pipeline from FILE, or add a revision if its plan changed"
     )
@@ -31,31 +37,25 @@ def configure_pipelines(parser: argparse.ArgumentParser) -> None:
         ("unpause", "admit runs again"),
         ("delete", "delete (refused while runs are queued or running; its runs stay readable)"),
     ):
-        paused = sub.add_parser(action, help=text)
-        paused.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+        add_pipeline_action(sub, action, text, json=False)
 
 
 def pipelines_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
-    items = client.list_pipelines(limit=args.limit)
-    if args.json:
-        print_json(console, items)
-        return 0
-    rows = [
-        [
-            p["name"],
-            p["revision"],
-            p.get("steps"),
-            (p.get("last_run") or {}).get("status", "-"),
-            "paused" if p.get("paused") else "active",
-            # a paused pipeline's schedules make no run: no next fire to show
-            "-" if p.get("paused") else p.get("next_fire_at") or "-",
-            p["id"],
-        ]
-        for p in items
-    ]
     headers = ["NAME", "REV", "STEPS", "LAST RUN", "STATE", "NEXT FIRE", "ID"]
-    print_table(console, headers, rows)
-    return 0
+    return print_items(args, console, client.list_pipelines(limit=args.limit), headers, _row)
+
+
+def _row(p: dict[str, Any]) -> list[Any]:
+    return [
+        p["name"],
+        p["revision"],
+        p.get("steps"),
+        (p.get("last_run") or {}).get("status", "-"),
+        "paused" if p.get("paused") else "active",
+        # a paused pipeline's schedules make no run: no next fire to show
+        "-" if p.get("paused") else p.get("next_fire_at") or "-",
+        p["id"],
+    ]
 
 
 def pipelines_show(args: argparse.Namespace, client: ApiClient, console: Console) -> int:

@@ -4,20 +4,18 @@ through the REST API."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.console import Console
 
-from service.client.command import add_json, dispatch, print_json, print_table
+from service.client.command import add_pipeline_action, dispatch, print_items, print_json
 from service.client.http import ApiClient
 
 
 def configure_schedules(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="schedules_command", required=True, metavar="ACTION")
-    ls = sub.add_parser("list", help="a pipeline's schedules")
-    ls.add_argument("pipeline", metavar="PIPELINE", help="name or id")
-    add_json(ls)
-    add = sub.add_parser("add", help="add a schedule (UTC)")
-    add.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    add_pipeline_action(sub, "list", "a pipeline's schedules")
+    add = add_pipeline_action(sub, "add", "add a schedule (UTC)")
     kind = add.add_mutually_exclusive_group(required=True)
     kind.add_argument("--every-minutes", type=int, metavar="N", help="every N minutes, 5..1440")
     kind.add_argument("--daily-at", metavar="HH:MM", help="once a day at HH:MM UTC")
@@ -32,20 +30,18 @@ def configure_schedules(parser: argparse.ArgumentParser) -> None:
         help="after downtime: one run for the latest missed fire (latest, the default) or"
         " every missed interval through a backfill (all)",
     )
-    add_json(add)
-    delete = sub.add_parser("delete", help="delete a schedule")
-    delete.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    delete = add_pipeline_action(sub, "delete", "delete a schedule", json=False)
     delete.add_argument("schedule", metavar="SCHEDULE", help="schedule id")
 
 
 def schedules_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     items = client.list_schedules(client.find_pipeline(args.pipeline)["id"])
-    if args.json:
-        print_json(console, items)
-        return 0
-    rows = [[s["id"], _when(s), _next(s), s.get("last_fired_at") or "-"] for s in items]
-    print_table(console, ["SCHEDULE", "WHEN (UTC)", "NEXT FIRE", "LAST FIRED"], rows)
-    return 0
+    headers = ["SCHEDULE", "WHEN (UTC)", "NEXT FIRE", "LAST FIRED"]
+    return print_items(args, console, items, headers, _row)
+
+
+def _row(s: dict[str, Any]) -> list[Any]:
+    return [s["id"], _when(s), _next(s), s.get("last_fired_at") or "-"]
 
 
 def _when(schedule: dict) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import Any
 
 from rich.console import Console
 
-from service.client.command import add_json, dispatch, err_console, print_json, print_table
+from service.client.command import add_json, dispatch, err_console, print_items, print_json
 from service.client.http import ApiClient
 
 _DURATION = re.compile(r"(\d{1,10})([smhd]?)")
@@ -74,25 +75,20 @@ def token_create(args: argparse.Namespace, client: ApiClient, console: Console) 
 
 
 def token_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
-    items = client.list_tokens()
-    if args.json:
-        print_json(console, items)
-        return 0
-    rows = [
-        [
-            t["id"],
-            t["name"],
-            t["role"],
-            t["created_at"],
-            t.get("last_used_at") or "-",
-            t.get("expires_at") or "never",
-            t.get("revoked_at") or "-",
-        ]
-        for t in items
-    ]
     headers = ["ID", "NAME", "ROLE", "CREATED", "LAST USED", "EXPIRES", "REVOKED"]
-    print_table(console, headers, rows)
-    return 0
+    return print_items(args, console, client.list_tokens(), headers, _row)
+
+
+def _row(t: dict[str, Any]) -> list[Any]:
+    return [
+        t["id"],
+        t["name"],
+        t["role"],
+        t["created_at"],
+        t.get("last_used_at") or "-",
+        t.get("expires_at") or "never",
+        t.get("revoked_at") or "-",
+    ]
 
 
 def token_revoke(args: argparse.Namespace, client: ApiClient, console: Console) -> int:

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.console import Console
 
-from service.client.command import add_json, dispatch, err_console, print_json, print_table
+from service.client.command import (
+    add_pipeline_action,
+    dispatch,
+    err_console,
+    print_items,
+    print_json,
+)
 from service.client.http import ApiClient
 
 EVENTS = ("run.failed", "run.succeeded", "run.skipped")  # what the API accepts
@@ -14,11 +21,8 @@ EVENTS = ("run.failed", "run.succeeded", "run.skipped")  # what the API accepts
 
 def configure_webhooks(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="webhooks_command", required=True, metavar="ACTION")
-    ls = sub.add_parser("list", help="a pipeline's webhooks and their latest delivery")
-    ls.add_argument("pipeline", metavar="PIPELINE", help="name or id")
-    add_json(ls)
-    add = sub.add_parser("add", help="POST a signed JSON body to URL when a run ends")
-    add.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    add_pipeline_action(sub, "list", "a pipeline's webhooks and their latest delivery")
+    add = add_pipeline_action(sub, "add", "POST a signed JSON body to URL when a run ends")
     add.add_argument("url", metavar="URL", help="an http:// or https:// URL")
     add.add_argument(
         "--event",
@@ -30,27 +34,24 @@ def configure_webhooks(parser: argparse.ArgumentParser) -> None:
     add.add_argument(
         "--secret", help="the HMAC-SHA256 secret, 16+ characters (default: one is generated)"
     )
-    add_json(add)
-    delete = sub.add_parser("delete", help="delete a webhook (its pending deliveries end)")
-    delete.add_argument("pipeline", metavar="PIPELINE", help="name or id")
+    delete = add_pipeline_action(
+        sub, "delete", "delete a webhook (its pending deliveries end)", json=False
+    )
     delete.add_argument("webhook", metavar="WEBHOOK", help="webhook id")
 
 
 def webhooks_list(args: argparse.Namespace, client: ApiClient, console: Console) -> int:
     pipeline_id = client.find_pipeline(args.pipeline)["id"]
     items = list(client.pages(f"/pipelines/{pipeline_id}/webhooks", limit=500))
-    if args.json:
-        print_json(console, items)
-        return 0
-    rows = []
-    for w in items:
-        last = w.get("last_delivery") or {}
-        delivery = f"{last['event']} {last['status']}" if last else "-"
-        if last.get("last_error"):
-            delivery += f" ({last['last_error']})"
-        rows.append([w["id"], ",".join(w["events"]), w["url"], delivery])
-    print_table(console, ["WEBHOOK", "EVENTS", "URL", "LAST DELIVERY"], rows)
-    return 0
+    return print_items(args, console, items, ["WEBHOOK", "EVENTS", "URL", "LAST DELIVERY"], _row)
+
+
+def _row(w: dict[str, Any]) -> list[Any]:
+    last = w.get("last_delivery") or {}
+    delivery = f"{last['event']} {last['status']}" if last else "-"
+    if last.get("last_error"):
+        delivery += f" ({last['last_error']})"
+    return [w["id"], ",".join(w["events"]), w["url"], delivery]
 
 
 def webhooks_add(args: argparse.Namespace, client: ApiClient, console: Console) -> int:

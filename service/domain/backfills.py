@@ -37,11 +37,10 @@ from dag import (
     value_range,
 )
 from service.domain.audit import insert_audit
-from service.domain.db import Cursor, fetch_one
+from service.domain.db import Cursor, execute, fetch_all, fetch_one
 from service.domain.runparams import bind_params
 from service.domain.runs import Admission, Cancellation, admit_run, cancel_run, lock_admission
 from service.domain.schedules import ScheduleSpec
-from service.domain.sql import BACKFILL_QUERIES, SCHEDULE_QUERIES
 from service.errors import Conflict, NotFound, ServiceError, ValidationFailed
 
 PRINCIPAL = "backfill"  # who admits a backfill's runs (`created_by`), after its creator
@@ -109,8 +108,7 @@ def _schedule_range(
     """The fire times (`INTERVAL_FORMAT`) of a live schedule of `pipeline` from `from` to
     `to` inclusive, and the backfill's (schedule id, interval seconds)."""
     schedule_id = str(body["schedule_id"])
-    cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": schedule_id})
-    row = cur.fetchone()
+    row = fetch_one(cur, "lock_schedule", {"schedule_id": schedule_id})
     if (
         row is None
         or row["deleted_at"] is not None
@@ -169,8 +167,8 @@ def insert_backfill(
         "schedule_id": schedule_id,
         "interval_s": interval_s,
     }
-    _execute(cur, "insert_backfill", row)
-    _execute(
+    execute(cur, "insert_backfill", row)
+    execute(
         cur,
         "insert_backfill_values",
         {"backfill_id": backfill_id, "values": [Json(v) for v in values]},
@@ -206,10 +204,10 @@ def _range(plan: Any, body: dict[str, Any]) -> list[Any]:
 
 def get_backfill_view(cur: Cursor, backfill_id: str) -> dict:
     """A backfill as the API shows it: counters, status and each value's run; `NotFound`."""
-    row = _one(cur, "get_backfill", {"backfill_id": backfill_id})
+    row = fetch_one(cur, "get_backfill", {"backfill_id": backfill_id})
     if row is None:
         raise NotFound(f"backfill {backfill_id} not found")
-    runs = _all(cur, "list_backfill_runs", {"backfill_id": backfill_id})
+    runs = fetch_all(cur, "list_backfill_runs", {"backfill_id": backfill_id})
     canceled = row["canceled_at"] is not None
     view = dict(row)
     view["status"] = backfill_status(row)
@@ -227,7 +225,7 @@ def get_backfill_view(cur: Cursor, backfill_id: str) -> dict:
 def list_backfills(cur: Cursor, pipeline_id: str, *, limit: int = 50) -> list[dict]:
     """A pipeline's newest `limit` backfills, newest first, with counters and status (no
     values: `get_backfill_view` has them)."""
-    rows = _all(cur, "list_pipeline_backfills", {"pipeline_id": pipeline_id, "limit": limit})
+    rows = fetch_all(cur, "list_pipeline_backfills", {"pipeline_id": pipeline_id, "limit": limit})
     return [{**r, "status": backfill_status(r)} for r in rows]
 
 
@@ -248,16 +246,16 @@ def cancel_backfill(
     runs' cancellations (to wake the advancer for). `NotFound`; `Conflict` when the
     backfill was canceled before or has finished."""
     lock_admission(cur)
-    row = _one(cur, "lock_backfill", {"backfill_id": backfill_id})
+    row = fetch_one(cur, "lock_backfill", {"backfill_id": backfill_id})
     if row is None:
         raise NotFound(f"backfill {backfill_id} not found")
-    status = backfill_status(_one(cur, "get_backfill", {"backfill_id": backfill_id}) or {})
+    status = backfill_status(fetch_one(cur, "get_backfill", {"backfill_id": backfill_id}) or {})
     if status != BackfillStatus.RUNNING:
         raise Conflict(f"backfill {backfill_id} is {status}; only a running one cancels")
-    _execute(cur, "cancel_backfill", {"backfill_id": backfill_id})
+    execute(cur, "cancel_backfill", {"backfill_id": backfill_id})
     changes = [
         cancel_run(cur, str(r["id"]), principal, request_id=request_id)
-        for r in _all(cur, "list_backfill_active_runs", {"backfill_id": backfill_id})
+        for r in fetch_all(cur, "list_backfill_active_runs", {"backfill_id": backfill_id})
     ]
     _audit(cur, principal, "backfill.cancel", backfill_id, request_id, {"runs": len(changes)})
     return get_backfill_view(cur, backfill_id), changes
@@ -275,7 +273,7 @@ def admit_waiting(
     and values (bench/backfill_365.py: round trips are what a pass costs)."""
     lock_admission(cur)
     admitted: list[Admission] = []
-    waiting = _all(cur, "list_waiting_backfills", {"per_backfill": BACKFILL_ACTIVE_LIMIT})
+    waiting = fetch_all(cur, "list_waiting_backfills", {"per_backfill": BACKFILL_ACTIVE_LIMIT})
     room_total = GLOBAL_ACTIVE_LIMIT - (waiting[0]["total_active"] if waiting else 0)
     taken: dict[str, int] = {}  # admitted in this pass, per pipeline (the counts predate it)
     for backfill in waiting:
@@ -329,7 +327,7 @@ def _admit_values(
             "positions": [position for position, _ in pending],
             "run_ids": [str(a.run["id"]) for a in admitted],
         }
-        _execute(cur, "set_backfill_runs", runs)
+        execute(cur, "set_backfill_runs", runs)
     except ServiceError:
         cur.execute("ROLLBACK TO SAVEPOINT backfill_values")
         return []
@@ -337,12 +335,12 @@ def _admit_values(
 
 
 def commit_asynchronously(cur: Cursor) -> None:
-    """Make the session's commits return before their WAL is flushed (the backfiller's
-    admission passes). Safe for them: a pass is one transaction, so what a PostgreSQL crash
+    """Make the transaction's commit return before its WAL is flushed (a backfiller's
+    admission pass). Safe for them: a pass is one transaction, so what a PostgreSQL crash
     can take back is a whole pass (its runs, their audit rows and the values' run ids
     together: the values are pending again and admitted again under the same keys), and
     every later durable commit (the advancer starting one of those runs) flushes it first."""
-    _execute(cur, "commit_asynchronously", {})
+    execute(cur, "commit_asynchronously", {})
 
 
 def _values_of(backfill: dict, value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -370,18 +368,3 @@ def _audit(
         entity_id=backfill_id,
         details={**details, "request_id": request_id},
     )
-
-
-def _execute(cur: Cursor, name: str, params: dict[str, Any]) -> None:
-    cur.execute(BACKFILL_QUERIES[name], params)
-
-
-def _one(cur: Cursor, name: str, params: dict[str, Any]) -> dict | None:
-    cur.execute(BACKFILL_QUERIES[name], params)
-    row = cur.fetchone()
-    return dict(row) if row is not None else None
-
-
-def _all(cur: Cursor, name: str, params: dict[str, Any]) -> list[dict]:
-    cur.execute(BACKFILL_QUERIES[name], params)
-    return [dict(r) for r in cur.fetchall()]

@@ -23,11 +23,10 @@ from datetime import UTC, datetime
 
 from dag import INTERVAL_FORMAT, MAX_RANGE_VALUES
 from service.domain.backfills import INTERVAL_PARAM, admit_waiting, insert_backfill
-from service.domain.db import Cursor, fetch_one
+from service.domain.db import Cursor, execute, fetch_one
 from service.domain.runparams import bind_params
 from service.domain.runs import Admission
 from service.domain.schedules import PRINCIPAL, Fire, ScheduleSpec, fire_schedule
-from service.domain.sql import SCHEDULE_QUERIES
 from service.errors import ValidationFailed
 
 
@@ -57,8 +56,7 @@ def catch_up_schedule(
     cur: Cursor, schedule_id: str, now: datetime, *, new_id: Callable[[], uuid.UUID] = uuid.uuid4
 ) -> CatchUp:
     """Run every interval schedule `schedule_id` missed up to `now` (aware); see the module."""
-    cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": str(schedule_id)})
-    row = cur.fetchone()
+    row = fetch_one(cur, "lock_schedule", {"schedule_id": str(schedule_id)})
     if row is None or row["deleted_at"] is not None:
         return CatchUp()
     spec = ScheduleSpec.from_row(row)
@@ -75,8 +73,9 @@ def catch_up_schedule(
     backfill_id = insert_backfill(
         cur, spec.pipeline_id, INTERVAL_PARAM, values, PRINCIPAL, interval=interval, new_id=new_id
     )
-    cur.execute(
-        SCHEDULE_QUERIES["record_schedule_fire"],
+    execute(
+        cur,
+        "record_schedule_fire",
         {
             "schedule_id": spec.id,
             "fired_at": times[-1],

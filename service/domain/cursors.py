@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from service.domain.audit import audit_change
-from service.domain.db import Cursor
+from service.domain.db import Cursor, fetch_all, fetch_one
 from service.domain.pipelines import get_pipeline
-from service.domain.sql import CURSOR_QUERIES
 from service.errors import NotFound
 
 
@@ -45,8 +44,8 @@ def list_cursors(cur: Cursor, pipeline_id: str) -> list[dict]:
     same step on another table or column is shown as it is: the next run ignores it), then
     the marks of steps the plan no longer has. `NotFound` for an unknown pipeline."""
     steps = _cursor_steps(get_pipeline(cur, pipeline_id)["plan"])
-    cur.execute(CURSOR_QUERIES["list_cursor_marks"], {"pipeline_id": pipeline_id})
-    marks = {row["step_name"]: dict(row) for row in cur.fetchall()}
+    rows = fetch_all(cur, "list_cursor_marks", {"pipeline_id": pipeline_id})
+    marks = {row["step_name"]: row for row in rows}
     views = [
         _view(name, s["table"], s["column"], marks.pop(name, None)) for name, s in steps.items()
     ]
@@ -66,13 +65,10 @@ def set_cursor(
     if step not in steps:
         raise NotFound(f"step {step!r} of pipeline {pipeline_id} is no cursor ingest")
     params = {"pipeline_id": pipeline_id, "step": step}
-    cur.execute(CURSOR_QUERIES["lock_cursor_mark"], params)
-    before = cur.fetchone()
-    cur.execute(
-        CURSOR_QUERIES["set_cursor_mark"],
-        {**params, **steps[step], "value": str(value), "principal": principal},
-    )
-    mark = dict(cur.fetchone())
+    before = fetch_one(cur, "lock_cursor_mark", params)
+    given = {**params, **steps[step], "value": str(value), "principal": principal}
+    mark = fetch_one(cur, "set_cursor_mark", given)
+    assert mark is not None
     audit_change(
         cur, principal, "cursor.set", f"pipeline:{pipeline_id}", request_id,
         step=step, value=mark["value"], previous=None if before is None else before["value"],
@@ -87,15 +83,12 @@ def reset_cursors(
     from the start. Audited (`cursor.reset`, one row per mark dropped). `NotFound` for an
     unknown pipeline, or a `step` that is neither a cursor ingest nor has a mark."""
     steps = _cursor_steps(get_pipeline(cur, pipeline_id)["plan"])
-    cur.execute(CURSOR_QUERIES["list_cursor_marks"], {"pipeline_id": pipeline_id})
-    marked = [row["step_name"] for row in cur.fetchall()]
+    rows = fetch_all(cur, "list_cursor_marks", {"pipeline_id": pipeline_id})
+    marked = [row["step_name"] for row in rows]
     if step is not None and step not in steps and step not in marked:
         raise NotFound(f"step {step!r} of pipeline {pipeline_id} has no cursor")
     for name in sorted(marked) if step is None else [step]:
-        cur.execute(
-            CURSOR_QUERIES["delete_cursor_mark"], {"pipeline_id": pipeline_id, "step": name}
-        )
-        row = cur.fetchone()
+        row = fetch_one(cur, "delete_cursor_mark", {"pipeline_id": pipeline_id, "step": name})
         if row is not None:
             audit_change(
                 cur, principal, "cursor.reset", f"pipeline:{pipeline_id}", request_id,

@@ -16,6 +16,7 @@ from opentelemetry.trace import Tracer
 from service.config import Config
 from service.domain.authfailures import Penalties
 from service.domain.db import Database
+from service.domain.processmetrics import RequestTotals
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class Deps:
     tracer: Tracer = field(default_factory=faces_tracer)
     penalties: Penalties = field(default_factory=Penalties)
     metrics_max_age_s: float = 1.0  # a `/metrics` body is reused this long (one read a second)
+    request_totals: RequestTotals = field(default_factory=RequestTotals)  # this process's
 
 
 def wake(deps: Deps, run: dict) -> None:

@@ -24,9 +24,8 @@ from typing import Any
 from marshmallow import Schema
 
 from dag import RunStatus
-from service.domain.db import Cursor
+from service.domain.db import Cursor, fetch_all
 from service.domain.runs import pending_step_view
-from service.domain.sql import LISTING_QUERIES as QUERIES
 from service.errors import ValidationFailed
 from service.schemas.requests import UUID_TEXT
 
@@ -163,8 +162,7 @@ def _page(
     cur: Cursor, query: str, params: Mapping[str, Any], limit: int, key: Any
 ) -> tuple[list[dict[str, Any]], Any]:
     """Up to `limit` rows of `query` and the sort key of the last one when more follow."""
-    cur.execute(QUERIES[query], {**params, "limit": limit + 1})
-    rows = [dict(r) for r in cur.fetchall()]
+    rows = fetch_all(cur, query, {**params, "limit": limit + 1})
     if len(rows) <= limit:
         return rows, None
     rows = rows[:limit]

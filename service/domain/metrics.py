@@ -23,9 +23,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from dag import RunStatus, SkipReason
-from service.domain.db import Cursor, Database
+from service.domain.db import Cursor, Database, execute, fetch_all
+from service.domain.processmetrics import api_request_family, process_families
 from service.domain.schedules import FireSkip
-from service.domain.sql import METRICS_QUERIES as QUERIES
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +132,6 @@ ZERO_FILLED = {
 }
 
 
-def _rows(cur: Cursor, name: str) -> list[dict]:
-    cur.execute(QUERIES[name], {})
-    return [dict(r) for r in cur.fetchall()]
-
-
 class DatabaseCollector(Collector):
     """The platform's metrics, read from the database on every `collect()`."""
 
@@ -147,7 +142,7 @@ class DatabaseCollector(Collector):
         up = GaugeMetricFamily("etl_database_up", "1 if the metrics could be read, else 0")
         try:
             with self.db.transaction() as cur:
-                cur.execute(QUERIES["begin_metrics_snapshot"])
+                execute(cur, "begin_metrics_snapshot")
                 metrics = list(self._read(cur))
         except Exception as exc:  # a scrape must answer, even without a database
             log.warning("metrics: database unavailable: %s", exc)
@@ -159,7 +154,7 @@ class DatabaseCollector(Collector):
         yield from metrics
 
     def _read(self, cur: Cursor) -> Iterator[Metric]:
-        live = _rows(cur, "count_live_runs_by_pipeline")
+        live = fetch_all(cur, "count_live_runs_by_pipeline")
         pipelines = sorted(r["pipeline"] for r in live)
         yield from _kept_families(cur, pipelines)
         queued = GaugeMetricFamily(
@@ -177,11 +172,13 @@ class DatabaseCollector(Collector):
         leases = GaugeMetricFamily(
             "etl_active_leases", "Live step-attempt leases by executor", labels=["executor"]
         )
-        for r in _rows(cur, "count_active_leases_by_executor"):
+        for r in fetch_all(cur, "count_active_leases_by_executor"):
             leases.add_metric([r["executor"]], r["n"])
         yield leases
         yield from _executors(cur)
-        (oldest,) = _rows(cur, "oldest_queued_run_age")
+        yield from process_families(fetch_all(cur, "list_process_samples"))
+        yield api_request_family(fetch_all(cur, "list_api_request_totals"))
+        (oldest,) = fetch_all(cur, "oldest_queued_run_age")
         yield GaugeMetricFamily(
             "etl_oldest_queued_run_age_seconds",
             "Seconds since the oldest queued run was created (0 when none is queued)",
@@ -195,13 +192,13 @@ def _kept_families(cur: Cursor, pipelines: list[str]) -> Iterator[Metric]:
     metrics = {
         name: kept.kind(name, kept.text, labels=list(kept.labels)) for name, kept in KEPT.items()
     }
-    (bounds,) = _rows(cur, "duration_bounds")
+    (bounds,) = fetch_all(cur, "duration_bounds")
     edges = [float(b) for b in bounds["bounds"]]
     sums: dict[tuple[str, str], float] = {}
     series: list[tuple[str, dict, dict[float | None, float]]] = []
     ended: dict[str, dict[tuple[str, ...], float]] = defaultdict(dict)
     with cur.connection.cursor() as plain:  # tuples: a scrape reads thousands of rows
-        plain.execute(QUERIES["read_metric_samples"])
+        execute(plain, "read_metric_samples")
         for family, labels, le, value in plain:
             if family.endswith("_sum"):
                 sums[(family[:-4], json.dumps(labels, sort_keys=True))] = value
@@ -250,7 +247,7 @@ def _backfills(cur: Cursor, pipelines: list[str]) -> Iterator[Metric]:
         "Backfills with a value pending, queued or running, by pipeline",
         labels=["pipeline"],
     )
-    rows = {r["pipeline"]: r for r in _rows(cur, "count_backfill_values_by_pipeline")}
+    rows = {r["pipeline"]: r for r in fetch_all(cur, "count_backfill_values_by_pipeline")}
     for pipeline in pipelines:
         row = rows.get(pipeline, {})
         for state in BACKFILL_STATES:
@@ -267,7 +264,7 @@ def _executors(cur: Cursor) -> Iterator[Metric]:
         " and beat within the last hour)",
         labels=["executor"],
     )
-    rows = _rows(cur, "list_executors")
+    rows = fetch_all(cur, "list_executors")
     for r in rows:
         age.add_metric([r["executor"]], r["age"])
     yield age

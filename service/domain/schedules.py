@@ -20,9 +20,8 @@ from enum import StrEnum
 
 from dag import interval_values
 from service.domain.audit import insert_audit
-from service.domain.db import Cursor, fetch_one
+from service.domain.db import Cursor, execute, fetch_all, fetch_one
 from service.domain.runs import Admission, admit_run
-from service.domain.sql import SCHEDULE_QUERIES
 from service.domain.watches import check_watch
 from service.errors import Conflict, NotFound, ValidationFailed
 from service.tracing import RunTrace
@@ -223,8 +222,7 @@ def delete_schedule(
 def list_live_schedules(cur: Cursor) -> list[dict]:
     """Every schedule that has not been deleted, of a live pipeline (what the scheduler
     should have as jobs)."""
-    cur.execute(SCHEDULE_QUERIES["list_live_schedules"])
-    return [dict(r) for r in cur.fetchall()]
+    return fetch_all(cur, "list_live_schedules")
 
 
 @dataclass(frozen=True)
@@ -252,8 +250,7 @@ def fire_schedule(
     nothing, when the schedule is deleted or gone; no admission (the fire recorded without a
     run, with its `FireSkip`) when the pipeline is paused or its revision is no valid plan."""
     fire_time = fire_time.astimezone(UTC)
-    cur.execute(SCHEDULE_QUERIES["lock_schedule"], {"schedule_id": str(schedule_id)})
-    row = cur.fetchone()
+    row = fetch_one(cur, "lock_schedule", {"schedule_id": str(schedule_id)})
     if row is None or row["deleted_at"] is not None:
         return None
     if row["every_minutes"] is None and row["daily_at"] is None:
@@ -271,8 +268,9 @@ def fire_schedule(
             raise
         admission, skip = None, _SKIPS[exc.code]  # recorded all the same: no retry each reconcile
     following = spec.next_fire_after(max(fire_time, now))
-    cur.execute(
-        SCHEDULE_QUERIES["record_schedule_fire"],
+    execute(
+        cur,
+        "record_schedule_fire",
         {
             "schedule_id": spec.id,
             "fired_at": fire_time,

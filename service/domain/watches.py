@@ -26,9 +26,8 @@ from typing import Any
 from dag import BACKFILL_ACTIVE_LIMIT, GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT, RunStatus
 from dag.params import declared_params
 from dag.paths import relative_path_problem
-from service.domain.db import Cursor
+from service.domain.db import Cursor, execute, fetch_all, fetch_one
 from service.domain.runs import Admission, admit_run, lock_admission
-from service.domain.sql import BACKFILL_QUERIES, WATCH_QUERIES
 from service.errors import Conflict, ServiceError, ValidationFailed
 
 PRINCIPAL = "watcher"  # who admits a watched file's run (`created_by`)
@@ -80,7 +79,7 @@ class FoundFile:
 
 def list_live_watches(cur: Cursor) -> list[dict]:
     """Every live watch schedule of a live pipeline: `id`, `pipeline_id`, `watch`."""
-    return _all(cur, "list_live_watches", {})
+    return fetch_all(cur, "list_live_watches", {})
 
 
 def record_files(cur: Cursor, schedule_id: str, files: Sequence[FoundFile]) -> list[str]:
@@ -95,7 +94,7 @@ def record_files(cur: Cursor, schedule_id: str, files: Sequence[FoundFile]) -> l
         "digests": [f.digest for f in ordered],
         "sizes": [f.size for f in ordered],
     }
-    return [r["path"] for r in _all(cur, "record_files", params)]
+    return [r["path"] for r in fetch_all(cur, "record_files", params)]
 
 
 def admit_waiting_files(
@@ -107,10 +106,10 @@ def admit_waiting_files(
     pipeline is paused, its plan no longer validates or declares `file`) stays pending."""
     lock_admission(cur)
     admitted: list[Admission] = []
-    total = _one(cur, BACKFILL_QUERIES["count_all_active_runs"]) or {"active": 0}
+    total = fetch_one(cur, "count_all_active_runs") or {"active": 0}
     room_total = GLOBAL_ACTIVE_LIMIT - total["active"]
     taken: dict[str, int] = {}
-    for schedule in _all(cur, "list_waiting_watches", {}):
+    for schedule in fetch_all(cur, "list_waiting_watches", {}):
         pipeline = str(schedule["pipeline_id"])
         room = min(
             BACKFILL_ACTIVE_LIMIT - schedule["waiting"] - taken.get(pipeline, 0),
@@ -120,7 +119,9 @@ def admit_waiting_files(
         )
         if schedule["paused"] or room <= 0:
             continue
-        pending = _all(cur, "next_pending_files", {"schedule_id": schedule["id"], "limit": room})
+        pending = fetch_all(
+            cur, "next_pending_files", {"schedule_id": schedule["id"], "limit": room}
+        )
         batch = _admit_files(cur, schedule, pending, new_id)
         admitted += batch
         taken[pipeline] = taken.get(pipeline, 0) + len(batch)
@@ -149,25 +150,12 @@ def _admit_files(
             )
             if admission.run["status"] == RunStatus.SKIPPED:
                 raise Conflict("no room after all")  # never under the lock: room was counted
-            cur.execute(
-                WATCH_QUERIES["set_file_run"], {"seq": file["seq"], "run_id": admission.run["id"]}
-            )
+            execute(cur, "set_file_run", {"seq": file["seq"], "run_id": admission.run["id"]})
             admitted.append(admission)
     except ServiceError:
         cur.execute("ROLLBACK TO SAVEPOINT watched_files")
         return []
     if admitted:
         last = {"schedule_id": schedule_id, "run_id": admitted[-1].run["id"]}
-        cur.execute(WATCH_QUERIES["record_watch_run"], last)
+        execute(cur, "record_watch_run", last)
     return admitted
-
-
-def _one(cur: Cursor, query: str) -> dict | None:
-    cur.execute(query)
-    row = cur.fetchone()
-    return dict(row) if row is not None else None
-
-
-def _all(cur: Cursor, name: str, params: dict[str, Any]) -> list[dict]:
-    cur.execute(WATCH_QUERIES[name], params)
-    return [dict(r) for r in cur.fetchall()]

@@ -24,8 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from service.domain.audit import insert_audit
-from service.domain.db import Cursor
-from service.domain.sql import WEBHOOK_QUERIES as QUERIES
+from service.domain.db import Cursor, execute, fetch_all, fetch_one
 from service.errors import Conflict, NotFound
 
 MAX_WEBHOOKS_PER_PIPELINE = 20
@@ -36,12 +35,6 @@ PRINCIPAL = "notifier"  # who the audit trail names for a delivery given up
 def generate_secret() -> str:
     """A webhook secret when none is given: 32 random bytes, URL-safe base64 (43 chars)."""
     return secrets.token_urlsafe(32)
-
-
-def _one(cur: Cursor, name: str, params: Mapping[str, Any]) -> dict | None:
-    cur.execute(QUERIES[name], params)
-    row = cur.fetchone()
-    return dict(row) if row is not None else None
 
 
 def create_webhook(
@@ -59,14 +52,14 @@ def create_webhook(
     (shown once). `NotFound` for an unknown or deleted pipeline (one deleted while this
     waited on its row lock included), `Conflict` past `MAX_WEBHOOKS_PER_PIPELINE`."""
     _lock_live_pipeline(cur, pipeline_id)
-    live = _one(cur, "count_live_webhooks", {"pipeline_id": pipeline_id})
+    live = fetch_one(cur, "count_live_webhooks", {"pipeline_id": pipeline_id})
     if live is not None and live["n"] >= MAX_WEBHOOKS_PER_PIPELINE:
         raise Conflict(
             f"pipeline {pipeline_id} already has {MAX_WEBHOOKS_PER_PIPELINE} webhooks;"
             " delete one first"
         )
     events = list(dict.fromkeys(body["events"]))  # a repeated event is asked for once
-    row = _one(
+    row = fetch_one(
         cur,
         "insert_webhook",
         {
@@ -99,10 +92,10 @@ def delete_webhook(
     unknown or deleted."""
     _lock_live_pipeline(cur, pipeline_id)
     params = {"pipeline_id": pipeline_id, "webhook_id": webhook_id}
-    row = _one(cur, "delete_webhook", params)
+    row = fetch_one(cur, "delete_webhook", params)
     if row is None:
         raise NotFound(f"webhook {webhook_id} of pipeline {pipeline_id} not found")
-    cur.execute(QUERIES["cancel_webhook_deliveries"], params)
+    execute(cur, "cancel_webhook_deliveries", params)
     insert_audit(
         cur,
         principal=principal,
@@ -120,21 +113,20 @@ def delete_pipeline_webhooks(cur: Cursor, pipeline_id: str) -> tuple[int, int]:
     soft-deleted and their pending deliveries canceled. (webhooks deleted, deliveries
     canceled)."""
     params = {"pipeline_id": pipeline_id}
-    cur.execute(QUERIES["delete_pipeline_webhooks"], params)
+    execute(cur, "delete_pipeline_webhooks", params)
     deleted = cur.rowcount
-    cur.execute(QUERIES["cancel_pipeline_deliveries"], params)
+    execute(cur, "cancel_pipeline_deliveries", params)
     return deleted, cur.rowcount
 
 
 def _lock_live_pipeline(cur: Cursor, pipeline_id: str) -> None:
-    if _one(cur, "lock_live_pipeline", {"pipeline_id": pipeline_id}) is None:
+    if fetch_one(cur, "lock_live_pipeline", {"pipeline_id": pipeline_id}) is None:
         raise NotFound(f"pipeline {pipeline_id} not found")
 
 
 def list_recent_deliveries(cur: Cursor, pipeline_id: str, limit: int = 10) -> list[dict]:
     """The latest deliveries to the live webhooks of `pipeline_id`, newest first."""
-    cur.execute(QUERIES["list_recent_deliveries"], {"pipeline_id": pipeline_id, "limit": limit})
-    return [dict(r) for r in cur.fetchall()]
+    return fetch_all(cur, "list_recent_deliveries", {"pipeline_id": pipeline_id, "limit": limit})
 
 
 # --- the outbox (the notifier's side) ---------------------------------------------------------
@@ -166,17 +158,17 @@ def claim_due_delivery(cur: Cursor) -> dict | None:
     """The oldest due pending delivery that nobody holds, row-locked until the caller's
     transaction ends (so a caller that dies mid-POST lets the next claim take it again),
     with its webhook's URL and secret; None when nothing is due."""
-    return _one(cur, "claim_due_delivery", {})
+    return fetch_one(cur, "claim_due_delivery", {})
 
 
 def store_delivery_body(cur: Cursor, delivery_id: int, body: str) -> None:
     """Store the body every attempt of a delivery sends (only if none is stored yet)."""
-    cur.execute(QUERIES["set_delivery_body"], {"id": delivery_id, "body": body})
+    execute(cur, "set_delivery_body", {"id": delivery_id, "body": body})
 
 
 def record_delivered(cur: Cursor, delivery_id: int, status_code: int) -> None:
     """The receiver answered 2xx: the delivery is done."""
-    cur.execute(QUERIES["record_delivered"], {"id": delivery_id, "status_code": status_code})
+    execute(cur, "record_delivered", {"id": delivery_id, "status_code": status_code})
 
 
 def record_attempt_failed(
@@ -190,8 +182,9 @@ def record_attempt_failed(
 ) -> None:
     """An attempt failed: retry after `delay_s`, or (`give_up`) mark the delivery failed,
     with an audit row saying so."""
-    cur.execute(
-        QUERIES["record_attempt_failed"],
+    execute(
+        cur,
+        "record_attempt_failed",
         {
             "id": delivery["id"],
             "status_code": status_code,
@@ -222,11 +215,11 @@ def record_attempt_failed(
 
 def cancel_delivery(cur: Cursor, delivery_id: int) -> None:
     """End a delivery of a webhook deleted meanwhile, without sending it."""
-    cur.execute(QUERIES["cancel_delivery"], {"id": delivery_id})
+    execute(cur, "cancel_delivery", {"id": delivery_id})
 
 
 def purge_finished_deliveries(cur: Cursor, older_than_s: float) -> int:
     """Delete the deliveries that ended (delivered, given up, canceled) and were created more
     than `older_than_s` ago; pending ones stay whatever their age. The number deleted."""
-    cur.execute(QUERIES["purge_finished_deliveries"], {"older_than_s": older_than_s})
+    execute(cur, "purge_finished_deliveries", {"older_than_s": older_than_s})
     return cur.rowcount

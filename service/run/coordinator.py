@@ -29,6 +29,7 @@ from service.config import Config
 from service.logs import configure_logging
 from service.run.lifecycle import die_with_parent, listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
+from service.run.process_samples import ProcessSampler
 from service.run.purge import purge_sandbox
 from service.tracing import setup_tracing, shutdown_tracing
 from service.watcher import start_watcher
@@ -40,8 +41,8 @@ def run_coordinator(
     cfg: Config,
     api_argv: list[str],
     *,
-    scheduler_factory: Callable | None = None,
-    notifier_factory: Callable | None = None,
+    scheduler_factory: Callable,
+    notifier_factory: Callable,
 ) -> int:
     """The API (gunicorn), the dag-advancer worker, the scheduler, the webhook notifier and
     the sweep. If a part dies the command exits non-zero, so a supervisor restarts it.
@@ -55,6 +56,11 @@ def run_coordinator(
             "coordinator", enabled=cfg.tracing, service_name=cfg.otel_service_name
         )
         stack.callback(shutdown_tracing, tracing)
+        sampler = ProcessSampler(
+            connector(cfg.database_url, "etl-coordinator-metrics"), "coordinator",
+            "coordinator", cfg.heartbeat_s,
+        )  # fmt: skip
+        stack.enter_context(sampler)
         api = subprocess.Popen(api_argv, preexec_fn=die_with_parent)
         broker = build_broker(
             cfg.database_url,
@@ -70,11 +76,9 @@ def run_coordinator(
         stack.callback(worker.stop, timeout=5000)
         sweep_ok = _start_sweep(cfg, broker, stop, stack)
         stack.callback(_stop_api, api)
-        for factory, args in ((notifier_factory, (cfg,)), (scheduler_factory, (cfg, broker))):
-            if factory is not None:
-                part = factory(*args)
-                part.start()
-                stack.callback(part.shutdown)
+        for part in (notifier_factory(cfg), scheduler_factory(cfg, broker)):
+            part.start()
+            stack.callback(part.shutdown)
         stack.callback(start_backfiller(cfg, broker).shutdown)
         stack.callback(start_watcher(cfg, broker).shutdown)
         stack.callback(stop.set)

@@ -34,6 +34,7 @@ from service.config import Config
 from service.logs import configure_logging
 from service.run.lifecycle import listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
+from service.run.process_samples import ProcessSampler
 from service.tracing import setup_tracing, shutdown_tracing
 
 log = logging.getLogger("etl.process")
@@ -67,6 +68,10 @@ def run_executor(cfg: Config, name: str) -> int:
     with ExitStack() as stack:
         tracing = setup_tracing("executor", enabled=cfg.tracing, service_name=cfg.otel_service_name)
         stack.callback(shutdown_tracing, tracing)
+        sampler = ProcessSampler(
+            connector(cfg.database_url, f"etl-{name}-metrics"), name, "executor", cfg.heartbeat_s
+        )
+        stack.enter_context(sampler)
         stack.callback(stop_lineage)  # what the last attempt told goes out
         broker = build_broker(
             cfg.database_url, listen_url=cfg.listen_url, max_connections=8, app=f"etl-{name}-broker"

@@ -24,6 +24,7 @@ from service.console import ConsoleSettings
 from service.domain.authfailures import Penalties
 from service.domain.db import Database
 from service.domain.deps import Deps
+from service.domain.processmetrics import RequestTotals
 from tests.integration.testapp import NOW, Api, seed_principals
 
 PG = os.environ.get("ETL_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
@@ -99,8 +100,8 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
     """Builds in-process apps (`create_app`, falcon's TestClient): on this test's database
     with three principals (`seed`), a fixed clock, a recording `wake_run`, a recording
     `sleep` (the delays of failed authentications, never waited unless a `sleep` is given),
-    and the console settings, config, id generator and tracer given; or on `db` (a database
-    that is down, say)."""
+    and the console settings, config, id generator, tracer and request totals given; or on
+    `db` (a database that is down, say)."""
     opened: list[Database] = []
     seeded: list[bool] = []
 
@@ -114,6 +115,7 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
         tracer: Any = None,
         sleep: Callable[[float], None] | None = None,
         metrics_max_age_s: float = 0.0,  # every scrape reads the database (tests see changes)
+        request_totals: RequestTotals | None = None,
     ) -> Api:
         if db is None:
             if seed and not seeded:
@@ -130,6 +132,7 @@ def app_factory(db_url: str) -> Iterator[Callable[..., Api]]:
             new_id=new_id,
             penalties=Penalties(_recorded(sleeps, sleep)),
             metrics_max_age_s=metrics_max_age_s,
+            **({"request_totals": request_totals} if request_totals is not None else {}),
             **({"config": config} if config is not None else {}),
             **({"tracer": tracer} if tracer is not None else {}),
         )

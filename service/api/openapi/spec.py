@@ -26,6 +26,7 @@ from service.api.openapi.preview import preview_components
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 from service.domain import listing
 from service.domain.principals import ADMIN, READ
+from service.errors import HTTP_ERRORS
 from service.schemas import backfills, cursors, requests, responses
 
 
@@ -152,19 +153,6 @@ _CONVERTERS = {
     "int": {"type": "integer", "minimum": 1},
 }
 _FIELD = re.compile(r"\{(\w+)(?::(\w+)(?:\([^)]*\))?)?\}")
-_STATUS_TEXT = {
-    400: "invalid request (field paths in details)",
-    401: "no or unknown bearer token",
-    403: "the role may not make this call",
-    404: "no such resource",
-    409: "conflicts with the current state",
-    411: "a chunked body this server cannot read",
-    412: "If-Match names another revision",
-    413: "body over 1 MiB",
-    415: "body not application/json",
-    429: "refused by the admission limits",
-    503: "the database is unavailable",
-}
 
 
 def openapi_path(template: str) -> tuple[str, list[dict[str, Any]]]:
@@ -269,7 +257,7 @@ def _operation(resource: Any, method: str, op: Operation, parameters: list) -> d
         out["requestBody"] = {"required": op.body_required, "content": content}
     for status in sorted(answers):
         component = answers[status]
-        text = op.summary if status < 300 else _STATUS_TEXT.get(status, "error")
+        text = op.summary if status < 300 else HTTP_ERRORS.get(status, ("", "error"))[1]
         answer: dict[str, Any] = {"description": text}
         if component:
             media = op.media if status == op.status else "application/json"

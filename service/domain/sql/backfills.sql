@@ -82,8 +82,9 @@ FROM unnest(%(positions)s::integer[], %(run_ids)s::uuid[]) AS t (position, run_i
 WHERE v.backfill_id = %(backfill_id)s AND v.position = t.position AND v.run_id IS NULL;
 
 -- commit_asynchronously --
--- The backfiller's session commits without waiting for the WAL flush (service/backfiller.py).
-SET synchronous_commit = off;
+-- This transaction of the backfiller commits without waiting for the WAL flush
+-- (service/backfiller.py).
+SET LOCAL synchronous_commit = off;
 
 -- list_pipeline_backfills --
 -- A pipeline's newest backfills with their counters, newest first.

@@ -1,4 +1,4 @@
--- Named queries of the list endpoints (service/listing.py): keyset pages, newest first, of
+-- Named queries of the list endpoints (service/domain/listing.py): keyset pages, newest first, of
 -- summaries (never a plan). Each takes `limit` (the caller asks for one row more than it
 -- shows, to know whether a next page exists) and a cursor: the sort key of the last row
 -- shown (`before_*`, all null for the first page). Ties in a timestamp are broken by the id,

@@ -74,3 +74,39 @@ FROM (SELECT b.pipeline_id, b.id AS backfill_id, 1 AS pending, 0 AS queued, 0 AS
 JOIN pipelines p ON p.id = w.pipeline_id
 WHERE p.deleted_at IS NULL
 GROUP BY p.name;
+-- list_process_samples --
+-- The `process_*` values of the coordinator and the executors that reported lately.
+SELECT process, role, cpu_seconds, resident_bytes, virtual_bytes, start_time_seconds,
+       open_fds, max_fds
+FROM process_samples
+WHERE reported_at > now() - make_interval(secs => stale_after_s)
+ORDER BY process;
+
+-- list_api_request_totals --
+-- The API's request durations by method, route template and status.
+SELECT method, route, status, buckets, count, sum_s FROM api_request_totals
+ORDER BY method, route, status;
+
+-- put_process_sample --
+-- A process's latest `process_*` values, replacing its previous ones.
+INSERT INTO process_samples (process, role, stale_after_s, cpu_seconds, resident_bytes,
+                             virtual_bytes, start_time_seconds, open_fds, max_fds)
+VALUES (%(process)s, %(role)s, %(stale_after_s)s, %(cpu_seconds)s, %(resident_bytes)s,
+        %(virtual_bytes)s, %(start_time_seconds)s, %(open_fds)s, %(max_fds)s)
+ON CONFLICT (process) DO UPDATE
+SET role = excluded.role, reported_at = now(), stale_after_s = excluded.stale_after_s,
+    cpu_seconds = excluded.cpu_seconds, resident_bytes = excluded.resident_bytes,
+    virtual_bytes = excluded.virtual_bytes, start_time_seconds = excluded.start_time_seconds,
+    open_fds = excluded.open_fds, max_fds = excluded.max_fds;
+
+-- delete_process_sample --
+-- A cleanly stopping process takes its values out of the scrape.
+DELETE FROM process_samples WHERE process = %(process)s;
+
+-- add_api_request_totals --
+-- Add one worker's requests since its last addition to the series' totals.
+INSERT INTO api_request_totals AS t (method, route, status, buckets, count, sum_s)
+VALUES (%(method)s, %(route)s, %(status)s, %(buckets)s::float8[], %(count)s, %(sum_s)s)
+ON CONFLICT (method, route, status) DO UPDATE
+SET buckets = ARRAY(SELECT a + b FROM unnest(t.buckets, excluded.buckets) AS u(a, b)),
+    count = t.count + excluded.count, sum_s = t.sum_s + excluded.sum_s;

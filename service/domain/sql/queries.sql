@@ -1,4 +1,5 @@
--- Named queries of the coordinator side (API, CLI, admission). Loaded once by service/db.py.
+-- Named queries of the coordinator side (API, CLI, admission), loaded once with the other
+-- files of this folder (service/domain/sql/__init__.py) and run by service/domain/db.py.
 -- Parameters are psycopg2 named placeholders; timestamps come from the database clock
 -- unless a column is computed from the injected clock (schedules).
 
@@ -264,10 +265,10 @@ WHERE run_id = %(run_id)s AND status IN ('pending', 'running', 'retry_wait');
 UPDATE runs SET cancel_requested = true WHERE id = %(run_id)s AND status = 'running';
 
 -- requeue_run --
--- A failed run re-enters its pipeline's queue at the back.
-UPDATE runs SET status = 'queued', queue_seq = nextval('run_queue_seq'), started_at = NULL,
-                finished_at = NULL, cancel_requested = false, error = NULL,
-                stages_cleared = false
+-- A failed run re-enters its pipeline's queue at the back; it keeps its first start, so its
+-- duration counts the work done before the resume.
+UPDATE runs SET status = 'queued', queue_seq = nextval('run_queue_seq'), finished_at = NULL,
+                cancel_requested = false, error = NULL, stages_cleared = false
 WHERE id = %(run_id)s AND status = 'failed';
 
 -- reset_step_runs --

@@ -1,5 +1,6 @@
--- Named queries of the scheduler (service/scheduler.py). The schedules table lives in
--- ddl/migrations/0001_state.sql; the API inserts and soft-deletes rows (service/sql/queries.sql),
+-- Named queries of the scheduler (service/scheduler.py, service/domain/schedules.py). The
+-- schedules table lives in ddl/migrations/0001_state.sql; the API inserts and soft-deletes
+-- rows (service/domain/sql/queries.sql),
 -- the scheduler reads them and records fires. Fire times come from the injected clock, in UTC.
 
 -- list_live_schedules --

@@ -68,6 +68,7 @@ def test_empty_database_gets_every_table_and_second_run_is_a_no_op() -> None:
             "public.metric_totals", "public.metric_deltas", "public.executors",
             "public.webhooks", "public.webhook_deliveries",
             "public.retired_tokens", "public.auth_failures", "public.step_check_key_batches",
+            "public.process_samples", "public.api_request_totals",
         }  # fmt: skip
         assert expected <= _tables(url)
         assert ddl.migrate(url) == []

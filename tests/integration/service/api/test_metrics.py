@@ -23,6 +23,7 @@ from actors import fold_metric_deltas, purge_finished_runs
 from ddl import connect
 from drills import ADMIN_TOKEN, ROOT, Stack, free_port, wait_until
 from service.domain.db import Database
+from service.domain.processmetrics import RequestTotals
 from tests.integration.testapp import Api
 from tests.programs import program
 
@@ -376,8 +377,11 @@ def test_scraped_values_match_sql_counts_after_real_runs_and_a_purge(
     assert len(purged.runs) == 3
     _, again = _scrape(demo_stack)
     _check_against_sql(demo_stack, again)
-    counters = {
-        k: v for k, v in m.items() if k[0].endswith(("_total", "_count", "_sum", "_bucket"))
+    counters = {  # of the runs (requests and the processes' CPU go on, scrapes included)
+        k: v
+        for k, v in m.items()
+        if k[0].endswith(("_total", "_count", "_sum", "_bucket"))
+        and not k[0].startswith(("etl_api_request", "process_"))
     }
     assert counters and {k: again[k] for k in counters} == counters
 
@@ -425,7 +429,9 @@ def test_a_real_prometheus_server_scrapes_it(demo_stack: Stack, tmp_path: Path) 
 
 def test_executor_liveness_follows_real_executors(demo_stack: Stack) -> None:
     """Both executors are up and beating; one killed with SIGKILL stops beating, its age
-    grows past the lease and it no longer counts as up; a clean stop removes its series."""
+    grows past the lease and it no longer counts as up; a clean stop removes its series.
+    The coordinator's and each executor's `process_*` values are there, each its own, and
+    a clean stop takes an executor's out."""
 
     def scrape() -> Samples:
         return _scrape(demo_stack)[1]
@@ -435,6 +441,7 @@ def test_executor_liveness_follows_real_executors(demo_stack: Stack) -> None:
     )
     ages = by_label(scrape(), "etl_executor_heartbeat_age_seconds", "executor")
     assert set(ages) == {"executor-1", "executor-2"}
+    _each_process_reports_its_own_values(scrape())
     demo_stack.kill("executor-1")
     # the snapshot that says so (a body is up to a second old, and each worker has its own)
     down = wait_until(
@@ -456,6 +463,29 @@ def test_executor_liveness_follows_real_executors(demo_stack: Stack) -> None:
         what="the stopped executor's series to go",
     )
     assert value(gone, "etl_executors_up") == 0
+    gone = wait_until(
+        lambda: m if "executor-2" not in _processes(m := scrape()) else None,
+        timeout=30,
+        what="the stopped executor's process values to go",
+    )
+    assert "coordinator" in _processes(gone)
+
+
+def _processes(m: Samples) -> dict[str, float]:
+    return by_label(m, "process_resident_memory_bytes", "process")
+
+
+def _each_process_reports_its_own_values(m: Samples) -> None:
+    memory = _processes(m)
+    assert set(memory) == {"coordinator", "executor-1", "executor-2"}
+    assert min(memory.values()) > 10 * 2**20  # a Python process with its imports
+    roles = by_label(m, "process_open_fds", "role")
+    assert set(roles) == {"coordinator", "executor"}
+    starts = by_label(m, "process_start_time_seconds", "process")
+    assert set(starts) == set(memory)
+    assert time.time() - 600 < min(starts.values()) <= max(starts.values()) <= time.time()
+    cpu = by_label(m, "process_cpu_seconds_total", "process")
+    assert set(cpu) == set(memory) and min(cpu.values()) > 0
 
 
 def test_scrapers_within_a_second_share_one_read_of_the_database(app_factory) -> None:
@@ -491,3 +521,31 @@ def test_scrapers_within_a_second_share_one_read_of_the_database(app_factory) ->
         assert len(reads) == 2  # older than a second: read again
     finally:
         counted.close()
+
+
+def test_api_requests_by_method_route_template_and_status(app_factory, db_url: str) -> None:
+    """Each worker adds its requests to the database's totals (on its next request a second
+    later, or a scrape it serves), so any worker's scrape reports every worker's."""
+    pools = [Database(db_url, max_connections=1) for _ in range(2)]
+    try:
+        one, other = (app_factory(request_totals=RequestTotals(pool)) for pool in pools)
+        pid = one.create_pipeline("histogram")
+        for _ in range(3):
+            assert one.call("GET", f"/pipelines/{pid}").status == 200
+        assert one.call("GET", "/pipelines/00000000-0000-0000-0000-000000000000").status == 404
+        assert one.client.simulate_get("/api/v1/nowhere").status_code == 404
+        one.client.simulate_get("/metrics")  # adds this worker's requests
+        m = parse(other.client.simulate_get("/metrics").text)
+    finally:
+        for pool in pools:
+            pool.close()
+    name = "etl_api_request_duration_seconds"
+    route = "/api/v1/pipelines/{pipeline_id:uuid}"  # falcon's template, as routed
+    assert value(m, f"{name}_count", method="GET", route=route, status="200") == 3
+    assert value(m, f"{name}_bucket", method="GET", route=route, status="200", le="+Inf") == 3
+    assert 0 < value(m, f"{name}_sum", method="GET", route=route, status="200") < 60
+    assert value(m, f"{name}_count", method="GET", route=route, status="404") == 1
+    assert value(m, f"{name}_count", method="POST", route="/api/v1/pipelines", status="201") == 1
+    assert value(m, f"{name}_count", method="GET", route="(no route)", status="404") == 1
+    buckets = by_label(m, f"{name}_bucket", "le", method="GET", route=route, status="200")
+    assert list(buckets.values()) == sorted(buckets.values())  # cumulative

@@ -216,6 +216,7 @@ def test_resume_resets_failed_steps_and_keeps_succeeded_ones(api: Api) -> None:
     assert a.status == 202
     run = a.body
     assert (run["status"], run["finished_at"], run["queue_position"]) == ("queued", None, 1)
+    assert run["started_at"] == before["started_at"]  # its duration counts from its first start
     read, clean, to_file = run["steps"]
     assert read == before["steps"][0]
     for step in (clean, to_file):

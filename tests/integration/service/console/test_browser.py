@@ -8,11 +8,13 @@ import os
 import re
 import signal
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from dag.durations import seconds_text
 from drills import ADMIN_TOKEN, Stack
 from tests.programs import program
 
@@ -170,6 +172,7 @@ def test_cancel_resume_viewer_escaping_and_csrf(browser: Browser, stack: Stack) 
     expect(page.locator("p.notice")).to_have_text(re.compile("Run resumed"))
     expect(page.locator("h1 .badge")).to_have_text("succeeded")
     expect(page.locator("#resume")).to_have_count(0)
+    _the_resumed_runs_duration_counts_from_its_first_start(page, stack.run(failed_id))
     # cancel: a running run stops at its next batch boundary
     page.goto(f"/ui/pipelines/{slow_id}")
     page.click("button.trigger")
@@ -187,6 +190,14 @@ def test_cancel_resume_viewer_escaping_and_csrf(browser: Browser, stack: Stack) 
     assert stack.run(failed_id)["status"] == "succeeded"
     paths = ("/ui/", f"/ui/pipelines/{slow_id}", f"/ui/runs/{slow_run}", f"/ui/runs/{failed_id}")
     _a_viewer_sees_no_buttons_and_may_not_post(browser, stack, paths, slow_id)
+
+
+def _the_resumed_runs_duration_counts_from_its_first_start(page: Page, run: dict) -> None:
+    """Not from the resume (a resume of a quick step read "0.0 s" for a run that ran before)."""
+    first = datetime.fromisoformat(run["steps"][0]["attempts"][0]["started_at"])
+    assert datetime.fromisoformat(run["started_at"]) <= first
+    took = datetime.fromisoformat(run["finished_at"]) - datetime.fromisoformat(run["started_at"])
+    expect(page.locator("#run-duration")).to_have_text(seconds_text(took.total_seconds()))
 
 
 def _a_viewer_sees_no_buttons_and_may_not_post(

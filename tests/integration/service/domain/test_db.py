@@ -1,12 +1,13 @@
 """`service.domain.db.Database` on a real PostgreSQL: transactions reuse pooled sessions
 (opening one costs a backend process and its authentication), and a pooled session the
-server ended is replaced, not handed out."""
+server ended is replaced, not handed out; a kept session (a loop's) is opened again."""
 
 from __future__ import annotations
 
 import psycopg2
+import pytest
 
-from service.domain.db import Database
+from service.domain.db import Database, KeptSession
 
 
 def _session(db: Database) -> tuple:
@@ -42,3 +43,26 @@ def test_a_pooled_session_the_server_ended_is_replaced(db_url: str) -> None:
             assert _session(db) != first
     finally:
         db.close()
+
+
+def test_a_kept_session_the_server_ended_is_opened_again_on_its_next_use(db_url: str) -> None:
+    kept = KeptSession(lambda: psycopg2.connect(db_url, application_name="etl-test-kept"))
+    try:
+        with kept.transaction() as cur:
+            cur.execute("SELECT pg_backend_pid() AS pid")
+            first = cur.fetchone()["pid"]
+        with kept.transaction() as cur:  # kept: the same session
+            cur.execute("SELECT pg_backend_pid() AS pid")
+            assert cur.fetchone()["pid"] == first
+        admin = psycopg2.connect(db_url)
+        admin.autocommit = True
+        with admin.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (first,))
+        admin.close()
+        with pytest.raises(psycopg2.OperationalError), kept.transaction() as cur:
+            cur.execute("SELECT 1")  # the loss is the caller's to log
+        with kept.transaction() as cur:
+            cur.execute("SELECT pg_backend_pid() AS pid")
+            assert cur.fetchone()["pid"] != first
+    finally:
+        kept.close()
