@@ -17,7 +17,9 @@ Each round runs every contender once; a warm-up round first (not counted) fills 
 so every counted round updates 100,000 existing rows. Printed: medians of `--repeat` rounds
 with their range, and the platform's time over each peer's, per round (median, range). At the
 end every table is compared with the platform's (rows and an md5 over them in `id` order).
-The peers need the `bench` extra (`pip install -e '.[bench]'`); a missing one is skipped
+`--before DIR` runs a second platform from another tree (`git archive REV | tar -x -C DIR`)
+as one more contender, `before`, so a change is measured against its baseline in the same
+run. The peers need the `bench` extra (`pip install -e '.[bench]'`); a missing one is skipped
 with the command that installs it. Not a test: nothing here asserts."""
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from bench.import_100k import RECORDS, run_pipeline
@@ -146,8 +149,10 @@ def available_peers(wanted: list[str]) -> list[str]:
     return found
 
 
-def rounds(topo: Topology, peers: list[str], repeat: int) -> dict[str, list[float]]:
-    """A warm-up round, then `repeat` rounds of every contender: {contender: [seconds]}."""
+def rounds(platforms: dict[str, Topology], peers: list[str], repeat: int) -> dict[str, list]:
+    """A warm-up round, then `repeat` rounds of every contender: {contender: [seconds]}.
+    The peers load into the first platform's database."""
+    topo = platforms["platform"]
     csv_path = topo.data / "customers.csv"
     conn = connect(topo.db_url, "etl-bench-peers")
     with conn.cursor() as cur:
@@ -157,12 +162,15 @@ def rounds(topo: Topology, peers: list[str], repeat: int) -> dict[str, list[floa
             )
     conn.commit()
     conn.close()
-    pipeline = topo.create("peers-chain", import_plan(jsonl=False))
-    times: dict[str, list[float]] = {"platform": [], **{name: [] for name in peers}}
+    runs = {
+        name: partial(run_pipeline, t, t.create("peers-chain", import_plan(jsonl=False)))
+        for name, t in platforms.items()
+    }
+    times: dict[str, list[float]] = {name: [] for name in [*platforms, *peers]}
     for round_no in range(repeat + 1):
         for contender in times:
-            if contender == "platform":
-                elapsed = run_pipeline(topo, pipeline)[0]
+            if contender in runs:
+                elapsed = runs[contender]()[0]
             else:
                 elapsed = PEERS[contender][0](topo.db_url, csv_path)
             if round_no:  # round 0 is the warm-up
@@ -206,20 +214,31 @@ def main() -> int:
     )
     parser.add_argument("--repeat", type=int, default=5, help="counted rounds (medians)")
     parser.add_argument("--peers", nargs="*", choices=tuple(PEERS), default=list(PEERS))
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another tree (`git archive REV | tar -x -C DIR`) run as a second platform",
+    )
     args = parser.parse_args()
     peers = available_peers(args.peers)
-    topo = Topology("bench-peers", fast=False)
-    topo.prepare()
-    info = generate_csv(topo.data / "customers.csv", RECORDS)
+    platforms = {"platform": Topology("bench-peers", fast=False)}
+    if args.before:  # its processes import the other tree first (no cwd on sys.path)
+        env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": str(args.before.resolve())}
+        platforms["before"] = Topology("bench-peers-before", fast=False, env=env)
+    for topo in platforms.values():
+        topo.prepare()
+        info = generate_csv(topo.data / "customers.csv", RECORDS)
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     print(f"input: {info['records']} records, {info['bytes'] / 2**20:.1f} MiB, "
           f"{info['multiline']} multi-line; {args.repeat} rounds; load {load}")  # fmt: skip
     try:
-        topo.start()
-        times = rounds(topo, peers, args.repeat)
-        same_rows(topo, peers)
+        for topo in platforms.values():
+            topo.start()
+        times = rounds(platforms, peers, args.repeat)
+        same_rows(platforms["platform"], peers)
     finally:
-        topo.stop()
+        for topo in platforms.values():
+            topo.stop()
     report(times)
     return 0
 
