@@ -129,7 +129,11 @@ class FileSource:
 
     def infer(self) -> dict[str, str]:
         """The columns' types from a pass over every input file (declared ones as declared);
-        the files of a glob must share their header."""
+        the files of a glob must share their header. A CSV file is read only until every
+        undeclared column is a string (`ColumnInference.settled`): past its header and
+        first batch nothing in a CSV file raises (malformed records are row errors), so
+        the rest can change neither a type nor an error of this pass."""
+        is_csv = self.config.get("format", "csv") == "csv"
         csv_delimiter = self.config.get("delimiter") if self.config.get("format") == "csv" else None
         inference = None
         for rel_path in self.paths():
@@ -145,6 +149,8 @@ class FileSource:
                             f" file's {header}: the files of a glob are one input"
                         )
                     inference.observe(raw.records)
+                    if is_csv and inference.settled:
+                        break  # every column a string, this file's header checked
         assert inference is not None  # a reader yields at least one batch, with the header
         self.evidence = inference.evidence()
         return inference.columns()

@@ -1,6 +1,7 @@
 """`python -m bench.parts [--against REF]`: the per-record hot path of the 100k CSV import, one
 function at a time, on the seeded CSV of `bench.import_100k`: `read_csv_batches`,
-`type_records` and the table export's `_encode_batch` (no database). With `--against`, the
+`type_records`, the table export's `_encode_batch` and the ingest's inference pass
+(`FileSource.infer`, the chain's declared columns) (no database). With `--against`, the
 same functions as they are at git revision REF run on the same data in the same process,
 interleaved, so a change is measured against its baseline under the same load. Prints the
 minimum over the repeats, seconds per 100,000 records. Not a test: nothing here asserts
@@ -19,15 +20,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import actors.steps
 import connectors.table_export
 import dag.csvparts
 import dag.inference
 import dag.types
 from dag import BATCH_SIZE
-from drills.workload import COLUMNS, generate_csv
+from drills.workload import COLUMNS, generate_csv, import_plan
 
 RECORDS = 100_000
-MODULES = {"csvparts": dag.csvparts, "types": dag.types, "tables": connectors.table_export}
+MODULES = {
+    "csvparts": dag.csvparts,
+    "types": dag.types,
+    "tables": connectors.table_export,
+    "steps": actors.steps,
+}
 
 
 def _at_revision(ref: str, module: types.ModuleType) -> types.ModuleType:
@@ -67,7 +74,19 @@ def _jobs(mods: dict[str, types.ModuleType], csv_path: Path) -> dict[str, Callab
             for buf, keys in (encode_batch(export, t, 1, 7) for t in typed_batches)
         ]
 
-    return {"read_csv_batches": read, "type_records": type_all, "_encode_batch": encode}
+    def infer() -> Any:
+        ingest = mods["steps"].FileSource(plan.step("ingest"), env, None)
+        return ingest.infer(), ingest.evidence
+
+    plan = dag.parse_plan(import_plan(path=csv_path.name))
+    env = mods["steps"].StepEnv("r", csv_path.parent, csv_path.parent, csv_path.parent, None,
+                                lambda: None)  # fmt: skip
+    return {
+        "read_csv_batches": read,
+        "type_records": type_all,
+        "_encode_batch": encode,
+        "FileSource.infer": infer,
+    }
 
 
 def _timed(job: Callable[[], Any]) -> tuple[float, Any]:

@@ -70,6 +70,13 @@ class ColumnInference:
                 doubt.values += count
                 _check(doubt, present, records, name)
 
+    @property
+    def settled(self) -> bool:
+        """True when every undeclared column is a string already: no later value can change
+        a type or the evidence (`observe` skips such columns), so the rest of the input
+        need not be read for them."""
+        return not any(d.int_ok or d.date_ok for d in self._doubts.values())
+
     def columns(self) -> dict[str, str]:
         """Column name -> type, in header order; declared types as declared."""
         return {n: self.declared.get(n) or _decided(self._doubts[n]) for n in self.header}
