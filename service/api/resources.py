@@ -351,6 +351,7 @@ class _PipelineThings(Resource):
     body: type  # the request schema of a new one
     create: Callable[..., dict]
     created: Any  # the schema of the 201 answer
+    new_thing: Callable[[], dict[str, Any]]  # the id (and clock) `create` takes besides the body
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         self.pipeline_page(req, resp, pipeline_id, self.lister, self.summary)
@@ -361,10 +362,6 @@ class _PipelineThings(Resource):
         resp.status = 201
         resp.location = f"{req.path}/{row['id']}"
         resp.media = self.created.dump(row)
-
-    def new_thing(self) -> dict[str, Any]:
-        """The id (and clock) the domain's `create` takes besides the body."""
-        raise NotImplementedError
 
 
 class _PipelineThing(Resource):

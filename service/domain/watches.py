@@ -31,7 +31,7 @@ from service.domain.runs import Admission, admit_run, lock_admission
 from service.errors import Conflict, ServiceError, ValidationFailed
 
 PRINCIPAL = "watcher"  # who admits a watched file's run (`created_by`)
-FILE_PARAM = "file"  # the parameter a watched file's path is given in (CONTRACT.md)
+FILE_PARAM = "file"  # the parameter a watched file's path is given in (docs/schedules.md)
 GLOB_CHARACTERS = "*?["
 
 
