@@ -37,6 +37,7 @@ from dag.limits import (
     PIPELINE_QUEUE_LIMIT,
     PIPELINE_RUNNING_LIMIT,
     RETRY_DELAYS_S,
+    PassRoom,
 )
 from dag.params import (
     BUILTIN_PARAMS,
@@ -113,6 +114,7 @@ __all__ = [
     "InputDataError",
     "Int64OverflowError",
     "ParamsInvalid",
+    "PassRoom",
     "Plan",
     "PlanInvalid",
     "Position",

@@ -3,6 +3,8 @@ admission, API messages, drills and bench) imports them from here instead of ret
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 # Numbers are int64 everywhere: values, sums, literals in plans, sandbox columns.
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -32,3 +34,31 @@ GLOBAL_ACTIVE_LIMIT = 20
 # Of a pipeline's active slots, runs of backfills and watched files together hold at most two,
 # so clock fires and manual triggers keep the others.
 BACKFILL_ACTIVE_LIMIT = 2
+
+
+@dataclass
+class PassRoom:
+    """The room an admission pass of backfill values or watched files has: `total` slots
+    left on the platform, `left` admissions the pass may still make, and what it `taken`
+    per pipeline so far (the counts it read predate the pass)."""
+
+    total: int
+    left: int
+    taken: dict[str, int] = field(default_factory=dict)
+
+    def of(self, pipeline: str, background: int, active: int) -> int:
+        """Admissions `pipeline` has room for, with `background` of its `active` runs
+        admitted by backfills or watched files (their `BACKFILL_ACTIVE_LIMIT` share)."""
+        taken = self.taken.get(pipeline, 0)
+        return min(
+            BACKFILL_ACTIVE_LIMIT - background - taken,
+            PIPELINE_ACTIVE_LIMIT - active - taken,
+            self.total,
+            self.left,
+        )
+
+    def take(self, pipeline: str, admitted: int) -> None:
+        """Count `admitted` runs of `pipeline` against the room."""
+        self.taken[pipeline] = self.taken.get(pipeline, 0) + admitted
+        self.total -= admitted
+        self.left -= admitted

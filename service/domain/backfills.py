@@ -29,7 +29,7 @@ from dag import (
     GLOBAL_ACTIVE_LIMIT,
     INTERVAL_FORMAT,
     MAX_RANGE_VALUES,
-    PIPELINE_ACTIVE_LIMIT,
+    PassRoom,
     RunStatus,
     interval_values,
     parse_interval_time,
@@ -274,23 +274,17 @@ def admit_waiting(
     lock_admission(cur)
     admitted: list[Admission] = []
     waiting = fetch_all(cur, "list_waiting_backfills", {"per_backfill": BACKFILL_ACTIVE_LIMIT})
-    room_total = GLOBAL_ACTIVE_LIMIT - (waiting[0]["total_active"] if waiting else 0)
-    taken: dict[str, int] = {}  # admitted in this pass, per pipeline (the counts predate it)
+    total = GLOBAL_ACTIVE_LIMIT - (waiting[0]["total_active"] if waiting else 0)
+    room = PassRoom(total=total, left=limit)
     for backfill in waiting:
         pipeline = str(backfill["pipeline_id"])
-        room = min(
-            BACKFILL_ACTIVE_LIMIT - backfill["backfilling"] - taken.get(pipeline, 0),
-            PIPELINE_ACTIVE_LIMIT - backfill["active"] - taken.get(pipeline, 0),
-            room_total,
-            limit - len(admitted),
-        )
-        if backfill["paused"] or room <= 0:
+        free = room.of(pipeline, backfill["backfilling"], backfill["active"])
+        if backfill["paused"] or free <= 0:
             continue
-        pending = list(zip(backfill["positions"], backfill["values"], strict=True))[:room]
+        pending = list(zip(backfill["positions"], backfill["values"], strict=True))[:free]
         batch = _admit_values(cur, backfill, pending, new_id)
         admitted += batch
-        taken[pipeline] = taken.get(pipeline, 0) + len(batch)
-        room_total -= len(batch)
+        room.take(pipeline, len(batch))
     return admitted
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dag import BACKFILL_ACTIVE_LIMIT, GLOBAL_ACTIVE_LIMIT, PIPELINE_ACTIVE_LIMIT, RunStatus
+from dag import GLOBAL_ACTIVE_LIMIT, PassRoom, RunStatus
 from dag.params import declared_params
 from dag.paths import relative_path_problem
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
@@ -107,25 +107,18 @@ def admit_waiting_files(
     lock_admission(cur)
     admitted: list[Admission] = []
     total = fetch_one(cur, "count_all_active_runs") or {"active": 0}
-    room_total = GLOBAL_ACTIVE_LIMIT - total["active"]
-    taken: dict[str, int] = {}
+    room = PassRoom(total=GLOBAL_ACTIVE_LIMIT - total["active"], left=limit)
     for schedule in fetch_all(cur, "list_waiting_watches", {}):
         pipeline = str(schedule["pipeline_id"])
-        room = min(
-            BACKFILL_ACTIVE_LIMIT - schedule["waiting"] - taken.get(pipeline, 0),
-            PIPELINE_ACTIVE_LIMIT - schedule["active"] - taken.get(pipeline, 0),
-            room_total,
-            limit - len(admitted),
-        )
-        if schedule["paused"] or room <= 0:
+        free = room.of(pipeline, schedule["waiting"], schedule["active"])
+        if schedule["paused"] or free <= 0:
             continue
         pending = fetch_all(
-            cur, "next_pending_files", {"schedule_id": schedule["id"], "limit": room}
+            cur, "next_pending_files", {"schedule_id": schedule["id"], "limit": free}
         )
         batch = _admit_files(cur, schedule, pending, new_id)
         admitted += batch
-        taken[pipeline] = taken.get(pipeline, 0) + len(batch)
-        room_total -= len(batch)
+        room.take(pipeline, len(batch))
     return admitted
 
 
