@@ -24,14 +24,7 @@ class CursorsResource(Resource):
         resp.media = CURSOR_LIST.dump({"cursors": views})
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
-        with self.deps.db.transaction() as cur:
-            cursors.reset_cursors(
-                cur,
-                str(pipeline_id),
-                None,
-                req.context.principal.name,
-                request_id=req.context.request_id,
-            )
+        self.change(req, cursors.reset_cursors, str(pipeline_id), None)
         resp.status = 204
 
 
@@ -42,26 +35,11 @@ class CursorResource(Resource):
         self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, step: str
     ) -> None:
         body = read_json(req, CursorSetSchema())
-        with self.deps.db.transaction() as cur:
-            view = cursors.set_cursor(
-                cur,
-                str(pipeline_id),
-                step,
-                body["value"],
-                req.context.principal.name,
-                request_id=req.context.request_id,
-            )
+        view = self.change(req, cursors.set_cursor, str(pipeline_id), step, body["value"])
         resp.media = CURSOR.dump(view)
 
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any, step: str
     ) -> None:
-        with self.deps.db.transaction() as cur:
-            cursors.reset_cursors(
-                cur,
-                str(pipeline_id),
-                step,
-                req.context.principal.name,
-                request_id=req.context.request_id,
-            )
+        self.change(req, cursors.reset_cursors, str(pipeline_id), step)
         resp.status = 204
