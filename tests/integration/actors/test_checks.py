@@ -161,3 +161,33 @@ def test_examples_of_a_glob_ingest_name_the_file_of_their_line(stack: Stack) -> 
     page = html.unescape(_console_page(stack, f"/ui/runs/{run_id}"))
     assert '"file": "daily/2024-01-03.csv", "line": 2' in page
     assert '"first_file": "daily/2024-01-02.csv", "first_line": 3' in page
+
+
+@pytest.mark.parametrize(
+    "stack", [{}, {"ETL_FUSION": "0"}], indirect=True, ids=["fused", "unfused"]
+)
+def test_a_failed_check_publishes_nothing_into_a_downstream_table(stack: Stack) -> None:
+    """A table export downstream of a step whose `unique` check fails (a key of the first
+    batch repeated in the third, after two batches were staged for the table): the table
+    keeps the rows of the last good run, not one row more or changed."""
+    n = 1200
+    (stack.data / "orders.csv").write_text(_orders(n))
+    stack.start()
+    plan = _plan("orders.csv", [{"check": "unique", "columns": ["id"]}])
+    plan["steps"][1]["config"] = {"target": "table", "table": "orders_checked", "key": "id"}
+    pid = stack.create("orders", plan)
+    good = stack.wait_run(stack.trigger(pid, "good")[1]["id"])
+    assert good["status"] == "succeeded", json.dumps(good, indent=1)
+    table = "SELECT count(*), sum(amount), max(status) FROM sandbox.orders_checked"
+    before = stack.sql(table)
+    assert before[0][0] == n
+
+    changed = _orders(n + 300, repeat=(3, n + 250)).replace(",open\n", ",reopened\n")
+    (stack.data / "orders.csv").write_text(changed)
+    bad = stack.wait_run(stack.trigger(pid, "bad")[1]["id"])
+    assert bad["status"] == "failed"
+    read, out = _step(bad, "read"), _step(bad, "out")
+    assert read["attempts"][0]["outcome"] == "input_error" and len(read["attempts"]) == 1
+    assert read["checks"][0]["examples"][0]["key"] == [3]
+    assert out["status"] == "upstream_failed"
+    assert stack.sql(table) == before
