@@ -57,11 +57,12 @@ def process_batch(
     if m.claim is not None:  # a crash here finds the batches before this one committed
         faults.after_export(step.name, work.n_batches, m.claim.number, wait_commits)
     if m.checks is not None:
-        lines = batch.lines if out is batch.records else None  # a file ingest's own records
-        m.checks.observe(out, work.compute.output_columns, progress.records_out + 1, lines)
+        own = out is batch.records  # a file ingest's own records: their lines and file
+        lines, file = (batch.lines, batch.file) if own else (None, None)
+        m.checks.observe(out, work.compute.output_columns, progress.records_out + 1, lines, file)
     rows = progress.advance(batch, out, errors, work)
     if m.checks is not None:
-        progress.checkpoint["checks"] = m.checks.state()
+        m.checks.save(progress.checkpoint)
     m.done = True
     if rows is not None:
         m.out = MemberOutput(out, rows, progress.batches, len(out))

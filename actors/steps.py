@@ -57,6 +57,7 @@ class InputBatch:
     raw_bytes: bytes | None = None
     rows: bytes | None = None
     lines: Sequence[int] | None = None  # a file's: where each of `records` starts
+    file: str | None = None  # a glob ingest's: the file of `records`, as `paths` names it
 
 
 @dataclass
@@ -207,8 +208,9 @@ class FileSource:
                 if index:
                     position["file"] = index
                 lines = _typed_lines(raw.records, type_errors, ordinal - raw.size)
+                file = None if rel_path == self.config["path"] else rel_path  # a glob's
                 yield InputBatch(
-                    typed, errors, raw.size, position, raw_bytes=raw_bytes, lines=lines
+                    typed, errors, raw.size, position, raw_bytes=raw_bytes, lines=lines, file=file
                 )
 
 

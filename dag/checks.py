@@ -17,10 +17,12 @@ committed batches left off. `Checker.results` gives one result per check, in pla
 An example of a record-level check (`not_null`, `accepted_values`, `range`) says where the
 record is and what it holds: `{"record": N, "line": L, "values": {...}}` (N: its ordinal in
 the step's output; L: the physical line of its start in the input file, for a file ingest
-only), with `"null": [columns]` (`not_null`) or `"value": V` (the others); `values` holds
-the checked columns and the first others, 20 in all, text cut at 200 characters. A
+only, after `"file": F`, the file's path relative to the data directory, for a glob
+ingest), with `"null": [columns]` (`not_null`) or `"value": V` (the others); `values`
+holds the checked columns and the first others, 20 in all, text cut at 200 characters. A
 `unique` example is a repeated key: `{"key": [...], "records": COUNT, "first_record": N,
-"first_line": L}` (a key longer than 200 characters as the string of its text cut there)."""
+"first_file": F, "first_line": L}` (a key longer than 200 characters as the string of its
+text cut there; `first_file` for a glob ingest)."""
 
 from __future__ import annotations
 
@@ -290,12 +292,15 @@ def _shown(record: Mapping[str, Any], checked: Sequence[str]) -> dict[str, Any]:
     return {k: _cut(_comparable(record[k])) for k in names}
 
 
-def locator(first: int, lines: Sequence[int] | None = None) -> Locator:
+def locator(first: int, lines: Sequence[int] | None = None, file: str | None = None) -> Locator:
     """Where the `i`-th record of a batch is: its ordinal in the step's output (`first` for
-    the batch's first) and, with `lines` (a file ingest's), the line of its start."""
+    the batch's first) and, with `lines` (a file ingest's), the line of its start, after
+    the `file` it is in (a glob ingest's, relative to the data directory)."""
     if lines is None:
         return lambda i: {"record": first + i}
-    return lambda i: {"record": first + i, "line": lines[i]}
+    if file is None:
+        return lambda i: {"record": first + i, "line": lines[i]}
+    return lambda i: {"record": first + i, "file": file, "line": lines[i]}
 
 
 CHECK_KINDS: dict[str, type[_Kind]] = {
@@ -399,10 +404,12 @@ class Checker:
         records: Sequence[Mapping[str, Any]],
         first: int = 1,
         lines: Sequence[int] | None = None,
+        file: str | None = None,
     ) -> None:
         """Count one output batch whose first record is the `first`-th of the output;
-        `lines`: where each record starts in the input file (a file ingest)."""
-        at = locator(first, lines)
+        `lines`: where each record starts in the input file (a file ingest), `file`: that
+        file (a glob ingest's)."""
+        at = locator(first, lines, file)
         for kind in self.kinds:
             kind.observe(records, at)
 

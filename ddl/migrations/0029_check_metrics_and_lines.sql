@@ -20,8 +20,9 @@ CREATE TABLE step_check_key_batches (
     PRIMARY KEY (run_id, step_name, check_no, first_ordinal),
     FOREIGN KEY (run_id, step_name) REFERENCES step_runs (run_id, name) ON DELETE CASCADE
 );
--- The keys of steps in flight when this migration runs, each a batch of one record (an
--- example of theirs shows the key as its JSON text).
+-- The keys of steps in flight when this migration runs, each a batch of one record whose
+-- key is its 0024 text as a JSON string (an example shows it as its array, or cut where
+-- 0024 cut it: `actors.checks`).
 INSERT INTO step_check_key_batches (run_id, step_name, check_no, first_ordinal, hashes, keys)
 SELECT run_id, step_name, check_no, ordinal, ARRAY[key_hash], json_build_array(key)
 FROM step_check_keys;

@@ -27,11 +27,17 @@ def _described(result: dict[str, Any]) -> str:
 
 
 def _first_example(result: dict[str, Any]) -> str:
-    """The first example of a failing check (line, record and values), cut to a cell."""
+    """The first example of a failing check (line, record and values), cut to a cell; one
+    from a glob ingest's file starts with `FILE:LINE`, so the cut spares where it is."""
     examples = result.get("examples") or []
     if not examples or result.get("outcome") == "passed":
         return ""
-    text = json.dumps(examples[0], ensure_ascii=False, default=str)
+    example, where = examples[0], ""
+    for file_key, line_key in (("file", "line"), ("first_file", "first_line")):
+        if isinstance(example, dict) and file_key in example:
+            example = {k: v for k, v in example.items() if k not in (file_key, line_key)}
+            where = f"{examples[0][file_key]}:{examples[0].get(line_key, '')} "
+    text = where + json.dumps(example, ensure_ascii=False, default=str)
     return text if len(text) <= EXAMPLE_CHARS else text[: EXAMPLE_CHARS - 1] + "…"
 
 

@@ -32,6 +32,17 @@ def _camel(value: str) -> str:
     return "".join(part.capitalize() for part in value.split("_"))
 
 
+_EXAMPLES = (
+    "the first failing records: for not_null, accepted_values and range "
+    "{'record': ordinal in the step's output, 'line': where it starts in the input file (a "
+    "file ingest only), 'file': that file relative to the data directory (a glob ingest "
+    "only), 'values': the record (its checked columns and first others, 20 in all), 'null': "
+    "the null columns (not_null) or 'value': the value (the others)}; for unique {'key', "
+    "'records': how many hold it, 'first_record', 'first_file', 'first_line'}; for "
+    "row_count [the records out]; for max_reject_ratio [the ratio]"
+)
+
+
 def check_components() -> dict[str, dict[str, Any]]:
     """`Checks` (a step's list), one `...Check` per kind, and `CheckResult`."""
     components: dict[str, dict[str, Any]] = {}
@@ -68,15 +79,7 @@ def check_components() -> dict[str, dict[str, Any]]:
                 "type": "array",
                 "items": {},
                 "maxItems": MAX_EXAMPLES,
-                "description": (
-                    "the first failing records: for not_null, accepted_values and range "
-                    "{'record': ordinal in the step's output, 'line': where it starts in the "
-                    "input file (a file ingest only), 'values': the record (its checked columns "
-                    "and first others, 20 in all), 'null': the null "
-                    "columns (not_null) or 'value': the value (the others)}; for unique "
-                    "{'key', 'records': how many hold it, 'first_record', 'first_line'}; for "
-                    "row_count [the records out]; for max_reject_ratio [the ratio]"
-                ),
+                "description": _EXAMPLES,
             },
             "message": {"type": "string"},
             **{k: v for k, v in _KEYS.items() if k not in ("min", "max")},
