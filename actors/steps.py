@@ -376,6 +376,7 @@ class TableSink:
             step.name,
             columns,
             step.config.get("key"),
+            step.config.get("mode", "append"),
         )
         self.table = step.config["table"]
 

@@ -211,7 +211,15 @@ def _export_configs() -> dict[str, dict[str, Any]]:
         {"target": enum(["file"]), "path": _REL_PATH, "format": enum(rules.EXPORT_FORMATS)},
         ["target", "path"],
     )
+    mode = {
+        **enum(list(rules.EXPORT_MODES)),
+        "default": "append",
+        "description": "append: one copy per run, keyed (run_id, step_id, record_key);"
+        " merge (needs key): one row per record_key, the last succeeded run's values and"
+        " run_id/step_id (docs/plan-format.md)",
+    }
     table_export = closed(
-        {"target": enum(["table"]), "table": table, "key": _NAME}, ["target", "table"]
+        {"target": enum(["table"]), "table": table, "key": _NAME, "mode": mode},
+        ["target", "table"],
     )
     return {"file": file_export, "table": table_export}
