@@ -377,6 +377,7 @@ class TableSink:
             columns,
             step.config.get("key"),
             step.config.get("mode", "append"),
+            step.config.get("deleted"),
         )
         self.table = step.config["table"]
 

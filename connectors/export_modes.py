@@ -6,8 +6,10 @@ staged rows are published into it, and how an attempt finds its publish already 
   step's committed rows of this run and step.
 - `merge`: one row per `record_key` (the primary key alone), carrying the `run_id` and
   `step_id` of its last writer; the publish keeps the rows it overwrites in the step's
-  undo table (`connectors.merge_undo`) and upserts the staged rows, under the table's
-  advisory lock, in one transaction; a publish is done when the undo table exists."""
+  undo table (`connectors.merge_undo`), deletes the keys whose staged row marks them
+  deleted (the export's `deleted` column not null) and upserts the other staged rows,
+  under the table's advisory lock, in one transaction; a publish is done when the undo
+  table exists."""
 
 from __future__ import annotations
 
@@ -42,7 +44,15 @@ class MergeMode:
     name = "merge"
     key_columns = ("record_key",)
     create_query = "create_merge_table"
-    publishes = (("lock_export_table", "create_merge_undo", "save_merge_undo", "merge_staging"),)
+    publishes = (
+        (
+            "lock_export_table",
+            "create_merge_undo",
+            "save_merge_undo",
+            "delete_merged",
+            "merge_staging",
+        ),
+    )
 
     def unpublished(self, conn: Any, table: str, run_id: str, step_name: str, rows: int):
         """Why the step's publish is not done, or None when it is: the step's undo table

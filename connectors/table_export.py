@@ -75,7 +75,9 @@ class TableExport:
 
     `conn` is a sandbox connection (not autocommit) used by this export alone; every method
     is one sandbox transaction. Call `prepare()` at the start of every attempt; a step that
-    starts over calls `discard()` first. `mode` is the export's `config.mode`."""
+    starts over calls `discard()` first. `mode` and `deleted` are the export's
+    `config.mode` and `config.deleted` (merge: the column whose non-null value deletes the
+    record's key)."""
 
     def __init__(
         self,
@@ -86,6 +88,7 @@ class TableExport:
         columns: Mapping[str, str],
         key_column: str | None = None,
         mode: str = "append",
+        deleted: str | None = None,
     ):
         if conn.autocommit:
             raise ValueError("TableExport needs a connection with autocommit off")
@@ -93,7 +96,7 @@ class TableExport:
         self.table = check_table_name(table)
         self.run_id = str(uuid.UUID(str(run_id)))
         self.step_name = step_name
-        self.columns = check_export_columns(columns, key_column)
+        self.columns = check_export_columns(columns, key_column, deleted)
         self.key_column = key_column
         self.mode: AppendMode | MergeMode = EXPORT_MODES[mode]
         digest = step_digest(self.run_id, step_name)
@@ -111,6 +114,11 @@ class TableExport:
         self._staged_columns = sql.SQL(", ").join([*names, sql.Identifier("record_key")])
         self._assignments = sql.SQL(", ").join(
             sql.SQL("{} = EXCLUDED.{}").format(n, n) for n in names
+        )
+        self._deleted = (
+            sql.SQL("s.{} IS NOT NULL").format(sql.Identifier(deleted))
+            if deleted
+            else sql.SQL("FALSE")
         )
         self._stage_json: str | None = None  # `deferred_batch`'s statement, once composed
 
@@ -285,6 +293,7 @@ class TableExport:
                     "batch_seq": sql.Identifier(BATCH_SEQ_COLUMN),
                     "assignments": self._assignments,
                     "undo": self._undo,
+                    "deleted": self._deleted,
                 }
                 params = {
                     "run_id": self.run_id,
@@ -294,7 +303,7 @@ class TableExport:
                 }
                 for query in queries:
                     cur.execute(sql.SQL(QUERIES[query]).format(**parts), params)
-                published = cur.rowcount
+                published = cur.fetchone()[0] if cur.description else cur.rowcount
                 if rows is not None and published != rows:
                     raise StagingLost(
                         f"publish of step {self.step_name!r} into {SANDBOX_SCHEMA}.{self.table}"
@@ -378,17 +387,18 @@ class TableExport:
 
 
 def check_export_columns(
-    columns: Mapping[str, str], key_column: str | None = None
+    columns: Mapping[str, str], key_column: str | None = None, deleted: str | None = None
 ) -> dict[str, str]:
     """The columns of a table export, checked (types, names PostgreSQL can hold, no clash
-    with the export's own columns) and the key column among them; raises
+    with the export's own columns) and the key and delete columns among them; raises
     `ConfigValueError`/`TableConflict` like the engine's export does."""
     checked = _check_export_columns(columns)
-    if key_column is not None and key_column not in checked:
-        raise ConfigValueError(
-            f"export key column {key_column!r} is not a column of the step's input",
-            column=key_column,
-        )
+    for what, name in (("key", key_column), ("delete", deleted)):
+        if name is not None and name not in checked:
+            raise ConfigValueError(
+                f"export {what} column {name!r} is not a column of the step's input",
+                column=name,
+            )
     return checked
 
 

@@ -35,7 +35,10 @@ _INGEST_KEYS = {
     "file": ("source", "path", "format", "columns", "delimiter", "null_values", *DIALECT_KEYS),
     "table": ("source", "table"),
 }
-_EXPORT_KEYS = {"file": ("target", "path", "format"), "table": ("target", "table", "key", "mode")}
+_EXPORT_KEYS = {
+    "file": ("target", "path", "format"),
+    "table": ("target", "table", "key", "mode", "deleted"),
+}
 _OP_KEYS = {
     "trim": ("op", "columns"),
     "normalize_whitespace": ("op", "columns"),
@@ -188,6 +191,21 @@ def _validate_export(config: Mapping[str, Any], path: str, errors: list[FieldErr
     merge = check_choice(mode, EXPORT_MODES, f"{path}.mode", errors) and mode == "merge"
     if merge and "key" not in config:
         errors.append(FieldError(f"{path}.key", 'required with "mode": "merge" (one row per key)'))
+    if "deleted" in config:
+        _check_deleted(config, path, errors, merge)
+
+
+def _check_deleted(
+    config: Mapping[str, Any], path: str, errors: list[FieldError], merge: bool
+) -> None:
+    """A merge export's `deleted`: the column whose non-null value deletes the key."""
+    deleted = require_str(config, "deleted", path, errors)
+    if deleted is None:
+        return
+    if not merge:
+        errors.append(FieldError(f"{path}.deleted", 'only with "mode": "merge"'))
+    elif deleted == config.get("key"):
+        errors.append(FieldError(f"{path}.deleted", "must not be the key column"))
 
 
 _CONFIG_VALIDATORS = {

@@ -175,15 +175,31 @@ WHERE (%(n_batches)s::integer IS NULL OR s.{batch_seq} < %(n_batches)s::integer)
   AND NOT (t.run_id = %(run_id)s::uuid AND t.step_id = %(step_id)s)
 ON CONFLICT (record_key) DO NOTHING;
 
+-- delete_merged --
+-- Delete the keys of the staged rows of the committed batches that mark their key deleted
+-- (`{deleted}`: FALSE without a delete column).
+DELETE FROM {table} t USING {staging} s
+WHERE s.record_key = t.record_key AND {deleted}
+  AND (%(n_batches)s::integer IS NULL OR s.{batch_seq} < %(n_batches)s::integer);
+
 -- merge_staging --
--- Upsert the staged rows of the committed batches on the record key alone: the values and the
--- writer (run and step) of the publish win.
-INSERT INTO {table} AS t ({columns}, run_id, step_id, record_key)
-SELECT {columns}, %(run_id)s::uuid, %(step_id)s, record_key
-FROM {staging}
-WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer
-ON CONFLICT (record_key) DO UPDATE
-SET {assignments}, run_id = EXCLUDED.run_id, step_id = EXCLUDED.step_id;
+-- Upsert the other staged rows of the committed batches on the record key alone: the values
+-- and the writer (run and step) of the publish win. The staged rows it applied, deletes
+-- included.
+WITH upserted AS (
+    INSERT INTO {table} AS t ({columns}, run_id, step_id, record_key)
+    SELECT {columns}, %(run_id)s::uuid, %(step_id)s, record_key
+    FROM {staging} s
+    WHERE NOT {deleted}
+      AND (%(n_batches)s::integer IS NULL OR s.{batch_seq} < %(n_batches)s::integer)
+    ON CONFLICT (record_key) DO UPDATE
+    SET {assignments}, run_id = EXCLUDED.run_id, step_id = EXCLUDED.step_id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM upserted) + (
+    SELECT count(*) FROM {staging} s
+    WHERE {deleted}
+      AND (%(n_batches)s::integer IS NULL OR s.{batch_seq} < %(n_batches)s::integer));
 
 -- list_undo_columns --
 -- The columns of a merge undo table, in order (a restore names them: the export table may have

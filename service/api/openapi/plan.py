@@ -219,7 +219,17 @@ def _export_configs() -> dict[str, dict[str, Any]]:
         " run_id/step_id (docs/plan-format.md)",
     }
     table_export = closed(
-        {"target": enum(["table"]), "table": table, "key": _NAME, "mode": mode},
+        {
+            "target": enum(["table"]),
+            "table": table,
+            "key": _NAME,
+            "mode": mode,
+            "deleted": {
+                **_NAME,
+                "description": "merge: the column whose non-null value"
+                " deletes the record's key from the table",
+            },
+        },
         ["target", "table"],
     )
     return {"file": file_export, "table": table_export}

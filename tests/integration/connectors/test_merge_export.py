@@ -95,3 +95,23 @@ def test_a_merge_table_does_not_take_an_append_export(conn) -> None:
     _merge(conn, uuid.uuid4(), _people(range(1, 3), "a")).publish()
     with pytest.raises(TableConflict, match=r"config\.mode: .* of mode 'merge'"):
         staged_export(conn, uuid.uuid4())
+
+
+def test_a_delete_column_deletes_keys_and_a_withdrawal_brings_them_back(conn) -> None:
+    columns = {**COLUMNS, "gone": "date"}
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    _merge(conn, first, _people(range(1, 11), "a")).publish(1, 10)
+    export = TableExport(conn, "customers", second, "to_table", columns, "id", "merge", "gone")
+    export.prepare()
+    batch = [
+        {**p, "gone": "2024-02-02" if p["id"] % 2 else None} for p in _people(range(5, 15), "b")
+    ]
+    assert export.write_batch(0, batch, 1) == []
+    assert export.publish(1, 10) == 10  # deletes count among the applied rows
+    rows = _rows(conn)
+    assert sorted(rows) == [1, 2, 3, 4, 6, 8, 10, 12, 14]  # 5, 7, 9 deleted; 11, 13 never added
+    assert rows[6][:2] == ("b 6", second) and rows[4][:2] == ("a 4", first)
+    withdraw_run_rows(conn, "customers", second, "to_table")
+    assert {k: v[:2] for k, v in _rows(conn).items()} == {
+        i: (f"a {i}", first) for i in range(1, 11)
+    }

@@ -353,6 +353,7 @@ def test_every_named_query_is_loaded() -> None:
         "create_merge_undo",
         "save_merge_undo",
         "merge_staging",
+        "delete_merged",
         "list_undo_columns",
         "withdraw_merge_rows",
         "restore_merge_undo",
