@@ -163,7 +163,8 @@ CREATE TABLE IF NOT EXISTS {table} (
 -- create_merge_undo --
 -- A merge publish's undo table: the rows it overwrote, as they were (created in the publish's
 -- transaction: its presence says the publish happened).
-CREATE TABLE IF NOT EXISTS {undo} (LIKE {table} INCLUDING INDEXES);
+-- No index: it is written once per publish and read whole by a withdrawal.
+CREATE TABLE IF NOT EXISTS {undo} (LIKE {table});
 
 -- save_merge_undo --
 -- Keep the rows the publish overwrites, as they are before it: the rows of the staged keys of
@@ -173,7 +174,7 @@ INSERT INTO {undo}
 SELECT t.* FROM {table} t JOIN {staging} s ON s.record_key = t.record_key
 WHERE (%(n_batches)s::integer IS NULL OR s.{batch_seq} < %(n_batches)s::integer)
   AND NOT (t.run_id = %(run_id)s::uuid AND t.step_id = %(step_id)s)
-ON CONFLICT (record_key) DO NOTHING;
+  AND NOT EXISTS (SELECT 1 FROM {undo} u WHERE u.record_key = t.record_key);
 
 -- delete_merged --
 -- Delete the keys of the staged rows of the committed batches that mark their key deleted
