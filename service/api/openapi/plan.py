@@ -211,25 +211,20 @@ def _export_configs() -> dict[str, dict[str, Any]]:
         {"target": enum(["file"]), "path": _REL_PATH, "format": enum(rules.EXPORT_FORMATS)},
         ["target", "path"],
     )
-    mode = {
-        **enum(list(rules.EXPORT_MODES)),
-        "default": "append",
-        "description": "append: one copy per run, keyed (run_id, step_id, record_key);"
-        " merge (needs key): one row per record_key, the last succeeded run's values and"
-        " run_id/step_id (docs/plan-format.md)",
+    common = {"target": enum(["table"]), "table": table, "key": _NAME}
+    deleted = {
+        **_NAME,
+        "description": "the column whose non-null value deletes the record's key from the"
+        " table (not the key column)",
     }
-    table_export = closed(
-        {
-            "target": enum(["table"]),
-            "table": table,
-            "key": _NAME,
-            "mode": mode,
-            "deleted": {
-                **_NAME,
-                "description": "merge: the column whose non-null value"
-                " deletes the record's key from the table",
-            },
-        },
-        ["target", "table"],
+    append = closed({**common, "mode": enum(["append"])}, ["target", "table"])
+    append["description"] = "one copy per run, keyed (run_id, step_id, record_key) (default)"
+    merge = closed(
+        {**common, "mode": enum(["merge"]), "deleted": deleted}, ["target", "table", "key", "mode"]
     )
+    merge["description"] = (
+        "one row per record_key across runs: the last succeeded run's values and"
+        " run_id/step_id (docs/plan-format.md)"
+    )
+    table_export = {"anyOf": [append, merge]}
     return {"file": file_export, "table": table_export}
