@@ -48,7 +48,11 @@ def plan_components() -> dict[str, dict[str, Any]]:
         "transform": ("op", _transform_ops()),
         "export": ("target", _export_configs()),
     }
-    components: dict[str, dict[str, Any]] = {}
+    # The two shapes of a table export: components of their own, not discriminator values.
+    shapes = {v: variants["export"][1].pop(v) for v in ("AppendTable", "MergeTable")}
+    components: dict[str, dict[str, Any]] = {
+        f"{v}ExportConfig": schema for v, schema in shapes.items()
+    }
     configs = {}
     for kind, (field, by_value) in variants.items():
         names = {value: f"{_camel(value)}{kind.capitalize()}Config" for value in by_value}
@@ -226,5 +230,9 @@ def _export_configs() -> dict[str, dict[str, Any]]:
         "one row per record_key across runs: the last succeeded run's values and"
         " run_id/step_id (docs/plan-format.md)"
     )
-    table_export = {"anyOf": [append, merge]}
-    return {"file": file_export, "table": table_export}
+    return {
+        "file": file_export,
+        "table": {"anyOf": [ref("AppendTableExportConfig"), ref("MergeTableExportConfig")]},
+        "AppendTable": append,
+        "MergeTable": merge,
+    }
