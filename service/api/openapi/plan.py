@@ -48,11 +48,7 @@ def plan_components() -> dict[str, dict[str, Any]]:
         "transform": ("op", _transform_ops()),
         "export": ("target", _export_configs()),
     }
-    # The two shapes of a table export: components of their own, not discriminator values.
-    shapes = {v: variants["export"][1].pop(v) for v in ("AppendTable", "MergeTable")}
-    components: dict[str, dict[str, Any]] = {
-        f"{v}ExportConfig": schema for v, schema in shapes.items()
-    }
+    components = _table_export_shapes(variants["export"][1])
     configs = {}
     for kind, (field, by_value) in variants.items():
         names = {value: f"{_camel(value)}{kind.capitalize()}Config" for value in by_value}
@@ -99,6 +95,12 @@ def plan_components() -> dict[str, dict[str, Any]]:
         " file exports do not write the same path or under one another (400)."
     )
     return {"Plan": plan, **steps, **components}
+
+
+def _table_export_shapes(by_target: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The two shapes of a table export, taken out of `by_target`: components of their own
+    (`AppendTableExportConfig`, `MergeTableExportConfig`), not discriminator values."""
+    return {f"{v}ExportConfig": by_target.pop(v) for v in ("AppendTable", "MergeTable")}
 
 
 def _params() -> dict[str, Any]:
