@@ -74,6 +74,7 @@ class TableExportView:
             "target": "table",
             "table": f"sandbox.{table}",
             "key": self.key,
+            "mode": step.config.get("mode", "append"),
             "columns": {
                 **{c: _SQL_TYPES[t] for c, t in self.columns.items()},
                 **_TABLE_KEY_COLUMNS,

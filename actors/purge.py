@@ -76,8 +76,9 @@ def clear_unpublished_stages(
     """Soon after a run ends (the sweep, every pass): remove what its steps that did not
     succeed staged and can never publish (export chunks, staging tables, reject chunks),
     and the rows such a step's table export published before its attempt ended without
-    its final commit, for at most `limit` runs, oldest first. Succeeded steps keep their
-    published marker. A resume of the run starts those steps over, so nothing it needs is
+    its final commit (a merge export's overwritten rows come back), for at most `limit`
+    runs, oldest first. Succeeded steps keep their published marker; a succeeded merge
+    export's undo table goes. A resume of the run starts those steps over, so nothing it needs is
     lost."""
     dirs = (export_dir, reject_dir)
 
@@ -91,6 +92,9 @@ def clear_unpublished_stages(
                 report.withdrawn += connectors.withdraw_run_rows(
                     sandbox(), table, run_id, step.name
                 )
+        for step in _plan_steps(row[1]):  # a merge that succeeded keeps its publish
+            if step.name not in unpublished and step.config.get("mode") == "merge":
+                connectors.settle_merge(sandbox(), run_id, step.name)
         cur.execute(QUERIES["mark_stages_cleared"], {"run_id": run_id})
 
     report = _each_run(conn, "lock_uncleared_run", {}, limit, connect_sandbox, clear)

@@ -411,6 +411,8 @@ class TableSink:
             step.name,
             columns,
             step.config.get("key"),
+            step.config.get("mode", "append"),
+            step.config.get("deleted"),
         )
         self.table = step.config["table"]
 

@@ -16,6 +16,7 @@ from connectors.errors import (
     TableRefused,
 )
 from connectors.export_encoding import duplicate_key_error, screen_export_batch
+from connectors.export_modes import EXPORT_MODES
 from connectors.fileexport import (
     ChunkedFile,
     count_records,
@@ -27,6 +28,7 @@ from connectors.fileexport import (
 )
 from connectors.files import check_rel_path, expand_source, open_source
 from connectors.http_answers import MAX_HTTP_ANSWER_BYTES, BoundedAnswers, bounded_session
+from connectors.merge_undo import settle_merge
 from connectors.published_rows import count_run_rows, withdraw_run_rows
 from connectors.rejects import RejectPreview, read_rejects
 from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
@@ -41,6 +43,7 @@ from connectors.table_source import (
 from connectors.transcode import decoded_source
 
 __all__ = [
+    "EXPORT_MODES",
     "MAX_HTTP_ANSWER_BYTES",
     "SANDBOX_SCHEMA",
     "BoundedAnswers",
@@ -84,5 +87,6 @@ __all__ = [
     "reject_file",
     "resolve_source_table",
     "screen_export_batch",
+    "settle_merge",
     "withdraw_run_rows",
 ]

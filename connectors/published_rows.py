@@ -9,7 +9,8 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
 from connectors.errors import TableRefused
-from connectors.sandbox import SANDBOX_SCHEMA, check_table_name, get_relation
+from connectors.merge_undo import withdraw_merge
+from connectors.sandbox import SANDBOX_SCHEMA, check_table_name, export_lock_key, get_relation
 from connectors.sql import QUERIES
 
 
@@ -20,14 +21,21 @@ def count_run_rows(conn: Connection, table: str, run_id: object, step_name: str)
 
 
 def withdraw_run_rows(conn: Connection, table: str, run_id: object, step_name: str) -> int:
-    """Delete the rows `step_name` of `run_id` published into `sandbox.<table>`, in its own
+    """Withdraw what `step_name` of `run_id` published into `sandbox.<table>`, in its own
     sandbox transaction: a step that ended without succeeding after its publish (its
-    attempt died or failed before the step's final commit). The rows deleted; none for a
-    table name that is refused (nothing could be published there)."""
+    attempt died or failed before the step's final commit). Its rows are deleted; a merge
+    publish also puts back the rows it overwrote (`connectors.merge_undo`). The rows
+    deleted; none for a table name that is refused (nothing could be published there)."""
     try:
-        return _on_rows(conn, "withdraw_run_rows", table, run_id, step_name) or 0
+        name = check_table_name(table)
     except TableRefused:
         return 0
+    with conn, conn.cursor() as cur:
+        cur.execute(QUERIES["lock_export_table"], {"lock_key": export_lock_key(name)})
+        merged = withdraw_merge(cur, name, run_id, step_name)
+    if merged is not None:
+        return merged
+    return _on_rows(conn, "withdraw_run_rows", table, run_id, step_name) or 0
 
 
 def _on_rows(conn: Connection, query: str, table: str, run_id: object, step_name: str):

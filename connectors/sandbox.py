@@ -6,6 +6,7 @@ name (`get_relation`), so a name is never parsed, case-folded or searched for on
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -56,3 +57,19 @@ def is_table(relkind: str) -> bool:
 def relation_kind(relkind: str) -> str:
     """A relation kind that is not a table, in words ("a view"), for refusals."""
     return _RELKINDS.get(relkind, "not a table")
+
+
+STAGE_SCHEMA = "etl_stage"
+
+
+def step_digest(run_id: str, step_name: str) -> str:
+    """Names the tables of one step of one run in `STAGE_SCHEMA` (its staging table, a merge
+    export's undo table) and its per-session batch table."""
+    return hashlib.sha256(f"{run_id}\x00{step_name}".encode()).hexdigest()[:40]
+
+
+def export_lock_key(table: str) -> int:
+    """A signed 64-bit advisory lock key for one export table: its prepares, its merge
+    publishes and their withdrawals take it in turn."""
+    digest = hashlib.sha256(f"etl-export:{table}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)

@@ -8,18 +8,19 @@ Export, invisible until commit and exactly once under crashes:
   in one sandbox transaction. Re-writing a batch after a crash updates the same rows;
 - a key staged by a *different* batch is a duplicate key: reported as a row error, never
   overwritten (the upsert's `WHERE batch_seq = EXCLUDED.batch_seq` guards it, race-free);
-- `publish()` moves the staged rows into `sandbox.NAME` (upsert on
-  `(run_id, step_id, record_key)`) and drops the staging table in ONE transaction, so readers
-  of `sandbox.NAME` see none of the step's rows, then all of them;
+- `publish()` moves the staged rows into `sandbox.NAME` as the export's mode says
+  (`connectors.export_modes`: `append` inserts them as the run's copy, `merge` upserts them
+  on `record_key`) and drops the staging table in ONE transaction, so readers of
+  `sandbox.NAME` see none of the step's rows, then all of them;
 - the step's committed counters are the truth: an attempt that goes on from a checkpoint
   first checks the staging table still holds every committed row, and publish makes exactly
   the committed number of rows visible or nothing (`StagingLost`, the step starts over). A
-  staging table that is gone while `sandbox.NAME` holds exactly the step's rows means
-  publish already happened (a retry of the step's last transaction): a no-op."""
+  staging table that is gone where the mode finds its publish done (`append`:
+  `sandbox.NAME` holds exactly the step's rows; `merge`: the step's undo table exists)
+  means publish already happened (a retry of the step's last transaction): a no-op."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import uuid
 from collections.abc import Mapping
@@ -39,20 +40,23 @@ from connectors.export_encoding import (
     record_keys,
     screen_export_batch,
 )
-from connectors.published_rows import count_run_rows
+from connectors.export_modes import EXPORT_MODES, AppendMode, MergeMode
+from connectors.merge_undo import undo_name
 from connectors.sandbox import (
     MAX_IDENTIFIER_BYTES,
     SANDBOX_SCHEMA,
+    STAGE_SCHEMA,
     check_table_name,
+    export_lock_key,
     get_relation,
     is_table,
     relation_kind,
+    step_digest,
 )
 from connectors.sql import QUERIES
 from dag.errors import ConfigValueError
 from dag.records import RowError
 
-STAGE_SCHEMA = "etl_stage"
 EXPORT_KEY_COLUMNS = ("run_id", "step_id", "record_key")
 # The staging table's batch column; a name no step column may take.
 BATCH_SEQ_COLUMN = "_etl_batch_seq"
@@ -71,7 +75,9 @@ class TableExport:
 
     `conn` is a sandbox connection (not autocommit) used by this export alone; every method
     is one sandbox transaction. Call `prepare()` at the start of every attempt; a step that
-    starts over calls `discard()` first."""
+    starts over calls `discard()` first. `mode` and `deleted` are the export's
+    `config.mode` and `config.deleted` (merge: the column whose non-null value deletes the
+    record's key)."""
 
     def __init__(
         self,
@@ -81,6 +87,8 @@ class TableExport:
         step_name: str,
         columns: Mapping[str, str],
         key_column: str | None = None,
+        mode: str = "append",
+        deleted: str | None = None,
     ):
         if conn.autocommit:
             raise ValueError("TableExport needs a connection with autocommit off")
@@ -88,13 +96,15 @@ class TableExport:
         self.table = check_table_name(table)
         self.run_id = str(uuid.UUID(str(run_id)))
         self.step_name = step_name
-        self.columns = check_export_columns(columns, key_column)
+        self.columns = check_export_columns(columns, key_column, deleted)
         self.key_column = key_column
-        digest = _staging_digest(self.run_id, step_name)
+        self.mode: AppendMode | MergeMode = EXPORT_MODES[mode]
+        digest = step_digest(self.run_id, step_name)
         self.staging_name = f"s_{digest}"
         self._staging = sql.Identifier(STAGE_SCHEMA, self.staging_name)
         self._batch = sql.Identifier("pg_temp", f"b_{digest}")
         self._target = sql.Identifier(SANDBOX_SCHEMA, self.table)
+        self._undo = sql.Identifier(STAGE_SCHEMA, undo_name(self.run_id, step_name))
         names = [sql.Identifier(c) for c in self.columns]
         self._column_defs = sql.SQL(", ").join(
             sql.SQL("{} {}").format(sql.Identifier(c), _EXPORT_TYPES[t][0])
@@ -105,22 +115,27 @@ class TableExport:
         self._assignments = sql.SQL(", ").join(
             sql.SQL("{} = EXCLUDED.{}").format(n, n) for n in names
         )
+        self._deleted = (
+            sql.SQL("s.{} IS NOT NULL").format(sql.Identifier(deleted))
+            if deleted
+            else sql.SQL("FALSE")
+        )
         self._stage_json: str | None = None  # `deferred_batch`'s statement, once composed
 
     def prepare(self) -> None:
         """Create `sandbox.<table>` if missing (else check it fits: a missing column is
         added, a type conflict is `TableConflict`) and the staging table if missing."""
         with self._conn, self._conn.cursor() as cur:
-            cur.execute(QUERIES["lock_export_table"], {"lock_key": _lock_key(self.table)})
+            cur.execute(QUERIES["lock_export_table"], {"lock_key": export_lock_key(self.table)})
             relation = get_relation(cur, SANDBOX_SCHEMA, self.table)
             if relation is None:
                 cur.execute(
-                    sql.SQL(QUERIES["create_export_table"]).format(
+                    sql.SQL(QUERIES[self.mode.create_query]).format(
                         table=self._target, column_defs=self._column_defs
                     )
                 )
             else:
-                _fit_export_table(cur, self.table, self.columns, *relation)
+                _fit_export_table(cur, self.table, self.columns, self.mode, *relation)
             cur.execute(
                 sql.SQL(QUERIES["create_staging_table"]).format(
                     staging=self._staging,
@@ -132,9 +147,8 @@ class TableExport:
     def check_staged(self, n_batches: int, rows: int) -> bool:
         """Before an attempt goes on from a checkpoint after `n_batches` batches that staged
         `rows` rows: False when the staging table holds exactly those rows; True when it
-        is gone because they were published (`sandbox.<table>` holds exactly `rows` rows of
-        this run and step: an attempt that died between its publish and its step's final
-        commit); else `StagingLost`."""
+        is gone because they were published (as the mode finds it: an attempt that died
+        between its publish and its step's final commit); else `StagingLost`."""
         if n_batches == 0:
             return False
         try:
@@ -148,7 +162,7 @@ class TableExport:
                 staged = cur.fetchone()[0]
         except psycopg2.errors.UndefinedTable:
             staged = None
-            if count_run_rows(self._conn, self.table, self.run_id, self.step_name) == rows:
+            if not self._unpublished(rows):
                 return True
         if staged != rows:
             found = "is gone" if staged is None else f"holds {staged}"
@@ -251,18 +265,19 @@ class TableExport:
         With `rows` (the step's committed count), anything but exactly that many rows made
         visible is refused (`StagingLost`, nothing published); a staging table that is gone
         is a no-op only when `sandbox.<table>` holds exactly that many rows of this run and
-        step (publish already happened), else `StagingLost`. Without `rows`, a missing
-        staging table is a no-op returning 0.
+        step (publish already happened, as the mode finds it), else `StagingLost`. Without
+        `rows`, a missing staging table is a no-op returning 0. The mode's statements run
+        in order; a unique violation sends it to its next way, if any."""
+        last = len(self.mode.publishes) - 1
+        for i, queries in enumerate(self.mode.publishes):
+            try:
+                return self._publish(queries, n_batches, rows)
+            except psycopg2.errors.UniqueViolation:
+                if i == last:
+                    raise
+        raise AssertionError("unreachable")
 
-        A plain INSERT: the run's rows are new (a new run is a new export, and a publish
-        that committed dropped the staging table with it). Should a row of this run and
-        step be there all the same, the unique violation undoes it and the upsert runs."""
-        try:
-            return self._publish("insert_staging", n_batches, rows)
-        except psycopg2.errors.UniqueViolation:
-            return self._publish("publish_staging", n_batches, rows)
-
-    def _publish(self, query: str, n_batches: int | None, rows: int | None) -> int:
+    def _publish(self, queries: tuple[str, ...], n_batches: int | None, rows: int | None) -> int:
         conn = self._conn
         try:
             with conn.cursor() as cur:
@@ -271,17 +286,24 @@ class TableExport:
                 except psycopg2.errors.UndefinedTable:
                     conn.rollback()
                     return self._published_before(rows)
-                cur.execute(
-                    sql.SQL(QUERIES[query]).format(
-                        table=self._target,
-                        columns=self._user_columns,
-                        staging=self._staging,
-                        batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
-                        assignments=self._assignments,
-                    ),
-                    {"run_id": self.run_id, "step_id": self.step_name, "n_batches": n_batches},
-                )
-                published = cur.rowcount
+                parts = {
+                    "table": self._target,
+                    "columns": self._user_columns,
+                    "staging": self._staging,
+                    "batch_seq": sql.Identifier(BATCH_SEQ_COLUMN),
+                    "assignments": self._assignments,
+                    "undo": self._undo,
+                    "deleted": self._deleted,
+                }
+                params = {
+                    "run_id": self.run_id,
+                    "step_id": self.step_name,
+                    "n_batches": n_batches,
+                    "lock_key": export_lock_key(self.table),
+                }
+                for query in queries:
+                    cur.execute(sql.SQL(QUERIES[query]).format(**parts), params)
+                published = cur.fetchone()[0] if cur.description else cur.rowcount
                 if rows is not None and published != rows:
                     raise StagingLost(
                         f"publish of step {self.step_name!r} into {SANDBOX_SCHEMA}.{self.table}"
@@ -296,18 +318,20 @@ class TableExport:
         return published
 
     def _published_before(self, rows: int | None) -> int:
-        """The staging table is gone: publish already happened if `sandbox.<table>` holds
-        the step's rows (0 when `rows` is not given), else `StagingLost`."""
+        """The staging table is gone: publish already happened if the mode finds it done (0
+        when `rows` is not given), else `StagingLost`."""
         if rows is None:
             return 0
-        there = count_run_rows(self._conn, self.table, self.run_id, self.step_name) or 0
-        self._conn.rollback()
-        if there != rows:
+        why = self._unpublished(rows)
+        if why is not None:
             raise StagingLost(
                 f"staging table {STAGE_SCHEMA}.{self.staging_name} of step {self.step_name!r}"
-                f" is gone and {SANDBOX_SCHEMA}.{self.table} holds {there} of its {rows} row(s)"
+                f" is gone and {why}"
             )
         return 0
+
+    def _unpublished(self, rows: int) -> str | None:
+        return self.mode.unpublished(self._conn, self.table, self.run_id, self.step_name, rows)
 
     def discard(self) -> None:
         """Drop the staging table (an uncommitted or abandoned step); `sandbox.<table>` is
@@ -363,17 +387,18 @@ class TableExport:
 
 
 def check_export_columns(
-    columns: Mapping[str, str], key_column: str | None = None
+    columns: Mapping[str, str], key_column: str | None = None, deleted: str | None = None
 ) -> dict[str, str]:
     """The columns of a table export, checked (types, names PostgreSQL can hold, no clash
-    with the export's own columns) and the key column among them; raises
+    with the export's own columns) and the key and delete columns among them; raises
     `ConfigValueError`/`TableConflict` like the engine's export does."""
     checked = _check_export_columns(columns)
-    if key_column is not None and key_column not in checked:
-        raise ConfigValueError(
-            f"export key column {key_column!r} is not a column of the step's input",
-            column=key_column,
-        )
+    for what, name in (("key", key_column), ("delete", deleted)):
+        if name is not None and name not in checked:
+            raise ConfigValueError(
+                f"export {what} column {name!r} is not a column of the step's input",
+                column=name,
+            )
     return checked
 
 
@@ -381,7 +406,7 @@ def drop_staging(conn: Connection, run_id: object, step_name: str) -> bool:
     """Drop the staging table a table export of `step_name` in `run_id` left behind (a step
     that failed or was abandoned before it published), in its own sandbox transaction.
     True if there was one. `sandbox.<table>` is left alone."""
-    name = f"s_{_staging_digest(str(uuid.UUID(str(run_id))), step_name)}"
+    name = f"s_{step_digest(str(uuid.UUID(str(run_id))), step_name)}"
     with conn, conn.cursor() as cur:
         if get_relation(cur, STAGE_SCHEMA, name) is None:
             return False
@@ -390,16 +415,12 @@ def drop_staging(conn: Connection, run_id: object, step_name: str) -> bool:
     return True
 
 
-def _staging_digest(run_id: str, step_name: str) -> str:
-    """Names a step's staging table and its per-session batch table."""
-    return hashlib.sha256(f"{run_id}\x00{step_name}".encode()).hexdigest()[:40]
-
-
 def _fit_export_table(
-    cur: Any, table: str, columns: Mapping[str, str], oid: int, relkind: str
+    cur: Any, table: str, columns: Mapping[str, str], mode: Any, oid: int, relkind: str
 ) -> None:
     """Check an existing `sandbox.<table>` (relation `oid` of kind `relkind`) can take rows
-    of `columns`; add the missing columns, on the caller's cursor and transaction."""
+    of `columns` in `mode` (its key); add the missing columns, on the caller's cursor and
+    transaction."""
     name = f"{SANDBOX_SCHEMA}.{table}"
     if not is_table(relkind):
         raise TableConflict(f"{name} is {relation_kind(relkind)}")
@@ -407,10 +428,8 @@ def _fit_export_table(
     existing = {col: (base, fmt, notnull, hasdef) for col, base, fmt, notnull, hasdef in cur}
     cur.execute(QUERIES["list_primary_key"], {"oid": oid})
     key = [row[0] for row in cur.fetchall()]
-    if sorted(key) != sorted(EXPORT_KEY_COLUMNS):
-        raise TableConflict(
-            f"{name} exists but its primary key is not (run_id, step_id, record_key)"
-        )
+    if sorted(key) != sorted(mode.key_columns):
+        _refuse_key(name, key, mode)
     for col, base in (("run_id", "uuid"), ("step_id", "text"), ("record_key", "text")):
         if existing[col][0] != base:
             found = existing[col][1]
@@ -464,7 +483,15 @@ def _check_export_columns(columns: Mapping[str, str]) -> dict[str, str]:
     return checked
 
 
-def _lock_key(table: str) -> int:
-    """A signed 64-bit advisory lock key for one export table."""
-    digest = hashlib.sha256(f"etl-export:{table}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+def _refuse_key(name: str, key: list[str], mode: Any) -> None:
+    """`TableConflict` for an existing table keyed otherwise than `mode` needs: a table of
+    the other mode never switches silently."""
+    found = ", ".join(key) or "none"
+    expected = ", ".join(mode.key_columns)
+    shapes = {tuple(sorted(m.key_columns)): m.name for m in EXPORT_MODES.values()}
+    other = shapes.get(tuple(sorted(key)))
+    shape = f"an export table of mode {other!r}" if other else "a table"
+    raise TableConflict(
+        f'config.mode: {name} exists as {shape} (primary key {found}); "mode":'
+        f' "{mode.name}" needs the primary key ({expected}): export into another table'
+    )

@@ -35,6 +35,7 @@ from dag.limits import (
 from dag.params import check_placeholders, validate_params
 from dag.stepconfig import (
     EXPORT_FORMATS,
+    EXPORT_MODES,
     EXPORT_TABLE_RE,
     EXPORT_TARGETS,
     INGEST_FORMATS,
@@ -59,6 +60,7 @@ __all__ = [
     "CONTINUE_INDEPENDENT",
     "DEFAULT_MAX_ATTEMPTS",
     "EXPORT_FORMATS",
+    "EXPORT_MODES",
     "EXPORT_TABLE_RE",
     "EXPORT_TARGETS",
     "INGEST_FORMATS",

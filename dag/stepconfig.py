@@ -25,6 +25,7 @@ INGEST_SOURCES = ("file", "table")
 INGEST_FORMATS = ("csv", "json", "jsonl")
 EXPORT_TARGETS = ("file", "table")
 EXPORT_FORMATS = ("jsonl", "csv")
+EXPORT_MODES = ("append", "merge")
 TRANSFORM_OPS = ("trim", "normalize_whitespace", "map", "filter_eq", "parse_date", "aggregate")
 
 # Export tables become unquoted identifiers in `sandbox.NAME`.
@@ -34,7 +35,10 @@ _INGEST_KEYS = {
     "file": ("source", "path", "format", "columns", "delimiter", "null_values", *DIALECT_KEYS),
     "table": ("source", "table", "cursor"),
 }
-_EXPORT_KEYS = {"file": ("target", "path", "format"), "table": ("target", "table", "key")}
+_EXPORT_KEYS = {
+    "file": ("target", "path", "format"),
+    "table": ("target", "table", "key", "mode", "deleted"),
+}
 _OP_KEYS = {
     "trim": ("op", "columns"),
     "normalize_whitespace": ("op", "columns"),
@@ -185,6 +189,25 @@ def _validate_export(config: Mapping[str, Any], path: str, errors: list[FieldErr
         )
     if "key" in config:
         require_str(config, "key", path, errors)
+    mode = config.get("mode", "append")
+    merge = check_choice(mode, EXPORT_MODES, f"{path}.mode", errors) and mode == "merge"
+    if merge and "key" not in config:
+        errors.append(FieldError(f"{path}.key", 'required with "mode": "merge" (one row per key)'))
+    if "deleted" in config:
+        _check_deleted(config, path, errors, merge)
+
+
+def _check_deleted(
+    config: Mapping[str, Any], path: str, errors: list[FieldError], merge: bool
+) -> None:
+    """A merge export's `deleted`: the column whose non-null value deletes the key."""
+    deleted = require_str(config, "deleted", path, errors)
+    if deleted is None:
+        return
+    if not merge:
+        errors.append(FieldError(f"{path}.deleted", 'only with "mode": "merge"'))
+    elif deleted == config.get("key"):
+        errors.append(FieldError(f"{path}.deleted", "must not be the key column"))
 
 
 _CONFIG_VALIDATORS = {

@@ -160,3 +160,75 @@ WITH gone AS (
     DELETE FROM {table} WHERE run_id = %(run_id)s::uuid AND step_id = %(step_id)s RETURNING 1
 )
 SELECT count(*) FROM gone;
+
+-- create_merge_table --
+-- A merge export's table: the step's columns plus who wrote each row last, one row per
+-- record key.
+CREATE TABLE IF NOT EXISTS {table} (
+    {column_defs},
+    run_id uuid NOT NULL,
+    step_id text NOT NULL,
+    record_key text PRIMARY KEY
+);
+
+-- create_merge_undo --
+-- A merge publish's undo table: the rows it overwrote, as they were (created in the publish's
+-- transaction: its presence says the publish happened).
+-- No index: it is written once per publish and read whole by a withdrawal.
+CREATE TABLE IF NOT EXISTS {undo} (LIKE {table});
+
+-- save_merge_undo --
+-- Keep the rows the publish overwrites, as they are before it: the rows of the staged keys of
+-- the committed batches that another run or step wrote (a publish done again keeps the first
+-- image).
+INSERT INTO {undo}
+SELECT t.* FROM {table} t JOIN {staging} s ON s.record_key = t.record_key
+WHERE (%(n_batches)s::integer IS NULL OR s.{batch_seq} < %(n_batches)s::integer)
+  AND NOT (t.run_id = %(run_id)s::uuid AND t.step_id = %(step_id)s)
+  AND NOT EXISTS (SELECT 1 FROM {undo} u WHERE u.record_key = t.record_key);
+
+-- delete_merged --
+-- Delete the keys of the staged rows of the committed batches that mark their key deleted
+-- (`{deleted}`: FALSE without a delete column).
+DELETE FROM {table} t USING {staging} s
+WHERE s.record_key = t.record_key AND {deleted}
+  AND (%(n_batches)s::integer IS NULL OR s.{batch_seq} < %(n_batches)s::integer);
+
+-- merge_staging --
+-- Upsert the other staged rows of the committed batches on the record key alone: the values
+-- and the writer (run and step) of the publish win. The staged rows it applied, deletes
+-- included.
+WITH upserted AS (
+    INSERT INTO {table} AS t ({columns}, run_id, step_id, record_key)
+    SELECT {columns}, %(run_id)s::uuid, %(step_id)s, record_key
+    FROM {staging} s
+    WHERE NOT {deleted}
+      AND (%(n_batches)s::integer IS NULL OR s.{batch_seq} < %(n_batches)s::integer)
+    ON CONFLICT (record_key) DO UPDATE
+    SET {assignments}, run_id = EXCLUDED.run_id, step_id = EXCLUDED.step_id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM upserted) + (
+    SELECT count(*) FROM {staging} s
+    WHERE {deleted}
+      AND (%(n_batches)s::integer IS NULL OR s.{batch_seq} < %(n_batches)s::integer));
+
+-- list_undo_columns --
+-- The columns of a merge undo table, in order (a restore names them: the export table may have
+-- gained columns since).
+SELECT attname FROM pg_attribute
+WHERE attrelid = %(oid)s AND attnum > 0 AND NOT attisdropped ORDER BY attnum;
+
+-- withdraw_merge_rows --
+-- A merge publish withdrawn: delete the rows the step wrote that nobody overwrote since, then
+-- put back the rows it had overwritten unless a later writer holds their key. The rows the
+-- step had written.
+WITH gone AS (
+    DELETE FROM {table} WHERE run_id = %(run_id)s::uuid AND step_id = %(step_id)s RETURNING 1
+)
+SELECT count(*) FROM gone;
+
+-- restore_merge_undo --
+INSERT INTO {table} ({columns})
+SELECT {columns} FROM {undo} u
+WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.record_key = u.record_key);

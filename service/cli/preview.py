@@ -217,8 +217,9 @@ def _render_export(export: dict[str, Any], console: Console) -> None:
         return
     cols = ", ".join(f"{c} {t}" for c, t in export["columns"].items())
     key = export["key"] or "(record ordinal)"
+    how = "merge into" if export.get("mode") == "merge" else "write"
     console.print(
-        f"would write table [bold]{export['table']}[/] (key {escape(key)}), columns {cols}; "
+        f"would {how} table [bold]{export['table']}[/] (key {escape(key)}), columns {cols}; "
         f"{escape(export['note'])}"
     )
     if export["rows"]:

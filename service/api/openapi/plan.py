@@ -48,7 +48,7 @@ def plan_components() -> dict[str, dict[str, Any]]:
         "transform": ("op", _transform_ops()),
         "export": ("target", _export_configs()),
     }
-    components: dict[str, dict[str, Any]] = {}
+    components = _table_export_shapes(variants["export"][1])
     configs = {}
     for kind, (field, by_value) in variants.items():
         names = {value: f"{_camel(value)}{kind.capitalize()}Config" for value in by_value}
@@ -95,6 +95,12 @@ def plan_components() -> dict[str, dict[str, Any]]:
         " file exports do not write the same path or under one another (400)."
     )
     return {"Plan": plan, **steps, **components}
+
+
+def _table_export_shapes(by_target: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The two shapes of a table export, taken out of `by_target`: components of their own
+    (`AppendTableExportConfig`, `MergeTableExportConfig`), not discriminator values."""
+    return {f"{v}ExportConfig": by_target.pop(v) for v in ("AppendTable", "MergeTable")}
 
 
 def _params() -> dict[str, Any]:
@@ -213,7 +219,24 @@ def _export_configs() -> dict[str, dict[str, Any]]:
         {"target": enum(["file"]), "path": _REL_PATH, "format": enum(rules.EXPORT_FORMATS)},
         ["target", "path"],
     )
-    table_export = closed(
-        {"target": enum(["table"]), "table": table, "key": _NAME}, ["target", "table"]
+    common = {"target": enum(["table"]), "table": table, "key": _NAME}
+    deleted = {
+        **_NAME,
+        "description": "the column whose non-null value deletes the record's key from the"
+        " table (not the key column)",
+    }
+    append = closed({**common, "mode": enum(["append"])}, ["target", "table"])
+    append["description"] = "one copy per run, keyed (run_id, step_id, record_key) (default)"
+    merge = closed(
+        {**common, "mode": enum(["merge"]), "deleted": deleted}, ["target", "table", "key", "mode"]
     )
-    return {"file": file_export, "table": table_export}
+    merge["description"] = (
+        "one row per record_key across runs: the last succeeded run's values and"
+        " run_id/step_id (docs/plan-format.md)"
+    )
+    return {
+        "file": file_export,
+        "table": {"anyOf": [ref("AppendTableExportConfig"), ref("MergeTableExportConfig")]},
+        "AppendTable": append,
+        "MergeTable": merge,
+    }

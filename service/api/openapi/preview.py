@@ -45,6 +45,7 @@ def _preview_export() -> dict[str, Any]:
         "target": enum(["table"]),
         "table": _TEXT,
         "key": nullable(_TEXT),
+        "mode": enum(rules.EXPORT_MODES),
         "columns": {"type": "object", "additionalProperties": _TEXT},
         "rows": _PREVIEW_ROWS,
         "note": _TEXT,

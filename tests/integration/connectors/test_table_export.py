@@ -349,6 +349,14 @@ def test_every_named_query_is_loaded() -> None:
         "drop_staging",
         "count_run_rows",
         "withdraw_run_rows",
+        "create_merge_table",
+        "create_merge_undo",
+        "save_merge_undo",
+        "merge_staging",
+        "delete_merged",
+        "list_undo_columns",
+        "withdraw_merge_rows",
+        "restore_merge_undo",
     } == set(QUERIES)
 
 

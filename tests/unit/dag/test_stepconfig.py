@@ -234,6 +234,28 @@ C3 = "plan.steps[3].config"
         (2, {"target": "table", "table": "t", "key": ""}, f"{C2}.key", "must not be empty"),
         (2, {"target": "table", "table": "t", "key": ["id"]}, f"{C2}.key", "must be a string"),
         (2, {"target": "table", "table": "t", "path": "x"}, f"{C2}.path", "unknown key"),
+        (2, {"target": "table", "table": "t", "mode": "merge"}, f"{C2}.key", '"mode": "merge"'),
+        (2, {"target": "table", "table": "t", "mode": "upsert"}, f"{C2}.mode", "'merge'"),
+        (2, {"target": "table", "table": "t", "mode": None}, f"{C2}.mode", "'append'"),
+        (3, {"target": "file", "path": "x", "mode": "merge"}, f"{C3}.mode", "unknown key"),
+        (
+            2,
+            {"target": "table", "table": "t", "key": "id", "deleted": "gone"},
+            f"{C2}.deleted",
+            '"mode": "merge"',
+        ),
+        (
+            2,
+            {"target": "table", "table": "t", "key": "id", "mode": "merge", "deleted": "id"},
+            f"{C2}.deleted",
+            "not be the key",
+        ),
+        (
+            2,
+            {"target": "table", "table": "t", "key": "id", "mode": "merge", "deleted": ""},
+            f"{C2}.deleted",
+            "must not be empty",
+        ),
     ],
 )
 def test_export_config(i: int, config: dict[str, Any], field: str, fragment: str) -> None:
@@ -247,6 +269,9 @@ def test_export_config(i: int, config: dict[str, Any], field: str, fragment: str
         (3, {"target": "file", "path": "nested/x.jsonl"}),
         (2, {"target": "table", "table": "_t0"}),
         (2, {"target": "table", "table": "a" * 63, "key": "id"}),
+        (2, {"target": "table", "table": "t", "key": "id", "mode": "merge"}),
+        (2, {"target": "table", "table": "t", "key": "id", "mode": "merge", "deleted": "gone"}),
+        (2, {"target": "table", "table": "t", "mode": "append"}),
     ],
 )
 def test_export_config_accepted(i: int, config: dict[str, Any]) -> None:

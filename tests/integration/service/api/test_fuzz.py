@@ -5,7 +5,8 @@ phase. Zero failures is the bar.
 
 The generator gets help only where JSON schema cannot state a rule, and only for *positive*
 cases (negative cases are left alone): a plan's dependencies, unique names, distinct
-export paths and a CSV quote other than the delimiter are repaired to follow them, its
+export paths, a CSV quote other than the delimiter and a merge export's delete column other
+than its key are repaired to follow them, its
 templated fields lose their braces (a placeholder names a declared parameter) and its
 parameters are one int `n` and a string `file`, with defaults (`valid_plan`: a rerun of a
 run's values fits any later revision, a watch schedule finds its `file`); a run names no
@@ -157,6 +158,9 @@ def valid_plan(plan: dict[str, Any]) -> dict[str, Any]:
             ] or [names[-1]]
         if step["type"] == "export" and step["config"].get("target") == "file":
             step["config"]["path"] = f"out-{i}.jsonl"
+        export = step["config"] if step["type"] == "export" else {}
+        if "deleted" in export and export["deleted"] == export.get("key"):
+            export["deleted"] = f"{export['key']}_deleted"  # not the key column
         config = step.get("config")
         if isinstance(config, dict) and config.get("quote") == config.get("delimiter", ","):
             config["quote"] = '"'  # a quote other than the delimiter (never `"`)

@@ -80,7 +80,7 @@ def test_the_generated_client_drives_a_real_topology(
     assert kinds == {
         "read": "FileIngestConfig", "clean": "NormalizeWhitespaceTransformConfig",
         "label": "MapTransformConfig", "active": "FilterEqTransformConfig",
-        "active_to_table": "TableExportConfig", "active_to_file": "FileExportConfig",
+        "active_to_table": "AppendTableExportConfig", "active_to_file": "FileExportConfig",
         "amount_by_country": "AggregateTransformConfig",
         "amount_by_country_to_file": "FileExportConfig",
     }, kinds  # fmt: skip
