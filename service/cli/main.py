@@ -91,8 +91,7 @@ COMMANDS: dict[str, Command] = {
         "configure_webhooks",
     ),
     "backfill": Command(
-        "one run of PIPELINE per value of a parameter's range or per interval of a schedule"
-        " (API client)",
+        "one run of PIPELINE per value of a range or schedule interval (API client)",
         "service.client.backfills",
         "run_backfill",
         "configure_backfill",
