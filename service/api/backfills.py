@@ -1,5 +1,5 @@
-"""`/pipelines/{id}/backfills` (create), `/backfills/{id}` (read), `/backfills/{id}/cancel`
-and `/runs/{id}/rerun`: thin faces over `service.domain.backfills` and
+"""`/pipelines/{id}/backfills` (list, create), `/backfills/{id}` (read),
+`/backfills/{id}/cancel` and `/runs/{id}/rerun`: thin faces over `service.domain.backfills` and
 `service.domain.reruns`. A backfill's first values are admitted in the creating transaction
 when the pipeline has room; the coordinator's backfiller admits the rest as room appears."""
 
@@ -11,14 +11,17 @@ import falcon
 
 from service.api.bodies import read_json
 from service.api.resources import Resource, answer_run
-from service.domain import backfills, reruns
+from service.domain import backfills, listing, reruns
 from service.domain.principals import OPERATE, READ
 from service.domain.runs import run_views
-from service.schemas.backfills import BACKFILL, BackfillCreateSchema
+from service.schemas.backfills import BACKFILL, BACKFILL_SUMMARY, BackfillCreateSchema
 
 
 class BackfillsResource(Resource):
-    roles = {"POST": OPERATE}
+    roles = {"GET": READ, "POST": OPERATE}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
+        self.pipeline_page(req, resp, pipeline_id, listing.list_backfills, BACKFILL_SUMMARY)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         body = read_json(req, BackfillCreateSchema())

@@ -419,6 +419,9 @@ ROUTES: list[Route] = [
         f"{PIPELINE}/backfills",
         BackfillsResource,
         {
+            "get": Op(
+                "list_backfills", "Backfills, newest first", response="BackfillSummary", page=True
+            ),
             "post": Op(
                 "create_backfill",
                 "One run per value of an int or date parameter from `from` to `to`"
@@ -460,11 +463,7 @@ ROUTES: list[Route] = [
     Route(
         f"{API}/backfills/{{backfill_id:uuid}}",
         BackfillResource,
-        {
-            "get": Op(
-                "get_backfill", "A backfill: counters and each value's run", response="Backfill"
-            )
-        },
+        {"get": Op("get_backfill", "A backfill and each value's run", response="Backfill")},
     ),
     Route(
         f"{API}/backfills/{{backfill_id:uuid}}/cancel",

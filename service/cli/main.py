@@ -91,13 +91,13 @@ COMMANDS: dict[str, Command] = {
         "configure_webhooks",
     ),
     "backfill": Command(
-        "one run of PIPELINE per value of a parameter's range (API client)",
+        "one run of PIPELINE per value of a range or schedule interval (API client)",
         "service.client.backfills",
         "run_backfill",
         "configure_backfill",
     ),
     "backfills": Command(
-        "show or cancel a backfill (API client)",
+        "list a pipeline's backfills, show or cancel one (API client)",
         "service.client.backfills",
         "run_backfills",
         "configure_backfills",

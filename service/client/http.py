@@ -205,6 +205,9 @@ class ApiClient:
         self.request("DELETE", f"/pipelines/{pipeline_id}/schedules/{schedule_id}")
 
     # --- cursor marks ---
+    def list_backfills(self, pipeline_id: str, *, limit: int = 50) -> list[dict]:
+        return list(self.pages(f"/pipelines/{pipeline_id}/backfills", limit=limit))
+
     def list_cursors(self, pipeline_id: str) -> list[dict]:
         return self.request("GET", f"/pipelines/{pipeline_id}/cursors")[1]["cursors"]
 

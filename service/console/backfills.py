@@ -19,9 +19,9 @@ from service.domain.backfills import (
     cancel_backfill,
     create_backfill,
     get_backfill_view,
-    list_backfills,
 )
 from service.domain.deps import wake
+from service.domain.listing import list_backfills
 from service.domain.pipelines import get_pipeline
 from service.domain.principals import OPERATE, READ
 from service.schemas import requests
@@ -55,7 +55,8 @@ class BackfillsPage(ConsolePage):
     def on_get(self, req: falcon.Request, resp: falcon.Response, pipeline_id: Any) -> None:
         with as_console_errors(), self.deps.db.transaction() as cur:
             pipeline = get_pipeline(cur, str(pipeline_id))
-            listed = [_progress(b) for b in list_backfills(cur, str(pipeline_id), limit=LISTED)]
+            page, _ = list_backfills(cur, pipeline_id=str(pipeline_id), limit=LISTED)
+        listed = [_progress(b) for b in page]
         running = any(b["status"] == BackfillStatus.RUNNING for b in listed)
         params = {n: t for n, t in declared_params(pipeline["plan"]).items() if t in RANGE_TYPES}
         self.console.render(

@@ -222,13 +222,6 @@ def get_backfill_view(cur: Cursor, backfill_id: str) -> dict:
     return view
 
 
-def list_backfills(cur: Cursor, pipeline_id: str, *, limit: int = 50) -> list[dict]:
-    """A pipeline's newest `limit` backfills, newest first, with counters and status (no
-    values: `get_backfill_view` has them)."""
-    rows = fetch_all(cur, "list_pipeline_backfills", {"pipeline_id": pipeline_id, "limit": limit})
-    return [{**r, "status": backfill_status(r)} for r in rows]
-
-
 def backfill_status(row: dict) -> str:
     """`canceled` once canceled; `running` while a value waits or runs; then `failed` when
     a value's run did not succeed, else `succeeded`."""

@@ -24,6 +24,7 @@ from typing import Any
 from marshmallow import Schema
 
 from dag import RunStatus
+from service.domain.backfills import backfill_status
 from service.domain.db import Cursor, fetch_all
 from service.domain.runs import pending_step_view
 from service.errors import ValidationFailed
@@ -253,6 +254,20 @@ def list_schedules(
         cur, "list_schedule_summaries", params, limit, lambda r: (r["created_at"], r["id"])
     )
     return rows, last and encode_cursor("schedules", *last)
+
+
+def list_backfills(
+    cur: Cursor, *, pipeline_id: str, limit: int = DEFAULT_LIMIT, before: str | None = None
+) -> Page:
+    """A pipeline's backfills, newest first, with their counters and status (no values:
+    `service.domain.backfills.get_backfill_view` has them)."""
+    params = {"pipeline_id": pipeline_id, **_time_and_id(before, "backfills")}
+    rows, last = _page(
+        cur, "list_backfill_summaries", params, limit, lambda r: (r["created_at"], r["id"])
+    )
+    return [{**r, "status": backfill_status(r)} for r in rows], last and encode_cursor(
+        "backfills", *last
+    )
 
 
 def list_webhooks(

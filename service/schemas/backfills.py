@@ -1,6 +1,7 @@
 """Marshmallow schemas of backfills: the `POST /pipelines/{id}/backfills` body and the
-backfill answer (`GET /backfills/{id}`). The range's ends are typed by the plan's
-declaration of the parameter (`service.domain.backfills`), so they load as raw JSON here."""
+backfill answers (`GET /backfills/{id}`, the items of `GET /pipelines/{id}/backfills`). The
+range's ends are typed by the plan's declaration of the parameter
+(`service.domain.backfills`), so they load as raw JSON here."""
 
 from __future__ import annotations
 
@@ -47,7 +48,10 @@ class BackfillRunSchema(Schema):
     status = fields.String()
 
 
-class BackfillSchema(Schema):
+class BackfillSummarySchema(Schema):
+    """A backfill in a list (`GET /pipelines/{id}/backfills`): its counters and status,
+    without each value's run."""
+
     id = fields.String()
     pipeline_id = fields.String()
     param = fields.String()
@@ -63,7 +67,13 @@ class BackfillSchema(Schema):
     canceled_at = UtcDateTime(allow_none=True)
     # a schedule's catch-up (`"catchup": "all"`): its values are the missed fire times
     schedule_id = fields.String(allow_none=True)
+
+
+class BackfillSchema(BackfillSummarySchema):
+    """A backfill (`GET /backfills/{id}`): its summary and each value's run."""
+
     runs = fields.List(fields.Nested(BackfillRunSchema))
 
 
 BACKFILL = BackfillSchema()
+BACKFILL_SUMMARY = BackfillSummarySchema()

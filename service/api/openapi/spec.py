@@ -96,13 +96,15 @@ SCHEMAS = {
     "BackfillCreate": backfills.BackfillCreateSchema,
     "BackfillRun": backfills.BackfillRunSchema,
     "Backfill": backfills.BackfillSchema,
+    "BackfillSummary": backfills.BackfillSummarySchema,
     "CursorSet": cursors.CursorSetSchema,
     "Cursor": cursors.CursorSchema,
     "CursorList": cursors.CursorListSchema,
 }
 # The items of each list (`Op.page`): `<name>Page` components are built from them.
 PAGE_ITEMS = (
-    "PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Webhook", "Audit", "Token"
+    "PipelineSummary", "RevisionSummary", "RunSummary", "Schedule", "Webhook", "Audit", "Token",
+    "BackfillSummary",
 )  # fmt: skip
 
 

@@ -86,22 +86,6 @@ WHERE v.backfill_id = %(backfill_id)s AND v.position = t.position AND v.run_id I
 -- (service/backfiller.py).
 SET LOCAL synchronous_commit = off;
 
--- list_pipeline_backfills --
--- A pipeline's newest backfills with their counters, newest first.
-SELECT b.id, b.pipeline_id, b.param, b.value_from, b.value_to, b.total, b.created_by,
-       b.created_at, b.canceled_at, b.schedule_id,
-       count(*) FILTER (WHERE r.status = 'succeeded') AS succeeded,
-       count(*) FILTER (WHERE r.status IN ('failed', 'canceled', 'skipped')) AS failed,
-       count(*) FILTER (WHERE v.run_id IS NULL AND b.canceled_at IS NULL) AS pending,
-       count(*) FILTER (WHERE r.status IN ('queued', 'running')) AS active
-FROM (SELECT * FROM backfills WHERE pipeline_id = %(pipeline_id)s
-      ORDER BY created_at DESC, id DESC LIMIT %(limit)s) b
-JOIN backfill_values v ON v.backfill_id = b.id
-LEFT JOIN runs r ON r.id = v.run_id
-GROUP BY b.id, b.pipeline_id, b.param, b.value_from, b.value_to, b.total, b.created_by,
-         b.created_at, b.canceled_at, b.schedule_id
-ORDER BY b.created_at DESC, b.id DESC;
-
 -- count_all_active_runs --
 -- Runs holding a slot (queued or running) on the whole platform (the watcher's pass).
 SELECT count(*) AS active FROM runs WHERE status IN ('queued', 'running');

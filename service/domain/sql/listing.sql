@@ -87,6 +87,25 @@ WHERE s.pipeline_id = %(pipeline_id)s AND s.deleted_at IS NULL
 ORDER BY s.created_at DESC, s.id DESC
 LIMIT %(limit)s;
 
+-- list_backfill_summaries --
+-- A pipeline's backfills newest first with their counters (no values: `get_backfill` has them).
+SELECT b.id, b.pipeline_id, b.param, b.value_from, b.value_to, b.total, b.created_by,
+       b.created_at, b.canceled_at, b.schedule_id,
+       count(*) FILTER (WHERE r.status = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE r.status IN ('failed', 'canceled', 'skipped')) AS failed,
+       count(*) FILTER (WHERE v.run_id IS NULL AND b.canceled_at IS NULL) AS pending,
+       count(*) FILTER (WHERE r.status IN ('queued', 'running')) AS active
+FROM (SELECT * FROM backfills
+      WHERE pipeline_id = %(pipeline_id)s
+        AND (%(before_at)s::timestamptz IS NULL
+             OR (created_at, id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+      ORDER BY created_at DESC, id DESC LIMIT %(limit)s) b
+JOIN backfill_values v ON v.backfill_id = b.id
+LEFT JOIN runs r ON r.id = v.run_id
+GROUP BY b.id, b.pipeline_id, b.param, b.value_from, b.value_to, b.total, b.created_by,
+         b.created_at, b.canceled_at, b.schedule_id
+ORDER BY b.created_at DESC, b.id DESC;
+
 -- list_webhook_summaries --
 -- A pipeline's live webhooks newest first, never the secret, each with its latest delivery.
 SELECT w.id, w.pipeline_id, w.url, w.events, w.created_by, w.created_at,

@@ -16,6 +16,7 @@ import pytest
 
 from service.domain.listing import encode_cursor
 from service.domain.principals import ADMIN, OPERATOR, VIEWER
+from tests.integration.service.api.test_run_params import daily_plan
 from tests.integration.testapp import PLAN, Api
 
 
@@ -146,6 +147,44 @@ def test_revisions_schedules_and_audit_walk_newest_first(api: Api) -> None:
     assert api.call("GET", "/audit?principal=nobody").body == {"items": [], "next": None}
 
 
+def insert_backfills(api: Api, pipeline_id: str, n: int) -> list[str]:
+    """`n` backfills of one pending `day` each, created in one transaction (equal
+    created_at)."""
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    api.sql(
+        "WITH b AS (INSERT INTO backfills (id, pipeline_id, param, value_from, value_to, total,"
+        " created_by) SELECT id, %s, 'day', '\"2013-01-01\"', '\"2013-01-01\"', 1, 'test'"
+        " FROM unnest(%s::uuid[]) AS id RETURNING id)"
+        " INSERT INTO backfill_values (backfill_id, position, value)"
+        " SELECT id, 0, '\"2013-01-01\"' FROM b",
+        (pipeline_id, ids),
+    )
+    return ids
+
+
+def test_backfills_walk_newest_first_with_ties_and_their_counters(api: Api) -> None:
+    pid = api.create_pipeline(plan=daily_plan())
+    other = api.create_pipeline(plan=daily_plan())
+    body = {"param": "day", "from": "2013-01-01", "to": "2013-01-03"}
+    made = api.call("POST", f"/pipelines/{pid}/backfills", body).body
+    tied = insert_backfills(api, pid, 5)
+    insert_backfills(api, other, 2)
+    for limit in (1, 2, 6, 500):
+        got = walk(api, f"/pipelines/{pid}/backfills", limit, role=VIEWER)
+        assert [b["id"] for b in got] == newest_first(api, "backfills", [*tied, made["id"]])
+    oldest = walk(api, f"/pipelines/{pid}/backfills", 500)[-1]
+    assert oldest == {k: v for k, v in made.items() if k != "runs"}  # the view, no values
+    assert (oldest["status"], oldest["total"], oldest["pending"]) == ("running", 3, 1)
+    assert (oldest["from"], oldest["to"], oldest["schedule_id"]) == (
+        "2013-01-01", "2013-01-03", None
+    )  # fmt: skip
+    api.call("POST", f"/backfills/{made['id']}/cancel")
+    canceled = walk(api, f"/pipelines/{pid}/backfills", 500)[-1]
+    assert (canceled["status"], canceled["pending"], canceled["failed"]) == ("canceled", 0, 2)
+    missing = api.call("GET", f"/pipelines/{uuid.uuid4()}/backfills")
+    assert missing.status == 404
+
+
 def test_default_and_maximum_page_sizes(api: Api) -> None:
     pid = api.create_pipeline()
     insert_runs(api, pid, 501)
@@ -210,6 +249,10 @@ def test_the_audit_list_refuses_a_runs_cursor_and_bad_numbers(api: Api) -> None:
             f"/pipelines/{pid}/schedules",
             encode_cursor("pipelines", "2026-01-01T00:00:00+00:00", pid),
         ),
+        (
+            f"/pipelines/{pid}/backfills",
+            encode_cursor("schedules", "2026-01-01T00:00:00+00:00", pid),
+        ),
     ):
         a = api.call("GET", f"{path}?before={cursor}")
         assert (a.status, a.body["error"]["details"][0]["field"]) == (400, "before"), path
@@ -259,7 +302,7 @@ def test_items_are_summaries(api: Api) -> None:
 def test_every_role_reads_lists_and_only_admins_read_the_audit(api: Api) -> None:
     pid = api.create_pipeline()
     paths = ["/pipelines", "/runs", f"/pipelines/{pid}/runs", f"/pipelines/{pid}/revisions",
-             f"/pipelines/{pid}/schedules"]  # fmt: skip
+             f"/pipelines/{pid}/schedules", f"/pipelines/{pid}/backfills"]  # fmt: skip
     for role in (VIEWER, OPERATOR, ADMIN):
         for path in paths:
             assert api.call("GET", path, role=role).status == 200, (role, path)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from service.domain.principals import ADMIN, OPERATOR, VIEWER
+from tests.integration.service.api.test_run_params import daily_plan
 from tests.integration.testapp import PLAN, Api
 
 ANYONE = {ADMIN, OPERATOR, VIEWER}
@@ -47,6 +48,17 @@ def _cursor_pipeline(api: Api) -> str:
     return api.create_pipeline(
         plan={"steps": [{"name": "read", "type": "ingest", "config": config}]}
     )
+
+
+def _backfill_pipeline(api: Api) -> str:
+    return api.create_pipeline(plan=daily_plan())
+
+
+DAYS = {"param": "day", "from": "2013-01-01", "to": "2013-01-02"}
+
+
+def _backfill(api: Api) -> str:
+    return api.call("POST", f"/pipelines/{_backfill_pipeline(api)}/backfills", DAYS).body["id"]
 
 
 def _token(api: Api) -> str:
@@ -100,6 +112,17 @@ ENDPOINTS: list[tuple[str, str, Prepare, set[str], int]] = [
         ADMIN_ONLY,
         204,
     ),
+    ("GET", "backfills", lambda a: (f"/pipelines/{_pipeline(a)}/backfills", None), ANYONE, 200),
+    (
+        "POST",
+        "create backfill",
+        lambda a: (f"/pipelines/{_backfill_pipeline(a)}/backfills", DAYS),
+        OPERATE,
+        201,
+    ),
+    ("GET", "backfill", lambda a: (f"/backfills/{_backfill(a)}", None), ANYONE, 200),
+    ("POST", "cancel backfill", lambda a: (f"/backfills/{_backfill(a)}/cancel", {}), OPERATE, 202),
+    ("POST", "rerun", lambda a: (f"/runs/{_failed_run(a)}/rerun", {}), OPERATE, 201),
     ("GET", "cursors", lambda a: (f"/pipelines/{_cursor_pipeline(a)}/cursors", None), ANYONE, 200),
     (
         "PUT",

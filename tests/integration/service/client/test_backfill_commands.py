@@ -1,5 +1,5 @@
 """`etl run --param`, `etl runs show` with values, `etl backfill [--wait]` and
-`etl backfills show|cancel`, as a user runs them against a real gunicorn (no executors:
+`etl backfills list|show|cancel`, as a user runs them against a real gunicorn (no executors:
 runs stay queued, so a waited-for backfill ends by its cancel)."""
 
 from __future__ import annotations
@@ -54,3 +54,30 @@ def test_backfill_show_cancel_and_wait(env: dict[str, str], tmp_path: Path) -> N
     out, _ = waiting.communicate(timeout=60)
     assert waiting.returncode == 3
     assert out.splitlines()[-1].startswith("canceled: 0/2 succeeded")
+
+
+def test_backfill_of_a_schedules_intervals_and_the_list(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    plan = daily_plan()
+    plan["params"]["day"]["default"] = "2026-01-01"
+    ok(env, "pipelines", "apply", str(write_doc(tmp_path, "daily", plan)))
+    schedule = read_json(env, "schedules", "add", "daily", "--daily-at", "06:30")
+    by_day = read_json(
+        env, "backfill", "daily", "--param", "day", "--from", "2013-01-01", "--to", "2013-01-02"
+    )
+    span = ["--from", "2013-01-01T00:00:00Z", "--to", "2013-01-03T06:30:00Z"]
+    said = ok(env, "backfill", "daily", "--schedule", schedule["id"], *span)
+    assert said.startswith("backfill ") and f"3 intervals of schedule {schedule['id']}" in said
+    listed = read_json(env, "backfills", "list", "daily")
+    assert [b["id"] for b in listed][1] == by_day["id"]
+    assert (listed[0]["schedule_id"], listed[0]["total"]) == (schedule["id"], 3)
+    assert listed[0]["id"] == said.split()[1].rstrip(":")
+    rows = ok(env, "backfills", "list", "daily").splitlines()
+    assert rows[0].split()[:4] == ["BACKFILL", "STATUS", "OF", "RANGE"]
+    assert rows[1].split()[1:4] == ["running", "schedule", schedule["id"]]
+    assert "2013-01-01T06:30:00Z .. 2013-01-03T06:30:00Z" in rows[1]
+    assert rows[2].split()[1:3] == ["running", "day"] and "0/2" in rows[2]
+    assert len(read_json(env, "backfills", "list", "daily", "--limit", "1")) == 1
+    both = etl(env, "backfill", "daily", "--param", "day", "--schedule", schedule["id"], *span)
+    assert both.returncode == 2 and "not allowed with" in both.stderr

@@ -1,6 +1,7 @@
 """The console on a phone and by keyboard, in Chromium: no page is wider than a 390 px
 screen, axe-core finds no violation on any page for a viewer, an operator and an admin (a
-running run's page held still while axe reads it), and the live refresh of a running run
+running run's page held still while axe reads it; a pipeline's backfills and one backfill's
+page too, the form to start one shown to those who may), and the live refresh of a running run
 keeps focus, scroll position and open details."""
 
 from __future__ import annotations
@@ -120,10 +121,19 @@ def test_every_page_fits_a_phone_and_passes_axe_for_every_role(
     expect(admin.locator("h1 .badge")).to_have_text("succeeded")
     assert stack.req("POST", f"/pipelines/{quick}/pause")[0] == 200  # its page says so
     running = _trigger(admin, slow)
+    days = stack.create("days", {**_plan("few.csv"), "params": {"day": {"type": "date"}}})
+    body = {"param": "day", "from": "2013-01-01", "to": "2013-01-03"}
+    code, backfill = stack.req("POST", f"/pipelines/{days}/backfills", body)
+    assert code == 201, backfill
+    admin.goto(f"/ui/pipelines/{days}/backfills")  # the pages meant, not a 404's
+    expect(admin.locator(f'tr[data-backfill="{backfill["id"]}"]')).to_be_visible()
+    admin.goto(f"/ui/backfills/{backfill['id']}")
+    expect(admin.locator("#backfill-progress progress")).to_be_visible()
     problems = []
     pages = ["/ui/", "/ui/runs", f"/ui/pipelines/{slow}", f"/ui/pipelines/{quick}",
              f"/ui/runs/{done}", f"/ui/runs/{uuid.uuid4()}",
-             f"/ui/pipelines/{quick}?a=1&b=1"]  # fmt: skip
+             f"/ui/pipelines/{quick}?a=1&b=1", f"/ui/pipelines/{days}/backfills",
+             f"/ui/backfills/{backfill['id']}"]  # fmt: skip
     admin_only = ["/ui/audit", "/ui/tokens", f"/ui/pipelines/{quick}/delete"]
     for token, extra in ((viewer, ["/ui/audit"]), (operator, []), (ADMIN_TOKEN, admin_only)):
         page = _phone(browser, stack, token)
