@@ -357,6 +357,7 @@ def test_every_named_query_is_loaded() -> None:
         "list_undo_columns",
         "withdraw_merge_rows",
         "restore_merge_undo",
+        "fix_cursor_range",
     } == set(QUERIES)
 
 

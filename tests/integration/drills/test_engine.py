@@ -7,12 +7,14 @@ from __future__ import annotations
 import time
 
 from drills.engine import Docker
+from drills.standins import ensure_base_images
 
-IMAGE = "python:3.11-slim"  # the base of the project's image, pulled by `etl drill compose`
+IMAGE = "python:3.11-slim"  # the base of the project's image: present, pulled or a stand-in
 
 
 def test_the_main_process_is_killed_inside_its_container() -> None:
     docker = Docker()
+    ensure_base_images(docker)  # on a new machine, before any drill has built it
     sleeper = "import time; time.sleep(300)"
     cid = docker("run", "-d", "--init", IMAGE, "python", "-c", sleeper, timeout=120).strip()
     try:
