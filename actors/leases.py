@@ -19,6 +19,10 @@ from actors.sql import QUERIES
 
 log = logging.getLogger("etl.leases")
 
+# Attempts this process refused for their directories and said so: the sweep re-sends their
+# wake-up about twice a second, and the reason stays on the attempt, so it is logged once.
+_REFUSALS_LOGGED: set[int] = set()
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -47,7 +51,10 @@ def claim_attempt(conn, attempt_id: int, owner: str, ttl_s: float) -> Claim | No
             if row is None:
                 cur.execute(QUERIES["claim_refused_for_directories"], params)
                 refused = cur.fetchone()
-                if refused is not None:
+                if refused is not None and attempt_id not in _REFUSALS_LOGGED:
+                    if len(_REFUSALS_LOGGED) >= 10_000:
+                        _REFUSALS_LOGGED.clear()
+                    _REFUSALS_LOGGED.add(attempt_id)
                     log.warning("attempt %s not claimed: %s", attempt_id, refused[0])
         conn.commit()
     except BaseException:

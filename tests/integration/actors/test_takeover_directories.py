@@ -7,6 +7,7 @@ A's directories, takes it over and publishes every record once."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from drills import Stack
@@ -59,6 +60,8 @@ def test_a_step_is_not_taken_over_where_its_chunks_are_not_seen(
     shown = [a for s in stack.run(run_id)["steps"] for a in s["attempts"] if a["error"] == error]
     assert len(shown) == 1 and shown[0]["outcome"] is None  # the API shows why it waits
     assert not list(elsewhere.rglob("*.chunk"))  # B staged nothing
+    time.sleep(11)  # the sweep re-sends an unclaimed wake-up every 5 s: B says why once
+    assert stack.logs["executor-b"].read_text(errors="replace").count(" not claimed: ") == 1
     stack.kill("executor-b", sig=15)
     stack.spawn("executor-c", "executor", "--name", "executor-c")
     run = stack.wait_run(run_id, timeout=120)
