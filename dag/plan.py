@@ -24,6 +24,7 @@ from typing import Any, cast
 from dag.checks import validate_checks
 from dag.cycles import cycle_message, find_cycles
 from dag.errors import FieldError, PlanInvalid
+from dag.fieldchecks import check_choice, check_keys, is_int, is_list, require_str
 from dag.limits import (
     DEFAULT_MAX_ATTEMPTS,
     INT64_MAX,
@@ -41,11 +42,6 @@ from dag.stepconfig import (
     INGEST_FORMATS,
     INGEST_SOURCES,
     TRANSFORM_OPS,
-    check_choice,
-    check_keys,
-    is_int,
-    is_list,
-    require_str,
     validate_config,
     with_defaults,
 )

@@ -34,6 +34,7 @@ from actors.lineage.assertions import assertions_facet
 from actors.lineage.notices import COMPLETE, FAIL, Notice
 from actors.lineage.places import Places, Sandbox
 from dag import Plan
+from dag.ops import OPS, Derivation
 
 PRODUCER = "urn:etl-platform:openlineage"
 INTEGRATION = "ETL_PLATFORM"
@@ -250,51 +251,29 @@ def _column_lineage(
     sources: list[tuple[tuple[str, str], tuple[tuple[str, str], ...] | None]],
     out_columns: tuple[tuple[str, str], ...] | None,
 ) -> column_lineage_dataset.ColumnLineageDatasetFacet | None:
-    """Column lineage where the op says it: `map` (its `into`, or `column` in place, from
-    `column`), `aggregate` (group columns as they are, count/sum/min/max from `column`,
-    the grouping for the whole dataset), the columns `trim`/`normalize_whitespace`/
-    `parse_date` change, `filter_eq`'s column for the whole dataset; every other known
-    output column passes through unchanged (identity)."""
+    """Column lineage as the op's rule in the registry (`dag.ops`) says it; with the rule's
+    `identity_rest`, every other known output column passes through unchanged (identity).
+    An op without a rule is a `KeyError`, never lineage quietly left out."""
     if len(sources) != 1:
         return None
     (ns, name), _in_columns = sources[0]
-    op = config.get("op")
+    rule = OPS[config["op"]].lineage(config)
 
-    def field_of(column: str, kind: str, subtype: str, what: str | None = None):
+    def field_of(derivation: Derivation) -> column_lineage_dataset.InputField:
         transformation = column_lineage_dataset.Transformation(
-            type=kind, subtype=subtype, description=what
+            type=derivation.kind, subtype=derivation.subtype, description=derivation.description
         )
         return column_lineage_dataset.InputField(
-            namespace=ns, name=name, field=column, transformations=[transformation]
+            namespace=ns, name=name, field=derivation.column, transformations=[transformation]
         )
 
-    fields: dict[str, list] = {}
-    dataset: list = []
-    if op == "map":
-        fields[config.get("into") or config["column"]] = [
-            field_of(config["column"], "DIRECT", "TRANSFORMATION", "map")
-        ]
-    elif op == "aggregate":
-        for column in config.get("group_by") or []:
-            fields[column] = [field_of(column, "DIRECT", "IDENTITY")]
-            dataset.append(field_of(column, "INDIRECT", "GROUP_BY"))
-        for measure in ("count", "sum", "min", "max"):
-            fields[measure] = [field_of(config["column"], "DIRECT", "AGGREGATION", measure)]
-    elif op in ("trim", "normalize_whitespace"):
-        for column in config["columns"]:
-            fields[column] = [field_of(column, "DIRECT", "TRANSFORMATION", op)]
-    elif op == "parse_date":
-        fields[config["column"]] = [field_of(config["column"], "DIRECT", "TRANSFORMATION", op)]
-    elif op == "filter_eq":
-        dataset.append(field_of(config["column"], "INDIRECT", "FILTER", op))
-    else:
-        return None
-    if op != "aggregate":
+    fields = {column: [field_of(d) for d in ds] for column, ds in rule.fields.items()}
+    if rule.identity_rest:
         for column, _type in out_columns or ():
-            fields.setdefault(column, [field_of(column, "DIRECT", "IDENTITY")])
+            fields.setdefault(column, [field_of(Derivation(column, "DIRECT", "IDENTITY"))])
     return column_lineage_dataset.ColumnLineageDatasetFacet(
         fields={k: column_lineage_dataset.Fields(inputFields=v) for k, v in fields.items()},
-        dataset=dataset,
+        dataset=[field_of(d) for d in rule.dataset],
         producer=PRODUCER,
     )
 

@@ -9,19 +9,12 @@ from typing import Any
 from dag import params
 from dag import plan as rules
 from dag.dialect import ENCODINGS, SCHEMA_CHANGES
+from dag.ops import OPS
+from dag.ops.schema import NAME
 from dag.paths import MAX_PATH_BYTES
 from dag.stepconfig import MAX_NULL_VALUE_CHARS, MAX_NULL_VALUES
 from service.api.openapi.shapes import NO_NUL, closed, enum, ref
 
-_TEXT = {"type": "string", "pattern": NO_NUL}
-_NAME = {"type": "string", "minLength": 1, "pattern": NO_NUL}
-_LITERAL = {
-    "oneOf": [
-        _TEXT,
-        {"type": "integer", "minimum": rules.INT64_MIN, "maximum": rules.INT64_MAX},
-        {"type": "null"},
-    ]
-}
 # Relative, no `..` segment, no NUL, not naming a folder; names of at most 255 characters
 # (the byte limit of `dag.plan` is exact for ASCII).
 _SEGMENT = r"[^/\\\u0000]{1,255}"
@@ -177,38 +170,16 @@ def _ingest_configs() -> dict[str, dict[str, Any]]:
     csv_only = {"properties": {"format": enum(["csv"])}}
     file_ingest["dependentSchemas"] = {"delimiter": csv_only, "quote": csv_only}
     table_ingest = closed(
-        {"source": enum(["table"]), "table": _NAME, "cursor": _NAME}, ["source", "table"]
+        {"source": enum(["table"]), "table": NAME, "cursor": NAME}, ["source", "table"]
     )
     return {"file": file_ingest, "table": table_ingest}
 
 
 def _transform_ops() -> dict[str, dict[str, Any]]:
-    """Each transform op's config, by `op`."""
-    names = {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME}
-    mapping = {
-        "type": "object",
-        "propertyNames": {"pattern": NO_NUL},
-        "additionalProperties": _LITERAL,
-    }
-    group_by = {
-        "type": "array",
-        "uniqueItems": True,
-        "items": {**_NAME, "not": enum(rules.AGGREGATE_OUTPUTS)},
-    }
-    ops = {
-        "trim": ({"columns": names}, ["columns"]),
-        "normalize_whitespace": ({"columns": names}, ["columns"]),
-        "map": (
-            {"column": _NAME, "mapping": mapping, "into": _NAME, "default": _LITERAL},
-            ["column", "mapping"],
-        ),
-        "filter_eq": ({"column": _NAME, "value": _LITERAL}, ["column", "value"]),
-        "parse_date": ({"column": _NAME}, ["column"]),
-        "aggregate": ({"column": _NAME, "group_by": group_by}, ["column"]),
-    }
+    """Each transform op's config, by `op`, from its schema in the registry (`dag.ops`)."""
     return {
-        op: closed({"op": enum([op]), **ops[op][0]}, ["op", *ops[op][1]])
-        for op in rules.TRANSFORM_OPS
+        name: closed({"op": enum([name]), **op.properties}, ["op", *op.required])
+        for name, op in OPS.items()
     }
 
 
@@ -219,9 +190,9 @@ def _export_configs() -> dict[str, dict[str, Any]]:
         {"target": enum(["file"]), "path": _REL_PATH, "format": enum(rules.EXPORT_FORMATS)},
         ["target", "path"],
     )
-    common = {"target": enum(["table"]), "table": table, "key": _NAME}
+    common = {"target": enum(["table"]), "table": table, "key": NAME}
     deleted = {
-        **_NAME,
+        **NAME,
         "description": "the column whose non-null value deletes the record's key from the"
         " table (not the key column)",
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-NO_NUL = r"^[^\u0000]*$"
+from dag.ops.schema import NO_NUL as NO_NUL  # one definition, the ops' schemas use it too
 
 
 def closed(properties: Mapping[str, Any], required: list[str]) -> dict[str, Any]:

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dag import transforms
 from dag.errors import ConfigValueError, Int64OverflowError
+from dag.ops import whitespace
 from dag.transforms import build_transform
 from dag.types import INT64_MAX, INT64_MIN
 
@@ -475,8 +475,8 @@ def test_property_aggregate_matches_a_plain_computation(rows, batch, group_by):
 )
 def test_a_long_value_collapses_as_split_and_join_do(value, slice_chars):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(transforms, "_COLLAPSE_SLICE", slice_chars)
-        assert transforms._collapse_long(value) == " ".join(value.split())
+        patch.setattr(whitespace, "_COLLAPSE_SLICE", slice_chars)
+        assert whitespace._collapse_long(value) == " ".join(value.split())
 
 
 def test_a_long_value_collapsed_twice_is_the_same_object_the_second_time():

@@ -1,0 +1,91 @@
+"""`trim` and `normalize_whitespace`: white space is what `str.isspace()` says (Unicode, so
+NBSP, EM SPACE, tabs and newlines too). `trim` strips it at both ends; `normalize_whitespace`
+also collapses every inner run to one ASCII space. Non-string columns hold no white space and
+are left as they are; null stays null. Config: `columns`, a non-empty list of column names."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dag.errors import FieldError
+from dag.fieldchecks import check_name_list
+from dag.ops.op import ColumnLineage, Derivation, Op
+from dag.ops.schema import NAMES
+from dag.ops.transform import Record, Transform, config_list, need_columns
+from dag.records import RowError
+
+
+class _Whitespace(Transform):
+    def __init__(self, columns: list[str], input_columns: Mapping[str, str], collapse: bool):
+        self.output_columns = dict(input_columns)
+        # Only string columns can hold white space.
+        self._columns = [c for c in columns if input_columns[c] == "string"]
+        self._collapse = collapse
+
+    def apply(
+        self, records: Sequence[Record], first_ordinal: int = 1
+    ) -> tuple[list[Record], list[RowError]]:
+        columns, join, strip = self._columns, " ".join, str.strip
+        out: list[Record] = []
+        for record in records:
+            record = dict(record)
+            for name in columns:
+                value = record[name]
+                if value is None:
+                    continue
+                if not self._collapse:
+                    record[name] = strip(value)
+                elif len(value) <= _COLLAPSE_SLICE:
+                    record[name] = join(value.split())
+                else:
+                    record[name] = _collapse_long(value)
+            out.append(record)
+        return out, []
+
+
+def _collapse_long(value: str) -> str:
+    """`" ".join(value.split())` of a long value, a slice of about `_COLLAPSE_SLICE`
+    characters (cut at white space) at a time: never a list of all its words (a 30 MiB text
+    is 10 million of them, 800 MiB). The value itself when nothing changes, so a chain of
+    such steps holds one copy of it."""
+    parts, i, n = [], 0, len(value)
+    while i < n:
+        space = _SPACE.search(value, min(i + _COLLAPSE_SLICE, n))
+        j = space.start() if space else n
+        words = value[i:j].split()
+        if words:
+            parts.append(" ".join(words))
+        i = j
+    collapsed = " ".join(parts)
+    return value if collapsed == value else collapsed
+
+
+_COLLAPSE_SLICE = 1 << 16
+_SPACE = re.compile(r"\s")  # the white space of str.split() and str.isspace()
+
+
+def _validate(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
+    if "columns" not in config:
+        errors.append(FieldError(f"{path}.columns", "is required"))
+    else:
+        check_name_list(config["columns"], f"{path}.columns", errors, non_empty=True)
+
+
+def _op(name: str, collapse: bool) -> Op:
+    def build(config: Mapping[str, Any], input_columns: Mapping[str, str]) -> Transform:
+        columns = config_list(config, "columns", name)
+        need_columns(columns, input_columns, name)
+        return _Whitespace(columns, input_columns, collapse=collapse)
+
+    def lineage(config: Mapping[str, Any]) -> ColumnLineage:
+        derived = {c: [Derivation(c, "DIRECT", "TRANSFORMATION", name)] for c in config["columns"]}
+        return ColumnLineage(fields=derived)
+
+    return Op(name, {"columns": NAMES}, ("columns",), _validate, build, lineage)
+
+
+TRIM = _op("trim", collapse=False)
+NORMALIZE_WHITESPACE = _op("normalize_whitespace", collapse=True)
+OPS = (TRIM, NORMALIZE_WHITESPACE)
