@@ -15,7 +15,6 @@ Not a test: nothing asserts."""
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 import uuid
@@ -27,12 +26,11 @@ import psycopg2
 import psycopg2.extensions
 from psycopg2.extras import RealDictCursor
 
-import ddl
+from bench.admission_db import END_ACTIVE, fresh_pipeline
 from service.backfiller import Backfiller
 from service.domain.backfills import admit_waiting, create_backfill
 from service.domain.runs import admit_run
 
-PG = "postgresql://postgres@127.0.0.1:5432"
 DB = "etl_bench_backfill"
 PLAN = {
     "params": {"day": {"type": "date"}},
@@ -43,28 +41,6 @@ PLAN = {
          "config": {"target": "file", "path": "out/{day}.jsonl"}},
     ],
 }  # fmt: skip
-END_ACTIVE = "UPDATE runs SET status = 'succeeded', started_at = now(), finished_at = now()" \
-    " WHERE status IN ('queued', 'running')"  # fmt: skip
-
-
-def _fresh(url: str) -> str:
-    admin = psycopg2.connect(f"{PG}/postgres")
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-    admin.close()
-    ddl.migrate(url)
-    pid = str(uuid.uuid4())
-    conn = psycopg2.connect(url)
-    with conn, conn.cursor() as cur:
-        cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, 'daily', 1)", (pid,))
-        cur.execute(
-            "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
-            " VALUES (%s, 1, %s, 'bench')",
-            (pid, json.dumps(PLAN)),
-        )
-    conn.close()
-    return pid
 
 
 class Counting(psycopg2.extensions.connection):
@@ -149,8 +125,7 @@ def main() -> None:
     parser.add_argument("--values", type=int, default=365)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    url = f"{PG}/{DB}"
-    pid = _fresh(url)
+    url, pid = fresh_pipeline(DB, "daily", PLAN)
     conn = connect(url)
     session: list[Counting] = []  # the backfiller's connection, to count what it sends
 

@@ -13,7 +13,6 @@ the settle interval, the part of the delay that is chosen. Not a test: nothing a
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import tempfile
@@ -24,11 +23,10 @@ from pathlib import Path
 import psycopg2
 import psycopg2.extras
 
-import ddl
+from bench.admission_db import END_ACTIVE, fresh_pipeline
 from service.domain.runs import admit_run
 from service.watcher import Watcher
 
-PG = "postgresql://postgres@127.0.0.1:5432"
 DB = "etl_bench_watch"
 PLAN = {
     "params": {"file": {"type": "string"}},
@@ -38,34 +36,20 @@ PLAN = {
          "config": {"target": "file", "path": "out.jsonl"}},
     ],
 }  # fmt: skip
-END_ACTIVE = "UPDATE runs SET status = 'succeeded', started_at = now(), finished_at = now()" \
-    " WHERE status IN ('queued', 'running')"  # fmt: skip
 
 
-def _fresh(url: str) -> str:
-    """A fresh database with the pipeline and its watch schedule; the pipeline's id."""
-    admin = psycopg2.connect(f"{PG}/postgres")
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-    admin.close()
-    ddl.migrate(url)
-    pid = str(uuid.uuid4())
+def _fresh() -> tuple[str, str]:
+    """A fresh database with the pipeline and its watch schedule; its URL, the pipeline's id."""
+    url, pid = fresh_pipeline(DB, "watched", PLAN)
     conn = psycopg2.connect(url)
     with conn, conn.cursor() as cur:
-        cur.execute("INSERT INTO pipelines (id, name, revision) VALUES (%s, 'watched', 1)", (pid,))
-        cur.execute(
-            "INSERT INTO revisions (pipeline_id, number, plan, created_by)"
-            " VALUES (%s, 1, %s, 'bench')",
-            (pid, json.dumps(PLAN)),
-        )
         cur.execute(
             "INSERT INTO schedules (id, pipeline_id, watch, created_by)"
             " VALUES (%s, %s, 'incoming/*.csv', 'bench')",
             (str(uuid.uuid4()), pid),
         )
     conn.close()
-    return pid
+    return url, pid
 
 
 def one_file(conn, incoming: Path, n: int, poll_s: float) -> float:
@@ -105,8 +89,7 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=1.0, help="ETL_WATCH_POLL_S")
     parser.add_argument("--settle", type=float, default=2.0, help="ETL_WATCH_SETTLE_S")
     args = parser.parse_args()
-    url = f"{PG}/{DB}"
-    pid = _fresh(url)
+    url, pid = _fresh()
     conn = psycopg2.connect(url)
     with tempfile.TemporaryDirectory() as data:
         incoming = Path(data) / "incoming"
