@@ -41,7 +41,7 @@ from connectors import SourceMissing, SourceRefused
 from connectors.files import open_source
 from ddl import connector
 from service.config import Config
-from service.domain.db import Cursor
+from service.domain.db import KeptSession
 from service.domain.runs import Admission
 from service.domain.watches import (
     FoundFile,
@@ -84,7 +84,7 @@ class Watcher:
         clock: Callable[[], float] = time.time,
         new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     ):
-        self._connect = connect
+        self._session = KeptSession(connect)
         self._wake = wake
         self._root = os.path.realpath(data_dir)
         self.poll_s = poll_s
@@ -94,7 +94,6 @@ class Watcher:
         self._seen: dict[str, dict[str, _Seen]] = {}  # schedule id -> path -> last look
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._conn: psycopg2.extensions.connection | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="watcher", daemon=True)
@@ -105,8 +104,7 @@ class Watcher:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.poll_s + 30)
-        if self._conn is not None and not self._conn.closed:
-            self._conn.close()
+        self._session.close()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_s):
@@ -114,16 +112,13 @@ class Watcher:
                 self.poll_once()
             except psycopg2.Error as exc:
                 log.warning("watcher: poll failed: %s", str(exc).strip())
-                self._conn = None
             except Exception:
                 log.exception("watcher: poll failed")
 
     def poll_once(self) -> int:
         """Look at every live watch schedule's files, record the settled new ones, then
         admit pending files where there is room; the number of runs admitted."""
-        if self._conn is None or self._conn.closed:
-            self._conn = self._connect()
-        with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
+        with self._session.transaction() as cur:
             watches = list_live_watches(cur)
         for gone in set(self._seen) - {str(w["id"]) for w in watches}:
             del self._seen[gone]
@@ -131,7 +126,7 @@ class Watcher:
             return 0  # only a live watch schedule's files are admitted: no lock taken
         for watch in watches:
             self._record(str(watch["id"]), self._settled(str(watch["id"]), watch["watch"]))
-        with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
+        with self._session.transaction() as cur:
             admitted = admit_waiting_files(cur, new_id=self._new_id)
         for admission in admitted:
             self._woken(admission)
@@ -140,8 +135,7 @@ class Watcher:
     def _record(self, schedule_id: str, found: list[tuple[FoundFile, _Seen]]) -> None:
         if not found:
             return
-        assert self._conn is not None
-        with self._conn, self._conn.cursor(cursor_factory=Cursor) as cur:
+        with self._session.transaction() as cur:
             recorded = record_files(cur, schedule_id, [f for f, _ in found])
         for _, seen in found:  # committed: known to the database from here on
             seen.done = True
