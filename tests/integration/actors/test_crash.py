@@ -7,17 +7,7 @@ import json
 import signal
 
 from drills import Stack
-
-N = 6000
-PLAN = {
-    "steps": [
-        {"name": "read", "type": "ingest",
-         "config": {"source": "file", "path": "nums.csv", "columns": {"id": "int"}}},
-        {"name": "out", "type": "export", "depends_on": ["read"],
-         "config": {"target": "file", "path": "nums.jsonl"}},
-    ]
-}  # fmt: skip
-
+from tests.integration.actors.nums import PLAN, N
 
 # the `stack` fixture (tests/integration/conftest.py) reads these
 STACK_ENV = {"ETL_FAULT": "slow_batches:step=out:ms=250"}

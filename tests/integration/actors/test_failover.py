@@ -15,18 +15,8 @@ import pytest
 
 from drills import Stack, run_sql
 from drills.pgfailover import FailoverPair
+from tests.integration.actors.nums import TABLE_PLAN, N, table_rows, write_nums
 
-N = 6000  # 12 batches per step
-PLAN = {
-    "steps": [
-        {"name": "read", "type": "ingest",
-         "config": {"source": "file", "path": "nums.csv", "columns": {"id": "int"}}},
-        {"name": "to_table", "type": "export", "depends_on": ["read"],
-         "config": {"target": "table", "table": "nums", "key": "id"}},
-        {"name": "out", "type": "export", "depends_on": ["read"],
-         "config": {"target": "file", "path": "nums.jsonl"}},
-    ]
-}  # fmt: skip
 SLOW = {
     "ETL_FAULT": "slow_batches:step=out:ms=250,slow_batches:step=to_table:ms=250",
     "ETL_LEASE_TTL_S": "30",
@@ -56,9 +46,9 @@ def test_batches_the_replica_never_received_are_redone_once_after_promotion(
     primary = f"{pair.primary.url}/etl"
     try:
         stack.etl("migrate")
-        (stack.data / "nums.csv").write_text("id\n" + "".join(f"{i}\n" for i in range(1, N + 1)))
+        write_nums(stack)
         stack.start()
-        run_id = stack.trigger(stack.create("nums", PLAN))[1]["id"]
+        run_id = stack.trigger(stack.create("nums", TABLE_PLAN))[1]["id"]
         stack.wait_for(lambda: _batches(primary, run_id) >= 4, what="4 export batches")
         pair.pause_replication()
         paused = _batches(primary, run_id)
@@ -72,12 +62,7 @@ def test_batches_the_replica_never_received_are_redone_once_after_promotion(
         assert run["status"] == "succeeded", run
         lines = (stack.exports / run_id / "nums.jsonl").read_text().splitlines()
         assert sorted(json.loads(x)["id"] for x in lines) == list(range(1, N + 1))
-        rows = stack.sql(
-            "SELECT count(*), count(DISTINCT record_key), min(id), max(id) FROM sandbox.nums"
-            " WHERE run_id = %s",
-            run_id,
-        )[0]
-        assert rows == (N, N, 1, N)
+        assert table_rows(stack, run_id) == (N, N, 1, N)
         per_step = stack.sql(
             "SELECT step_name, sum(batches_done) FROM attempts WHERE run_id = %s"
             " AND step_name IN ('to_table', 'out') GROUP BY step_name ORDER BY step_name",

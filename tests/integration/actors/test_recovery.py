@@ -15,22 +15,10 @@ import pytest
 from ddl import connect, connection_lost
 from drills import Stack, run_sql
 from drills.pgcluster import PrivateCluster
+from tests.integration.actors.nums import PLAN, TABLE_PLAN, N, table_rows, write_nums
 
-N = 6000
-PLAN = {
-    "steps": [
-        {"name": "read", "type": "ingest",
-         "config": {"source": "file", "path": "nums.csv", "columns": {"id": "int"}}},
-        {"name": "out", "type": "export", "depends_on": ["read"],
-         "config": {"target": "file", "path": "nums.jsonl"}},
-    ]
-}  # fmt: skip
 # The production lease: a step that waited for it to run out would show `lease_expired`.
 SLOW_EXPORT = {"ETL_FAULT": "slow_batches:step=out:ms=250", "ETL_LEASE_TTL_S": "30"}
-
-
-def _write_input(stack: Stack) -> None:
-    (stack.data / "nums.csv").write_text("id\n" + "".join(f"{i}\n" for i in range(1, N + 1)))
 
 
 def _committed(stack: Stack, run_id: str) -> tuple[str, int] | None:
@@ -65,7 +53,7 @@ def _run_on(cluster: PrivateCluster, tmp_path: Path, plan: dict) -> tuple[Stack,
     stack = Stack(f"{cluster.url}/etl", tmp_path, env=SLOW_EXPORT)
     try:
         stack.etl("migrate")
-        _write_input(stack)
+        write_nums(stack)
         stack.start()
         run_id = stack.trigger(stack.create("nums", plan))[1]["id"]
         stack.wait_for(lambda: (a := _committed(stack, run_id)) and a[1] >= 3, what="3 batches")
@@ -96,27 +84,13 @@ def test_a_crash_of_postgresql_takes_back_unflushed_batches_and_loses_nothing(
     # committed ahead"): an immediate stop (a crash: no shutdown checkpoint, recovery from
     # the WAL) may take the last of them back, with their staged rows; the step goes on from
     # the checkpoint that survived and exports every record once.
-    plan = {
-        "steps": [
-            PLAN["steps"][0],
-            {"name": "to_table", "type": "export", "depends_on": ["read"],
-             "config": {"target": "table", "table": "nums", "key": "id"}},
-            {"name": "out", "type": "export", "depends_on": ["read"],
-             "config": {"target": "file", "path": "nums.jsonl"}},
-        ]
-    }  # fmt: skip
-    stack, run_id = _run_on(cluster, tmp_path, plan)
+    stack, run_id = _run_on(cluster, tmp_path, TABLE_PLAN)
     try:
         cluster.stop(mode="immediate")
         cluster.start()
         run = stack.wait_run(run_id, timeout=180)
         _check_run(stack, run)
-        rows = stack.sql(
-            "SELECT count(*), count(DISTINCT record_key), min(id), max(id) FROM sandbox.nums"
-            " WHERE run_id = %s",
-            run_id,
-        )[0]
-        assert rows == (N, N, 1, N)
+        assert table_rows(stack, run_id) == (N, N, 1, N)
         done = stack.sql(
             "SELECT sum(batches_done) FROM attempts WHERE run_id = %s AND step_name = 'to_table'",
             run_id,
@@ -128,7 +102,7 @@ def test_a_crash_of_postgresql_takes_back_unflushed_batches_and_loses_nothing(
 
 def test_terminated_sessions_of_an_executor_are_ridden_out_quietly(stack_factory) -> None:
     stack = stack_factory(env=SLOW_EXPORT)
-    _write_input(stack)
+    write_nums(stack)
     stack.start()
     try:
         run_id = stack.trigger(stack.create("nums", PLAN))[1]["id"]
@@ -155,7 +129,7 @@ def test_terminated_sessions_of_an_executor_are_ridden_out_quietly(stack_factory
 
 def test_cancel_ends_a_run_whose_step_no_executor_claimed(stack_factory) -> None:
     stack = stack_factory()
-    _write_input(stack)
+    write_nums(stack)
     stack.start(executors=())  # the executors are down
     try:
         pipeline = stack.create("nums", PLAN)

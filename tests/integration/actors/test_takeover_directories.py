@@ -11,16 +11,7 @@ import time
 from pathlib import Path
 
 from drills import Stack
-
-N = 6000
-PLAN = {
-    "steps": [
-        {"name": "read", "type": "ingest",
-         "config": {"source": "file", "path": "nums.csv", "columns": {"id": "int"}}},
-        {"name": "out", "type": "export", "depends_on": ["read"],
-         "config": {"target": "file", "path": "nums.jsonl"}},
-    ]
-}  # fmt: skip
+from tests.integration.actors.nums import PLAN, N, write_nums
 
 
 def _waiting(stack: Stack, run_id: str) -> tuple | None:
@@ -43,7 +34,7 @@ def test_a_step_is_not_taken_over_where_its_chunks_are_not_seen(
 ) -> None:
     # fused (the default): `out` runs inside the ingest's attempt, adopted by its executor
     stack: Stack = stack_factory(env={"ETL_FAULT": "slow_batches:step=out:ms=300"})
-    (stack.data / "nums.csv").write_text("id\n" + "".join(f"{i}\n" for i in range(1, N + 1)))
+    write_nums(stack)
     stack.start(executors=("executor-a",))
     run_id = stack.trigger(stack.create("nums", PLAN))[1]["id"]
     stack.wait_for(lambda: _out_batches(stack, run_id) >= 2, what="2 batches of out")
