@@ -18,6 +18,7 @@ import psycopg2
 import connectors
 from actors.errors import DirectoryMismatch
 from actors.sql import QUERIES
+from ddl import KeptSession
 
 log = logging.getLogger("etl.presence")
 
@@ -99,18 +100,11 @@ class Presence:
             conn.close()
 
     def _run(self) -> None:
-        conn = None
+        session = KeptSession(self._connect)
         while not self._stop.wait(self._interval_s):
             try:
-                if conn is None or conn.closed:
-                    conn = self._connect()
-                with conn.cursor() as cur:
+                with session.transaction() as cur:
                     cur.execute(QUERIES["beat_executor"], self._keys)
-                conn.commit()
             except psycopg2.Error as exc:  # a missed beat only ages the row
                 log.warning("executor heartbeat failed: %s", exc)
-                if conn is not None:
-                    conn.close()
-                conn = None
-        if conn is not None:
-            conn.close()
+        session.close()

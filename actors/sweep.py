@@ -30,7 +30,7 @@ from actors.metric_fold import fold_metric_deltas
 from actors.purge import clear_unpublished_stages, purge_finished_runs
 from actors.sql import QUERIES
 from dag import StepStatus
-from ddl import connection_lost
+from ddl import KeptSession, connection_lost
 
 log = logging.getLogger("etl.sweep")
 MAX_LEASE_EXPIRIES = 5  # a step that kills its executor again and again is failed
@@ -207,13 +207,12 @@ def run_sweep(
     """The coordinator's sweep thread: a pass every `settings.every_s` until `stop` is set.
     A lost database is waited out; an unexpected error is logged and retried next pass.
     Returns False (and sets `stop`) when passes kept failing for `give_up_after_s`."""
-    conn = None
+    session = KeptSession(connect)
     failures = 0
     purge_due = time.monotonic()
     while not stop.wait(settings.every_s):
         try:
-            if conn is None or conn.closed:
-                conn = connect()
+            conn = session.connection()
             sweep_once(
                 conn,
                 broker,
@@ -234,17 +233,17 @@ def run_sweep(
             # a restart or a terminated session often surfaces as the rollback's InterfaceError
             if isinstance(exc, psycopg2.OperationalError) or connection_lost(exc):
                 log.warning("sweep: database unavailable: %s", str(exc).strip())
-                conn = None
+                session.close()
                 continue
             failures += 1
             log.exception("sweep failed (%d in a row)", failures)
             if failures * settings.every_s > settings.give_up_after_s:
                 stop.set()
+                session.close()
                 return False
         else:
             failures = 0
-    if conn is not None:
-        conn.close()
+    session.close()
     return True
 
 

@@ -18,10 +18,9 @@ import psycopg2
 import psycopg2.extensions
 
 from actors import send_advance_run
-from ddl import connector
+from ddl import KeptSession, connector
 from service.config import Config
 from service.domain.backfills import admit_waiting, commit_asynchronously
-from service.domain.db import KeptSession
 
 log = logging.getLogger("etl.backfiller")
 

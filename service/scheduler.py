@@ -35,10 +35,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
 from actors import param_attributes, send_advance_run
-from ddl import connector
+from ddl import Cursor, KeptSession, connector
 from service.config import Config
 from service.domain.catchup import CatchUp, catch_up_schedule
-from service.domain.db import Cursor, KeptSession
 from service.domain.runs import Admission, AdmissionOutcome
 from service.domain.schedules import (
     CATCHUP_ALL,

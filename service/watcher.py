@@ -39,9 +39,8 @@ import psycopg2.extensions
 from actors import send_advance_run
 from connectors import SourceMissing, SourceRefused
 from connectors.files import open_source
-from ddl import connector
+from ddl import KeptSession, connector
 from service.config import Config
-from service.domain.db import KeptSession
 from service.domain.runs import Admission
 from service.domain.watches import (
     FoundFile,
