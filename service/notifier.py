@@ -371,9 +371,9 @@ class Notifier:
 
 
 def build_notifier(cfg: Config) -> Notifier:
-    """The coordinator's notifier on `cfg.database_url` (`run_coordinator(cfg,
-    notifier_factory=build_notifier)`). A session idle in its transaction past the POST
-    timeout (a frozen process) is ended by the server, releasing its claim."""
+    """The coordinator's notifier on `cfg.database_url` (started by `run_coordinator`). A
+    session idle in its transaction past the POST timeout (a frozen process) is ended by the
+    server, releasing its claim."""
     idle_s = cfg.webhook_timeout_s + 30
     return Notifier(
         connector(cfg.database_url, "etl-notifier", idle_in_transaction_timeout_s=idle_s),

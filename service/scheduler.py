@@ -347,7 +347,7 @@ class Scheduler:
 
 def build_scheduler(cfg: Config, broker: Any) -> Scheduler:
     """The coordinator's scheduler: fires admit runs in `cfg.database_url` and wake the
-    dag-advancer through `broker` (`run_coordinator(cfg, scheduler_factory=build_scheduler)`)."""
+    dag-advancer through `broker` (started by `run_coordinator`)."""
 
     def wake(run_id: str, trace_id: str) -> None:
         send_advance_run(broker, run_id, trace_id)
