@@ -16,7 +16,7 @@ import psycopg2
 
 from actors.errors import LeaseLost
 from actors.sql import QUERIES
-from ddl import KeptSession
+from ddl import Cursor, KeptSession
 
 log = logging.getLogger("etl.leases")
 
@@ -46,7 +46,7 @@ def claim_attempt(conn, attempt_id: int, owner: str, ttl_s: float) -> Claim | No
     executor that sees them, the reason in its error (and logged)."""
     params = {"attempt_id": attempt_id, "owner": owner, "ttl_s": ttl_s}
     try:
-        with conn.cursor() as cur:
+        with conn.cursor(cursor_factory=Cursor) as cur:
             cur.execute(QUERIES["claim_attempt"], params)
             row = cur.fetchone()
             if row is None:
@@ -56,23 +56,22 @@ def claim_attempt(conn, attempt_id: int, owner: str, ttl_s: float) -> Claim | No
                     if len(_REFUSALS_LOGGED) >= 10_000:
                         _REFUSALS_LOGGED.clear()
                     _REFUSALS_LOGGED.add(attempt_id)
-                    log.warning("attempt %s not claimed: %s", attempt_id, refused[0])
+                    log.warning("attempt %s not claimed: %s", attempt_id, refused["error"])
         conn.commit()
     except BaseException:
         conn.rollback()
         raise
     if row is None:
         return None
-    run_id, step_name, number, trace_id, pipeline_id, parent_span_id, sampled = row
     return Claim(
         attempt_id,
-        str(run_id),
-        step_name,
-        number,
-        trace_id,
-        str(pipeline_id),
-        parent_span_id,
-        sampled,
+        str(row["run_id"]),
+        row["step_name"],
+        row["number"],
+        row["trace_id"],
+        str(row["pipeline_id"]),
+        row["parent_span_id"],
+        row["trace_sampled"],
     )
 
 
