@@ -67,15 +67,8 @@ def step_window(
         raise connectors.TableRefused(
             f"config.cursor: the step's range was fixed on {table}.{saved_column}"
         )
-    return connectors.CursorWindow(
-        column,
-        pg_type,
-        saved["lower_value"],
-        saved["lower_snapshot"],
-        saved["upper_value"],
-        saved["snapshot"],
-        saved["late_rows"],
-    )
+    bounds = ("lower_value", "lower_snapshot", "upper_value", "snapshot", "late_rows")
+    return connectors.CursorWindow(column, pg_type, *(saved[b] for b in bounds))
 
 
 def advance_marks(cur, run_id: str) -> None:
