@@ -17,6 +17,7 @@ from actors.cursors import advance_marks
 from actors.sql import QUERIES
 from actors.tracing import record_run_spans
 from dag import Plan, PlanInvalid, RunStatus, StepStatus, decide, parse_plan
+from ddl import Cursor
 
 log = logging.getLogger("etl.advancer")
 
@@ -33,20 +34,20 @@ class Advance:
 
 def advance_run(conn, run_id: str) -> Advance:
     """Advance the pipeline that `run_id` belongs to; see the module docstring."""
-    with conn.cursor() as cur:
+    with conn.cursor(cursor_factory=Cursor) as cur:
         cur.execute(QUERIES["get_run_pipeline"], {"run_id": run_id})
         row = cur.fetchone()
     conn.rollback()
     if row is None:
         return Advance()
-    return advance_pipeline(conn, str(row[0]))
+    return advance_pipeline(conn, str(row["pipeline_id"]))
 
 
 def advance_pipeline(conn, pipeline_id: str) -> Advance:
     """Advance one pipeline in one transaction; returns what was decided (committed)."""
     result = Advance()
     try:
-        with conn.cursor() as cur:
+        with conn.cursor(cursor_factory=Cursor) as cur:
             cur.execute(QUERIES["lock_pipeline"], {"pipeline_id": pipeline_id})
             if cur.fetchone() is None:
                 conn.rollback()
@@ -57,17 +58,18 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
                 current = _current_run(cur, pipeline_id)
                 if current is None:
                     break
-                (run_id, trace_id, cancel_requested, plan_json, revision), queued = current
-                run_id = str(run_id)
+                run, queued = current
+                run_id, trace_id = str(run["id"]), run["trace_id"]
                 try:  # validated once per advance, then used as a Plan
-                    plan = parse_plan(plan_json)
+                    plan = parse_plan(run["plan"])
                 except PlanInvalid as exc:  # one pipeline's bad revision must not jam others
-                    _fail_unrunnable(cur, run_id, trace_id, revision, exc.errors, result)
+                    _fail_unrunnable(cur, run_id, trace_id, run["revision"], exc.errors, result)
                     continue
                 if queued:
                     _start_run(cur, run_id, plan)
                     result.started_runs.append(run_id)
-                if not _advance_steps(cur, run_id, trace_id, bool(cancel_requested), plan, result):
+                cancel = bool(run["cancel_requested"])
+                if not _advance_steps(cur, run_id, trace_id, cancel, plan, result):
                     break
         conn.commit()
     except BaseException:
@@ -78,7 +80,7 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
     return result
 
 
-def _current_run(cur, pipeline_id: str) -> tuple[tuple, bool] | None:
+def _current_run(cur, pipeline_id: str) -> tuple[dict, bool] | None:
     """The pipeline's running run, else the head of its queue (True: it must start)."""
     key = {"pipeline_id": pipeline_id}
     cur.execute(QUERIES["get_pipeline_run"], {**key, "status": RunStatus.RUNNING})
@@ -121,11 +123,10 @@ def _advance_steps(
     """Apply the readiness decision to one running run; True if the run finished."""
     cur.execute(QUERIES["lock_step_runs"], {"run_id": run_id})
     rows = cur.fetchall()
-    states = {name: status for name, status, _due, _in_s in rows}
-    due_retries = [
-        name for name, status, due, _in_s in rows if status == StepStatus.RETRY_WAIT and due
-    ]
-    waits = [in_s for _n, status, due, in_s in rows if status == StepStatus.RETRY_WAIT and not due]
+    states = {r["name"]: r["status"] for r in rows}
+    retrying = [r for r in rows if r["status"] == StepStatus.RETRY_WAIT]
+    due_retries = [r["name"] for r in retrying if r["retry_due"]]
+    waits = [r["retry_in_s"] for r in retrying if not r["retry_due"]]
 
     if cancel_requested:
         _cancel_unclaimed(cur, run_id, states)
@@ -146,12 +147,10 @@ def _advance_steps(
     for name in to_start:
         cur.execute(QUERIES["start_step"], {"run_id": run_id, "name": name})
         cur.execute(QUERIES["create_attempt"], {"run_id": run_id, "name": name})
-        attempt_id, number = cur.fetchone()
-        result.attempts.append((attempt_id, trace_id))
-        log.info(
-            "step started",
-            extra={"run_id": run_id, "step": name, "attempt": number, "trace_id": trace_id},
-        )
+        attempt = cur.fetchone()
+        result.attempts.append((attempt["id"], trace_id))
+        context = {"run_id": run_id, "step": name, "trace_id": trace_id}
+        log.info("step started", extra={**context, "attempt": attempt["number"]})
     if waits:
         soonest = max(0.0, min(float(w) for w in waits))
         if result.recheck_in_s is None or soonest < result.recheck_in_s:
@@ -174,9 +173,9 @@ def _cancel_unclaimed(cur, run_id: str, states: dict[str, str]) -> None:
     claimed one stops at its next batch boundary, an unclaimed one would wait for an
     executor (down, or busy elsewhere) and keep the run, and its pipeline's queue, waiting."""
     cur.execute(QUERIES["cancel_unclaimed_attempts"], {"run_id": run_id})
-    for (name,) in cur.fetchall():
-        states[name] = StepStatus.CANCELED
-        log.info("unclaimed step canceled", extra={"run_id": run_id, "step": name})
+    for row in cur.fetchall():
+        states[row["name"]] = StepStatus.CANCELED
+        log.info("unclaimed step canceled", extra={"run_id": run_id, "step": row["name"]})
 
 
 def send_wakeups(broker, run_id: str, trace_id: str, result: Advance) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from actors.committer import StagedRows
 from actors.sql import CHECK_QUERIES
 from dag import MAX_EXAMPLES, Checker, CheckFailed, Step, failed_errors, key_digests
+from ddl import Cursor
 
 __all__ = ["StepChecks", "open_checks"]
 
@@ -87,14 +88,14 @@ class StepChecks:
         """The results over the whole output (see the module); `CheckFailed` for a failed
         `error` check, after the results are saved."""
         params = {"run_id": self.run_id, "step": self.step.name}
-        with conn.cursor() as cur:
+        with conn.cursor(cursor_factory=Cursor) as cur:
             for statement in self.take_staged():  # the step's final records (aggregates)
                 cur.execute(statement.query, statement.params)
             for check_no, kind in self.checker.unique_checks():
                 query = CHECK_QUERIES["count_duplicate_keys"]
                 cur.execute(query, {**params, "check_no": check_no, "examples": MAX_EXAMPLES})
-                repeated, examples = cur.fetchone()
-                kind.duplicates(repeated, [self._placed(e) for e in examples])
+                found = cur.fetchone()
+                kind.duplicates(found["repeated"], [self._placed(e) for e in found["examples"]])
             results = self.checker.results(records_in, records_out, rejected)
             cur.execute(CHECK_QUERIES["save_check_results"], {**params, "checks": _json(results)})
         conn.commit()

@@ -10,6 +10,7 @@ import logging
 
 import connectors
 from actors.sql import CURSOR_QUERIES
+from ddl import Cursor
 
 log = logging.getLogger("etl.executor")
 
@@ -22,7 +23,7 @@ def step_window(
     first saved wins). `TableRefused` naming `config.cursor` for a column that cannot be one."""
     pg_type = connectors.cursor_type(column, source.base_types, source.pg_types)
     params = {"run_id": run_id, "step": step}
-    with state_conn.cursor() as cur:
+    with state_conn.cursor(cursor_factory=Cursor) as cur:
         cur.execute(CURSOR_QUERIES["get_cursor_range"], params)
         saved = cur.fetchone()
         mark = None
@@ -31,14 +32,14 @@ def step_window(
             mark = cur.fetchone()
     state_conn.commit()  # read only; ends the transaction as `meet_schema` does
     if saved is None:
-        version = None if mark is None else mark[2]
+        version = None if mark is None else mark["version"]
         lower, lower_snapshot = (None, None)
-        if mark is not None and (mark[3], mark[4]) == (source.name, column):
-            lower, lower_snapshot = mark[0], mark[1]
+        if mark is not None and (mark["table_name"], mark["column_name"]) == (source.name, column):
+            lower, lower_snapshot = mark["value"], mark["snapshot"]
         window = connectors.fix_cursor_range(
             sandbox_conn, source.name, column, pg_type, lower, lower_snapshot
         )
-        with state_conn.cursor() as cur:
+        with state_conn.cursor(cursor_factory=Cursor) as cur:
             cur.execute(
                 CURSOR_QUERIES["save_cursor_range"],
                 {
@@ -61,12 +62,13 @@ def step_window(
                 "rows at or below the cursor mark, committed after it, are read",
                 extra={"run_id": run_id, "step": step, "late_rows": window.late_rows},
             )
-    table, saved_column, lower, lower_snapshot, upper, snapshot, late = saved
+    table, saved_column = saved["table_name"], saved["column_name"]
     if (table, saved_column) != (source.name, column):
         raise connectors.TableRefused(
             f"config.cursor: the step's range was fixed on {table}.{saved_column}"
         )
-    return connectors.CursorWindow(column, pg_type, lower, lower_snapshot, upper, snapshot, late)
+    bounds = ("lower_value", "lower_snapshot", "upper_value", "snapshot", "late_rows")
+    return connectors.CursorWindow(column, pg_type, *(saved[b] for b in bounds))
 
 
 def advance_marks(cur, run_id: str) -> None:

@@ -16,6 +16,7 @@ import psycopg2
 
 from actors.errors import LeaseLost
 from actors.sql import QUERIES
+from ddl import Cursor, KeptSession
 
 log = logging.getLogger("etl.leases")
 
@@ -45,7 +46,7 @@ def claim_attempt(conn, attempt_id: int, owner: str, ttl_s: float) -> Claim | No
     executor that sees them, the reason in its error (and logged)."""
     params = {"attempt_id": attempt_id, "owner": owner, "ttl_s": ttl_s}
     try:
-        with conn.cursor() as cur:
+        with conn.cursor(cursor_factory=Cursor) as cur:
             cur.execute(QUERIES["claim_attempt"], params)
             row = cur.fetchone()
             if row is None:
@@ -55,23 +56,22 @@ def claim_attempt(conn, attempt_id: int, owner: str, ttl_s: float) -> Claim | No
                     if len(_REFUSALS_LOGGED) >= 10_000:
                         _REFUSALS_LOGGED.clear()
                     _REFUSALS_LOGGED.add(attempt_id)
-                    log.warning("attempt %s not claimed: %s", attempt_id, refused[0])
+                    log.warning("attempt %s not claimed: %s", attempt_id, refused["error"])
         conn.commit()
     except BaseException:
         conn.rollback()
         raise
     if row is None:
         return None
-    run_id, step_name, number, trace_id, pipeline_id, parent_span_id, sampled = row
     return Claim(
         attempt_id,
-        str(run_id),
-        step_name,
-        number,
-        trace_id,
-        str(pipeline_id),
-        parent_span_id,
-        sampled,
+        str(row["run_id"]),
+        row["step_name"],
+        row["number"],
+        row["trace_id"],
+        str(row["pipeline_id"]),
+        row["parent_span_id"],
+        row["trace_sampled"],
     )
 
 
@@ -137,7 +137,7 @@ class Heartbeat:
         self._thread.join(timeout=self._interval_s + 5)
 
     def _run(self) -> None:
-        conn = None
+        session = KeptSession(self._connect)
         born = self._clock()
         while not self._stop.wait(self._interval_s):
             if self._max_age_s is not None and self._clock() - born > self._max_age_s:
@@ -149,31 +149,22 @@ class Heartbeat:
                     extra={"attempt_id": self._attempt_id},
                 )
                 break
+            params = {"attempt_ids": self._attempt_ids, "owner": self._owner, "ttl_s": self._ttl_s}
             try:
-                if conn is None or conn.closed:
-                    conn = self._connect()
-                ids = self._attempt_ids
-                with conn.cursor() as cur:
-                    cur.execute(
-                        QUERIES["heartbeat_attempt"],
-                        {"attempt_ids": ids, "owner": self._owner, "ttl_s": self._ttl_s},
-                    )
+                with session.transaction() as cur:
+                    cur.execute(QUERIES["heartbeat_attempt"], params)
                     rows = cur.fetchall()
-                conn.commit()
             except psycopg2.Error as exc:
                 # A missed beat is not fatal: the lease has ttl/interval beats of slack, and
                 # every commit is fenced anyway.
                 log.warning("heartbeat failed: %s", exc, extra={"attempt": self._attempt_id})
-                if conn is not None:
-                    conn.close()
-                conn = None
                 continue
             # Only the claimed attempt's lease decides; a follower's is fenced at its commits.
-            if self._attempt_id not in {attempt_id for attempt_id, _ in rows}:
+            mine = next((r for r in rows if r["id"] == self._attempt_id), None)
+            if mine is None:
                 log.warning("lease lost", extra={"attempt": self._attempt_id})
                 self.lost.set()
                 break
-            if rows[0][1]:
+            if mine["cancel_requested"]:
                 self.cancel.set()
-        if conn is not None:
-            conn.close()
+        session.close()

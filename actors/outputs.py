@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Iterator
 
 from actors.sql import QUERIES
+from ddl import Cursor
 
 
 def decode_rows(rows: bytes, columns: dict[str, str]) -> list[dict]:
@@ -53,9 +54,9 @@ def read_state_parts(conn, run_id: str, step: str, state) -> list[bytes]:
     count = state.get("parts", 0) if isinstance(state, dict) else 0
     if not count:
         return []
-    with conn.cursor() as cur:
+    with conn.cursor(cursor_factory=Cursor) as cur:
         cur.execute(QUERIES["read_state_parts"], {"run_id": run_id, "name": step, "low": -count})
-        parts = [zlib.decompress(row[0]) for row in cur.fetchall()]
+        parts = [zlib.decompress(row["payload"]) for row in cur.fetchall()]
     conn.rollback()
     if len(parts) != count:
         raise LookupError(f"state of step {step!r}: {len(parts)} of its {count} parts stored")
@@ -68,10 +69,10 @@ def read_batches(
     """Committed batches `start_seq..count-1` of a succeeded step, one at a time, as their
     `encode_rows` bytes."""
     for seq in range(start_seq, count):
-        with conn.cursor() as cur:
+        with conn.cursor(cursor_factory=Cursor) as cur:
             cur.execute(QUERIES["read_step_batch"], {"run_id": run_id, "name": step, "seq": seq})
             row = cur.fetchone()
         conn.rollback()  # read-only; do not hold a snapshot across batches
         if row is None:
             raise LookupError(f"output batch {seq} of step {step!r} is missing")
-        yield seq, zlib.decompress(row[0])
+        yield seq, zlib.decompress(row["payload"])

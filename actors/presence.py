@@ -18,6 +18,7 @@ import psycopg2
 import connectors
 from actors.errors import DirectoryMismatch
 from actors.sql import QUERIES
+from ddl import Cursor, KeptSession
 
 log = logging.getLogger("etl.presence")
 
@@ -51,7 +52,7 @@ class Presence:
         params = {**self._keys, **marks, "pid": os.getpid(), "stale_after_s": self._stale_after_s}
         conn = self._connect()
         try:
-            with conn.cursor() as cur:
+            with conn.cursor(cursor_factory=Cursor) as cur:
                 cur.execute(QUERIES["lock_executor_announcements"])
                 cur.execute(QUERIES["announce_executor"], params)
                 cur.execute(QUERIES["find_directory_mismatches"], params)
@@ -66,13 +67,13 @@ class Presence:
         self._thread.start()
         return self
 
-    def _mismatch(self, other: tuple, marks: dict[str, str]) -> str:
-        name, *theirs = other
+    def _mismatch(self, other: dict, marks: dict[str, str]) -> str:
+        name = other["name"]
         differ = [
             f"{'ETL_EXPORT_DIR' if key == 'export_mark' else 'ETL_REJECT_DIR'}"
-            f" {self._dirs[key]} (id {marks[key]}, {name}'s: {their})"
-            for (key, their) in zip(("export_mark", "reject_mark"), theirs, strict=True)
-            if their is not None and their != marks[key]
+            f" {self._dirs[key]} (id {marks[key]}, {name}'s: {other[key]})"
+            for key in ("export_mark", "reject_mark")
+            if other[key] is not None and other[key] != marks[key]
         ]
         return (
             f"executor {self._keys['name']} does not see the directories live executor {name}"
@@ -99,18 +100,11 @@ class Presence:
             conn.close()
 
     def _run(self) -> None:
-        conn = None
+        session = KeptSession(self._connect)
         while not self._stop.wait(self._interval_s):
             try:
-                if conn is None or conn.closed:
-                    conn = self._connect()
-                with conn.cursor() as cur:
+                with session.transaction() as cur:
                     cur.execute(QUERIES["beat_executor"], self._keys)
-                conn.commit()
             except psycopg2.Error as exc:  # a missed beat only ages the row
                 log.warning("executor heartbeat failed: %s", exc)
-                if conn is not None:
-                    conn.close()
-                conn = None
-        if conn is not None:
-            conn.close()
+        session.close()

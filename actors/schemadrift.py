@@ -14,6 +14,7 @@ from typing import Any
 
 from actors.sql import CHECK_QUERIES
 from dag.schemadrift import SchemaChanged, change_message, column_change, schema_mode
+from ddl import Cursor
 
 __all__ = ["meet_schema"]
 
@@ -24,13 +25,13 @@ def meet_schema(
     """The change of `columns` since the last succeeded run (recorded on the step), or
     None; `SchemaChanged` when the step's `on_schema_change` is `fail`."""
     params = {"run_id": run_id, "step": step}
-    with conn.cursor() as cur:
+    with conn.cursor(cursor_factory=Cursor) as cur:
         cur.execute(CHECK_QUERIES["get_previous_columns"], params)
         row = cur.fetchone()
-        previous = None if row is None else [name for name, _ in row[1]]
+        previous = None if row is None else [name for name, _ in row["columns"]]
         change = column_change(previous, columns)
         if change is not None:
-            change = {**change, "since_run": str(row[0])}
+            change = {**change, "since_run": str(row["run_id"])}
             cur.execute(
                 CHECK_QUERIES["save_schema_change"], {**params, "change": json.dumps(change)}
             )

@@ -30,7 +30,7 @@ from actors.metric_fold import fold_metric_deltas
 from actors.purge import clear_unpublished_stages, purge_finished_runs
 from actors.sql import QUERIES
 from dag import StepStatus
-from ddl import connection_lost
+from ddl import Cursor, KeptSession, connection_lost
 
 log = logging.getLogger("etl.sweep")
 MAX_LEASE_EXPIRIES = 5  # a step that kills its executor again and again is failed
@@ -51,37 +51,39 @@ def reap_expired_leases(conn, broker) -> list[tuple[str, str]]:
     wake: list[tuple[int, str]] = []
     reaped: list[tuple[str, str]] = []
     try:
-        with conn.cursor() as cur:
+        with conn.cursor(cursor_factory=Cursor) as cur:
             cur.execute(QUERIES["reap_expired_leases"])
             # Lock step rows in the advancer's order (run, plan position): no deadlock
             # when two steps of one run lose their lease together.
-            for run_id, step, _, fused in sorted(cur.fetchall(), key=lambda r: (str(r[0]), r[2])):
+            expired = sorted(cur.fetchall(), key=lambda r: (str(r["run_id"]), r["position"]))
+            for lease in expired:
+                run_id, step = lease["run_id"], lease["step_name"]
                 reaped.append((str(run_id), step))
                 keys = {"run_id": run_id, "name": step}
                 cur.execute(QUERIES["get_step_for_takeover"], keys)
                 row = cur.fetchone()
-                if row is None or row[0] != StepStatus.RUNNING:
+                if row is None or row["status"] != StepStatus.RUNNING:
                     continue
-                if fused:
+                if lease["fused"]:
                     cur.execute(QUERIES["unfuse_step"], keys)
                     continue
-                trace_id = row[1]
+                trace_id = row["trace_id"]
                 cur.execute(QUERIES["count_lease_expiries"], keys)
-                if cur.fetchone()[0] >= MAX_LEASE_EXPIRIES:
+                if cur.fetchone()["expiries"] >= MAX_LEASE_EXPIRIES:
                     cur.execute(
                         QUERIES["finish_step"],
                         {**keys, "status": StepStatus.FAILED, "error": "lease expired too often"},
                     )
                     continue
                 cur.execute(QUERIES["create_attempt"], keys)
-                attempt_id, number = cur.fetchone()
-                wake.append((attempt_id, trace_id))
+                attempt = cur.fetchone()
+                wake.append((attempt["id"], trace_id))
                 log.warning(
                     "lease expired, step continues from its checkpoint",
                     extra={
                         "run_id": str(run_id),
                         "step": step,
-                        "attempt": number,
+                        "attempt": attempt["number"],
                         "trace_id": trace_id,
                     },
                 )
@@ -97,20 +99,20 @@ def reap_expired_leases(conn, broker) -> list[tuple[str, str]]:
 
 def resend_unclaimed(conn, broker, *, older_than_s: float) -> list[int]:
     """Re-send the wake-up of open attempts nobody claimed for `older_than_s` seconds."""
-    with conn.cursor() as cur:
+    with conn.cursor(cursor_factory=Cursor) as cur:
         cur.execute(QUERIES["list_unclaimed_attempts"], {"older_than_s": older_than_s})
         rows = cur.fetchall()
     conn.rollback()
-    for attempt_id, trace_id in rows:
-        send_run_step(broker, attempt_id, trace_id)
-    return [r[0] for r in rows]
+    for row in rows:
+        send_run_step(broker, row["id"], row["trace_id"])
+    return [row["id"] for row in rows]
 
 
 def advance_active(conn, broker) -> int:
     """Advance every pipeline that has a queued or running run."""
-    with conn.cursor() as cur:
+    with conn.cursor(cursor_factory=Cursor) as cur:
         cur.execute(QUERIES["list_active_pipelines"])
-        pipelines = [str(r[0]) for r in cur.fetchall()]
+        pipelines = [str(r["pipeline_id"]) for r in cur.fetchall()]
     conn.rollback()
     for pipeline_id in pipelines:
         try:
@@ -137,9 +139,9 @@ def end_stalled_runs(conn, broker, *, after_s: float) -> list[str]:
     advancer there is none; this guard keeps a defect from holding a pipeline for good."""
     ended: list[str] = []
     params = {"after_s": after_s, "run_id": None}
-    with conn.cursor() as cur:
+    with conn.cursor(cursor_factory=Cursor) as cur:
         cur.execute(QUERIES["list_stalled_runs"], params)
-        stalled = [(str(r[0]), str(r[1]), r[2]) for r in cur.fetchall()]
+        stalled = [(str(r["id"]), str(r["pipeline_id"]), r["trace_id"]) for r in cur.fetchall()]
     conn.rollback()
     for run_id, pipeline_id, trace_id in stalled:
         try:
@@ -207,13 +209,12 @@ def run_sweep(
     """The coordinator's sweep thread: a pass every `settings.every_s` until `stop` is set.
     A lost database is waited out; an unexpected error is logged and retried next pass.
     Returns False (and sets `stop`) when passes kept failing for `give_up_after_s`."""
-    conn = None
+    session = KeptSession(connect)
     failures = 0
     purge_due = time.monotonic()
     while not stop.wait(settings.every_s):
         try:
-            if conn is None or conn.closed:
-                conn = connect()
+            conn = session.connection()
             sweep_once(
                 conn,
                 broker,
@@ -234,17 +235,17 @@ def run_sweep(
             # a restart or a terminated session often surfaces as the rollback's InterfaceError
             if isinstance(exc, psycopg2.OperationalError) or connection_lost(exc):
                 log.warning("sweep: database unavailable: %s", str(exc).strip())
-                conn = None
+                session.close()
                 continue
             failures += 1
             log.exception("sweep failed (%d in a row)", failures)
             if failures * settings.every_s > settings.give_up_after_s:
                 stop.set()
+                session.close()
                 return False
         else:
             failures = 0
-    if conn is not None:
-        conn.close()
+    session.close()
     return True
 
 

@@ -40,6 +40,7 @@ from opentelemetry.trace import (
 from actors.leases import Claim
 from actors.sql import TRACING_QUERIES
 from dag import AttemptOutcome, RunStatus
+from ddl import Cursor
 
 log = logging.getLogger("etl.tracing")
 
@@ -152,40 +153,35 @@ class AttemptSpans:
         its lease was lost), error, finish time and the step's counters of each attempt's
         row, read on `conn` when the spans record. A database that does not answer ends
         them with what is known."""
-        ends: dict[int, tuple] = {}
+        ends: dict[int, dict] = {}
         if (
             conn is not None
             and not conn.closed
             and any(s.is_recording() for s in self._spans.values())
         ):
             try:
-                with conn.cursor() as cur:
+                with conn.cursor(cursor_factory=Cursor) as cur:
                     cur.execute(
                         TRACING_QUERIES["get_attempt_ends"], {"attempt_ids": list(self._spans)}
                     )
-                    ends = {row[0]: row[1:] for row in cur.fetchall()}
+                    ends = {row["id"]: row for row in cur.fetchall()}
                 conn.rollback()
             except psycopg2.Error as exc:
                 log.warning("attempt spans end without their rows: %s", exc)
                 _rollback(conn)
         head_id = next(iter(self._spans))
         for attempt_id, span in self._spans.items():
-            got, error, finished_at, records_in, records_out, rejected = ends.get(
-                attempt_id, (None, None, None, None, None, None)
-            )
-            got = got or (outcome if attempt_id == head_id else None) or "lease_lost"
+            row = ends.get(attempt_id, {})
+            got = row.get("outcome") or (outcome if attempt_id == head_id else None)
+            got = got or "lease_lost"
             if span.is_recording():
                 span.set_attribute("etl.outcome", got)
-                for name, value in (
-                    ("etl.records_in", records_in),
-                    ("etl.records_out", records_out),
-                    ("etl.rejected", rejected),
-                ):
-                    if value is not None:
-                        span.set_attribute(name, int(value))
+                for column in ("records_in", "records_out", "rejected"):
+                    if row.get(column) is not None:
+                        span.set_attribute(f"etl.{column}", int(row[column]))
                 if got in _FAILED_OUTCOMES:
-                    span.set_status(Status(StatusCode.ERROR, error or got))
-            span.end(end_time=_end_time(span, finished_at))
+                    span.set_status(Status(StatusCode.ERROR, row.get("error") or got))
+            span.end(end_time=_end_time(span, row.get("finished_at")))
 
 
 def _end_time(span: Span, finished_at: datetime | None) -> int | None:
@@ -205,10 +201,9 @@ def record_run_spans(conn: Any, run_ids: Iterable[str]) -> None:
     if not ids or not tracing_on():
         return
     try:
-        with conn.cursor() as cur:
+        with conn.cursor(cursor_factory=Cursor) as cur:
             cur.execute(TRACING_QUERIES["get_run_ends"], {"run_ids": ids})
-            columns = [c.name for c in cur.description]
-            rows = [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+            rows = cur.fetchall()
         conn.rollback()
     except psycopg2.Error as exc:
         log.warning("run spans not recorded: %s", exc)

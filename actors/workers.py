@@ -15,7 +15,7 @@ import dramatiq
 from actors.advancer import advance_run, send_wakeups
 from actors.broker import ADVANCE_RUN, COORDINATOR_QUEUE, RUN_STEP, STEPS_QUEUE
 from actors.runner import StepRunner
-from ddl import connection_lost
+from ddl import KeptSession, connection_lost
 
 log = logging.getLogger("etl.workers")
 
@@ -25,9 +25,10 @@ def register_advancer(broker: dramatiq.Broker, connect_state: Callable[[], Any])
     local = threading.local()
 
     def advance(run_id: str, trace_id: str = "") -> None:
-        conn = getattr(local, "conn", None)
-        if conn is None or conn.closed:
-            conn = local.conn = connect_state()
+        session = getattr(local, "session", None)
+        if session is None:
+            session = local.session = KeptSession(connect_state)
+        conn = session.connection()
         try:
             result = advance_run(conn, run_id)
         except Exception as exc:
@@ -35,8 +36,7 @@ def register_advancer(broker: dramatiq.Broker, connect_state: Callable[[], Any])
                 raise
             # Expected (a restart, a terminated backend): the next message or the sweep
             # advances the run again, on a new session.
-            local.conn = None
-            conn.close()
+            session.close()
             log.warning(
                 "advancer session lost; the run is advanced again later: %s",
                 str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,

@@ -1,5 +1,6 @@
 """The schema: numbered migrations (state, broker, sandbox) and their runner; the named-SQL
-loader and the one way to open a connection, which every layer above uses."""
+loader, the one way to open a connection and the one way to keep a session (reopened once
+lost), which every layer above uses."""
 
 from ddl.connect import (
     Connection,
@@ -22,13 +23,16 @@ from ddl.migrate import (
     pending_migrations,
 )
 from ddl.queries import load_queries
+from ddl.session import Cursor, KeptSession, one_transaction
 
 __all__ = [
     "MIGRATIONS_DIR",
     "SANDBOX_DIR",
     "Connection",
+    "Cursor",
     "DatabaseNotUtf8",
     "DatabaseUnreachable",
+    "KeptSession",
     "MigrationError",
     "apply_migrations",
     "check_utf8",
@@ -39,6 +43,7 @@ __all__ = [
     "create_database_if_missing",
     "load_queries",
     "migrate",
+    "one_transaction",
     "pending_migrations",
     "wait",
 ]

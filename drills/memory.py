@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import psycopg2
 
-from ddl import connect
+from ddl import KeptSession, connect
 
 
 class Sampled(Protocol):
@@ -57,28 +57,27 @@ class MemorySampler:
             self._thread.join(10)
 
     def _loop(self) -> None:
-        conn, backends, tick = None, {}, 0
+        session = KeptSession(
+            lambda: connect(f"{self.topology.server_url}/postgres", "etl-drill-sampler")
+        )
+        backends, tick = {}, 0
         query = (
             "SELECT pid, 'postgres backend (' || coalesce(nullif(application_name, ''),"
-            " backend_type) || ')' FROM pg_stat_activity"
-            " WHERE datname = %s AND pid <> pg_backend_pid()"
+            " backend_type) || ')' AS role FROM pg_stat_activity"
+            " WHERE datname = %(db)s AND pid <> pg_backend_pid()"
         )
         while not self._stop.wait(self.interval_s):
             if tick % 5 == 0:  # backends come and go rarely; the catalog is not free
                 try:
-                    if conn is None:
-                        conn = connect(f"{self.topology.server_url}/postgres", "etl-drill-sampler")
-                        conn.autocommit = True
-                    with conn.cursor() as cur:
-                        cur.execute(query, (self.topology.db_name,))
-                        backends = dict(cur.fetchall())
+                    with session.transaction() as cur:
+                        cur.execute(query, {"db": self.topology.db_name})
+                        backends = {r["pid"]: r["role"] for r in cur.fetchall()}
                 except psycopg2.Error:
-                    conn = None
+                    session.close()
             tick += 1
             for pid, role in {**self.topology.processes(), **backends}.items():
                 self.sample(pid, role)
-        if conn is not None:
-            conn.close()
+        session.close()
 
     def sample(self, pid: int, role: str) -> None:
         if (kib := _status_kib(pid)) is None:

@@ -9,30 +9,25 @@ dag-advancer for each admitted run; a lost wake-up is re-sent by the sweep."""
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
-
-import psycopg2
-import psycopg2.extensions
 
 from actors import send_advance_run
 from ddl import connector
 from service.config import Config
 from service.domain.backfills import admit_waiting, commit_asynchronously
-from service.domain.db import KeptSession
+from service.passes import Connect, PassLoop, Wake
 
 log = logging.getLogger("etl.backfiller")
 
 DEFAULT_EVERY_S = 0.5
 
-Connect = Callable[[], psycopg2.extensions.connection]
-Wake = Callable[[str, str], None]
 
-
-class Backfiller:
+class Backfiller(PassLoop):
     """A thread calling `admit_once` every `every_s` until `shutdown`."""
+
+    what = "admission pass"
 
     def __init__(
         self,
@@ -42,31 +37,12 @@ class Backfiller:
         every_s: float = DEFAULT_EVERY_S,
         new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     ):
-        self._session = KeptSession(connect)
-        self._wake = wake
+        super().__init__("backfiller", connect, wake, every_s, log)
         self._new_id = new_id
         self.every_s = every_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="backfiller", daemon=True)
-        self._thread.start()
-
-    def shutdown(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.every_s + 30)
-        self._session.close()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every_s):
-            try:
-                self.admit_once()
-            except psycopg2.Error as exc:
-                log.warning("backfiller: admission pass failed: %s", str(exc).strip())
-            except Exception:
-                log.exception("backfiller: admission pass failed")
+    def run_pass(self) -> int:
+        return self.admit_once()
 
     def admit_once(self) -> int:
         """One admission pass in one transaction; the number of runs admitted."""
@@ -74,16 +50,7 @@ class Backfiller:
             commit_asynchronously(cur)
             admitted = admit_waiting(cur, new_id=self._new_id)
         for admission in admitted:
-            run = admission.run
-            log.info(
-                "%s: %s run", run["trigger_key"], admission.outcome,
-                extra={"run_id": str(run["id"]), "pipeline_id": str(run["pipeline_id"])},
-            )  # fmt: skip
-            if admission.needs_wake:
-                try:
-                    self._wake(str(run["id"]), run["trace_id"])
-                except Exception:  # the sweep re-sends lost wake-ups
-                    log.warning("backfiller: wake-up failed; the sweep re-sends it", exc_info=True)
+            self._admitted(admission)
         return len(admitted)
 
 

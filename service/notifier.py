@@ -34,9 +34,8 @@ import psycopg2
 import psycopg2.extensions
 
 from connectors import MAX_HTTP_ANSWER_BYTES  # of a receiver's answer read before closing
-from ddl import connector
+from ddl import Cursor, KeptSession, connector
 from service.config import Config
-from service.domain.db import Cursor
 from service.domain.webhooks import (
     SIGNATURE_HEADER,
     cancel_delivery,
@@ -250,16 +249,11 @@ class Notifier:
     # --- threads ---
     def _listen(self) -> None:
         """LISTEN for the outbox trigger's NOTIFY and wake the workers; purge now and then."""
-        conn = None
+        session = KeptSession(self._open_listener)
         purged_at = time.monotonic() - self.purge_every_s  # purge once at start
         while not self._stop.is_set():
             try:
-                if conn is None:
-                    conn = self._listen_connect()
-                    conn.autocommit = True
-                    conn.cursor().execute(f"LISTEN {CHANNEL}")
-                    self.listening.set()
-                    self._notify()  # what was queued while nobody listened
+                conn = session.connection()
                 ready, _, _ = select.select([conn], [], [], LISTEN_WAIT_S)
                 if ready:
                     conn.poll()
@@ -277,38 +271,51 @@ class Notifier:
             except (psycopg2.Error, OSError) as exc:
                 log.warning("notifier: listening failed: %s", str(exc).strip())
                 self.listening.clear()
-                conn = _close(conn)
+                session.close()
                 self._stop.wait(self.poll_s)
         self.listening.clear()
-        _close(conn)
+        session.close()
+
+    def _open_listener(self) -> psycopg2.extensions.connection:
+        """A new session LISTENing on the channel; the workers are woken for what was queued
+        while nobody listened."""
+        conn = self._listen_connect()
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            conn.close()
+            raise
+        self.listening.set()
+        self._notify()
+        return conn
 
     def _work(self) -> None:
         """Deliver while something is due; otherwise wait for a wake-up or `poll_s`."""
-        conn = None
+        session = KeptSession(self._connect)
         while not self._stop.is_set():
             with self._wake:
                 seen = self._wakeups
             try:
-                if conn is None:
-                    conn = self._connect()
-                if self.deliver_one(conn):
+                if self.deliver_one(session):
                     continue
             except (psycopg2.Error, OSError) as exc:
                 log.warning("notifier: delivering failed: %s", str(exc).strip())
-                conn = _close(conn)
+                session.close()
             except Exception:
                 log.exception("notifier: delivering failed")
-                conn = _close(conn)
+                session.close()
             with self._wake:
                 if not self._stop.is_set() and self._wakeups == seen:
                     self._wake.wait(self.poll_s)
-        _close(conn)
+        session.close()
 
     # --- one delivery ---
-    def deliver_one(self, conn: psycopg2.extensions.connection) -> bool:
+    def deliver_one(self, session: KeptSession) -> bool:
         """Claim the oldest due delivery and make one attempt of it (storing its body
-        first if it has none); False when nothing was due."""
-        with conn, conn.cursor(cursor_factory=Cursor) as cur:
+        first if it has none) in one transaction of `session`; False when nothing was due."""
+        with session.transaction() as cur:
             delivery = claim_due_delivery(cur)
             if delivery is None:
                 return False
@@ -363,19 +370,10 @@ class Notifier:
         log.info("webhook %s delivered (HTTP %s)", what, status, extra=context)
 
 
-def _close(conn: psycopg2.extensions.connection | None) -> None:
-    if conn is not None and not conn.closed:
-        try:
-            conn.close()
-        except psycopg2.Error:
-            pass
-    return None
-
-
 def build_notifier(cfg: Config) -> Notifier:
-    """The coordinator's notifier on `cfg.database_url` (`run_coordinator(cfg,
-    notifier_factory=build_notifier)`). A session idle in its transaction past the POST
-    timeout (a frozen process) is ended by the server, releasing its claim."""
+    """The coordinator's notifier on `cfg.database_url` (started by `run_coordinator`). A
+    session idle in its transaction past the POST timeout (a frozen process) is ended by the
+    server, releasing its claim."""
     idle_s = cfg.webhook_timeout_s + 30
     return Notifier(
         connector(cfg.database_url, "etl-notifier", idle_in_transaction_timeout_s=idle_s),

@@ -35,10 +35,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
 from actors import param_attributes, send_advance_run
-from ddl import connector
+from ddl import Cursor, KeptSession, connector
 from service.config import Config
 from service.domain.catchup import CatchUp, catch_up_schedule
-from service.domain.db import Cursor, KeptSession
 from service.domain.runs import Admission, AdmissionOutcome
 from service.domain.schedules import (
     CATCHUP_ALL,
@@ -348,7 +347,7 @@ class Scheduler:
 
 def build_scheduler(cfg: Config, broker: Any) -> Scheduler:
     """The coordinator's scheduler: fires admit runs in `cfg.database_url` and wake the
-    dag-advancer through `broker` (`run_coordinator(cfg, scheduler_factory=build_scheduler)`)."""
+    dag-advancer through `broker` (started by `run_coordinator`)."""
 
     def wake(run_id: str, trace_id: str) -> None:
         send_advance_run(broker, run_id, trace_id)

@@ -25,7 +25,6 @@ import hashlib
 import logging
 import os
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -33,16 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg2
-import psycopg2.extensions
-
 from actors import send_advance_run
 from connectors import SourceMissing, SourceRefused
 from connectors.files import open_source
 from ddl import connector
 from service.config import Config
-from service.domain.db import KeptSession
-from service.domain.runs import Admission
 from service.domain.watches import (
     FoundFile,
     admit_waiting_files,
@@ -50,11 +44,10 @@ from service.domain.watches import (
     record_files,
     triggerable_path_problem,
 )
+from service.passes import Connect, PassLoop, Wake
 
 log = logging.getLogger("etl.watcher")
 
-Connect = Callable[[], psycopg2.extensions.connection]
-Wake = Callable[[str, str], None]
 _CHUNK = 1 << 20
 
 
@@ -68,10 +61,12 @@ class _Seen:
     done: bool = False
 
 
-class Watcher:
+class Watcher(PassLoop):
     """A thread calling `poll_once` every `poll_s` until `shutdown`. `connect()` opens a new
     psycopg2 connection; `wake(run_id, trace_id)` is called after COMMIT for each run that
     needs the dag-advancer; `clock()` is the wall clock compared with modification times."""
+
+    what = "poll"
 
     def __init__(
         self,
@@ -84,36 +79,20 @@ class Watcher:
         clock: Callable[[], float] = time.time,
         new_id: Callable[[], uuid.UUID] = uuid.uuid4,
     ):
-        self._session = KeptSession(connect)
-        self._wake = wake
+        super().__init__("watcher", connect, wake, poll_s, log)
         self._root = os.path.realpath(data_dir)
         self.poll_s = poll_s
         self.settle_s = settle_s
         self._clock = clock
         self._new_id = new_id
         self._seen: dict[str, dict[str, _Seen]] = {}  # schedule id -> path -> last look
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="watcher", daemon=True)
-        self._thread.start()
+        super().start()
         log.info("watcher started: every %s s, settle %s s", self.poll_s, self.settle_s)
 
-    def shutdown(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.poll_s + 30)
-        self._session.close()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.poll_s):
-            try:
-                self.poll_once()
-            except psycopg2.Error as exc:
-                log.warning("watcher: poll failed: %s", str(exc).strip())
-            except Exception:
-                log.exception("watcher: poll failed")
+    def run_pass(self) -> int:
+        return self.poll_once()
 
     def poll_once(self) -> int:
         """Look at every live watch schedule's files, record the settled new ones, then
@@ -129,7 +108,7 @@ class Watcher:
         with self._session.transaction() as cur:
             admitted = admit_waiting_files(cur, new_id=self._new_id)
         for admission in admitted:
-            self._woken(admission)
+            self._admitted(admission)
         return len(admitted)
 
     def _record(self, schedule_id: str, found: list[tuple[FoundFile, _Seen]]) -> None:
@@ -190,19 +169,6 @@ class Watcher:
             problem = str(exc)
         log.warning("schedule %s: file %s is never triggered: %s", schedule_id, path, problem)
         return None
-
-    def _woken(self, admission: Admission) -> None:
-        run = admission.run
-        log.info(
-            "%s: %s run", run["trigger_key"], admission.outcome,
-            extra={"run_id": str(run["id"]), "pipeline_id": str(run["pipeline_id"])},
-        )  # fmt: skip
-        if not admission.needs_wake:
-            return
-        try:
-            self._wake(str(run["id"]), run["trace_id"])
-        except Exception:  # the sweep re-sends lost wake-ups
-            log.warning("watcher: wake-up failed; the sweep re-sends it", exc_info=True)
 
 
 def start_watcher(cfg: Config, broker: Any) -> Watcher:

@@ -17,6 +17,6 @@ WHERE run_id = %(run_id)s;
 
 -- get_expired_attempt --
 -- The number of a step's last attempt that the reaper ended (lease expired).
-SELECT max(number)
+SELECT max(number) AS number
 FROM attempts
 WHERE run_id = %(run_id)s AND step_name = %(name)s AND outcome = 'lease_expired';

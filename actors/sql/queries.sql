@@ -318,12 +318,14 @@ FROM (
 ) due
 WHERE a.id = due.id
 RETURNING a.run_id, a.step_name,
-          (SELECT position FROM step_runs s WHERE s.run_id = a.run_id AND s.name = a.step_name),
+          (SELECT position FROM step_runs s WHERE s.run_id = a.run_id AND s.name = a.step_name)
+            AS position,
           a.fused_into IS NOT NULL AS fused;
 
 -- count_lease_expiries --
 -- How often the step's attempts since it (re)started lost their lease (poison-step guard).
-SELECT count(*) FROM attempts a JOIN step_runs s ON s.run_id = a.run_id AND s.name = a.step_name
+SELECT count(*) AS expiries
+FROM attempts a JOIN step_runs s ON s.run_id = a.run_id AND s.name = a.step_name
 WHERE a.run_id = %(run_id)s AND a.step_name = %(name)s AND a.outcome = 'lease_expired'
   AND a.created_at >= s.started_at;
 

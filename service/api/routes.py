@@ -65,9 +65,6 @@ class Route(NamedTuple):
     operations: Mapping[str, Op]
 
 
-NO_NUL = r"^[^\u0000]*$"
-
-
 API = "/api/v1"
 PIPELINE = f"{API}/pipelines/{{pipeline_id:uuid}}"
 RUN = f"{API}/runs/{{run_id:uuid}}"

@@ -26,18 +26,10 @@ def run_api(args: argparse.Namespace) -> int:
 
 def run_coordinator(args: argparse.Namespace) -> int:
     """API (gunicorn) + dag-advancer worker + scheduler + notifier + sweep, until SIGTERM."""
-    from service.notifier import build_notifier  # the coordinator's alone
-    from service.scheduler import build_scheduler  # the coordinator's alone (apscheduler)
-
     cfg = Config.from_env()
     if not _migrated(cfg, "coordinator"):
         return preflight.EXIT_NOT_READY
-    return coordinator.run_coordinator(
-        cfg,
-        gunicorn_argv(cfg),
-        scheduler_factory=build_scheduler,
-        notifier_factory=build_notifier,
-    )
+    return coordinator.run_coordinator(cfg, gunicorn_argv(cfg))
 
 
 def configure_executor(parser: argparse.ArgumentParser) -> None:

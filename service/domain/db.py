@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import select
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -16,14 +16,11 @@ import psycopg2
 import psycopg2.extensions
 import psycopg2.extras
 
-from ddl import connection_kwargs
+from ddl import Cursor, connection_kwargs, one_transaction
 from service.domain.sql import QUERIES
 from service.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
-
-
-Cursor = psycopg2.extras.RealDictCursor
 
 
 def execute(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -> Cursor:
@@ -41,29 +38,6 @@ def fetch_one(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -
 def fetch_all(cur: Cursor, name: str, params: Mapping[str, Any] | None = None) -> list[dict]:
     """Every row of the named query."""
     return [dict(r) for r in execute(cur, name, params).fetchall()]
-
-
-@contextmanager
-def one_transaction(
-    conn: psycopg2.extensions.connection, *, lost: Callable[[], None]
-) -> Iterator[Cursor]:
-    """A cursor in one transaction on `conn`: committed when the block ends, rolled back when
-    it raises (the error propagates); `lost()` is called first when the session is gone (a
-    connection error, or a rollback that fails)."""
-    try:
-        with conn.cursor(cursor_factory=Cursor) as cur:
-            yield cur
-        conn.commit()
-    except BaseException as exc:
-        gone = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
-        if not conn.closed:
-            try:
-                conn.rollback()
-            except psycopg2.Error:
-                gone = True
-        if gone:
-            lost()
-        raise
 
 
 class Database:
@@ -144,35 +118,6 @@ class Database:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-
-
-class KeptSession:
-    """One session kept by a background loop (the scheduler's reconcile, the backfiller, a
-    process's metrics sampler) and opened again on its next use once lost: the one place
-    the reopen-a-lost-connection idiom is written. `connect` opens a new session."""
-
-    def __init__(self, connect: Callable[[], psycopg2.extensions.connection]):
-        self._connect = connect
-        self._conn: psycopg2.extensions.connection | None = None
-
-    @contextmanager
-    def transaction(self) -> Iterator[Cursor]:
-        """A cursor in one transaction on the kept session (opened if there is none): committed
-        when the block ends, rolled back when it raises; a lost session is closed, so the next
-        use opens a new one. The driver's error propagates."""
-        if self._conn is None or self._conn.closed:
-            self._conn = self._connect()
-        with one_transaction(self._conn, lost=self.close) as cur:
-            yield cur
-
-    def close(self) -> None:
-        """Close the session, if open (a later use opens a new one)."""
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.closed:
-            try:
-                conn.close()
-            except psycopg2.Error:
-                pass
 
 
 def _still_open(conn: psycopg2.extensions.connection) -> bool:

@@ -45,8 +45,9 @@ class Principal:
     role: str
 
 
-def generate_token() -> str:
-    """A new random token (256 bits, URL-safe)."""
+def new_secret() -> str:
+    """A new random secret (256 bits, URL-safe base64, 43 characters): every API token,
+    console session cookie and generated webhook secret."""
     return secrets.token_urlsafe(32)
 
 
@@ -103,7 +104,7 @@ def seed_admin(cur: Cursor, token: str | None) -> tuple[SeedOutcome, str | None]
     existing = fetch_one(cur, "find_principal_by_name", {"name": ADMIN})
     if token is None and existing is not None and not existing["expired"]:
         return SeedOutcome.UNCHANGED, None
-    chosen = token or generate_token()
+    chosen = token or new_secret()
     hashed = hash_token(chosen)
     shown = None if token else chosen
     if existing is not None and existing["token_hash"] == hashed and existing["role"] == ADMIN:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, Database, execute, fetch_one
-from service.domain.principals import Principal, find_principal, hash_token
+from service.domain.principals import Principal, find_principal, hash_token, new_secret
 
 SESSION_COOKIE = "etl_session"
 LOGIN_COOKIE = "etl_login"  # pre-session CSRF token of the sign-in form (double submit)
@@ -34,11 +33,6 @@ class Session:
     id: str
     principal: Principal
     csrf: str
-
-
-def new_secret() -> str:
-    """A fresh random cookie value (256 bits, URL-safe)."""
-    return secrets.token_urlsafe(32)
 
 
 def csrf_token(cookie: str) -> str:

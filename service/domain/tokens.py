@@ -19,7 +19,7 @@ from datetime import datetime
 
 from service.domain.audit import audit_change
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
-from service.domain.principals import ADMIN, generate_token, hash_token
+from service.domain.principals import ADMIN, hash_token, new_secret
 from service.errors import Conflict, NotFound, ValidationFailed
 
 
@@ -51,7 +51,7 @@ def create_token(
             "the name is reserved",
             details=[{"field": "name", "message": f"{ADMIN} is reserved for `etl seed`"}],
         )
-    secret = generate_token()
+    secret = new_secret()
     params = {
         "id": token_id,
         "name": name,
@@ -113,7 +113,7 @@ def rotate_token(
         raise Conflict(f"token {token_id} is revoked; create a new one", code="token_revoked")
     if row["role"] == ADMIN and expires_in_s is not None:
         _keep_an_admin(cur, row, revoking=False)
-    secret = generate_token()
+    secret = new_secret()
     execute(cur, "retire_token_hash", {"token_hash": row["token_hash"], "principal_id": token_id})
     params = {"id": token_id, "token_hash": hash_token(secret), "expires_in_s": expires_in_s}
     execute(cur, "set_token_hash", params)

@@ -19,22 +19,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from service.domain.audit import insert_audit
 from service.domain.db import Cursor, execute, fetch_all, fetch_one
+from service.domain.principals import new_secret
 from service.errors import Conflict, NotFound
 
 MAX_WEBHOOKS_PER_PIPELINE = 20
 SIGNATURE_HEADER = "X-ETL-Signature"
 PRINCIPAL = "notifier"  # who the audit trail names for a delivery given up
-
-
-def generate_secret() -> str:
-    """A webhook secret when none is given: 32 random bytes, URL-safe base64 (43 chars)."""
-    return secrets.token_urlsafe(32)
 
 
 def create_webhook(
@@ -45,10 +40,9 @@ def create_webhook(
     *,
     webhook_id: str,
     request_id: str | None,
-    new_secret: Callable[[], str] = generate_secret,
 ) -> dict:
     """A new webhook of `pipeline_id` from a loaded `WebhookCreateSchema` body (its own
-    `secret`, or one from `new_secret()`), with its audit row; the row, secret included
+    `secret`, or a new random one), with its audit row; the row, secret included
     (shown once). `NotFound` for an unknown or deleted pipeline (one deleted while this
     waited on its row lock included), `Conflict` past `MAX_WEBHOOKS_PER_PIPELINE`."""
     _lock_live_pipeline(cur, pipeline_id)

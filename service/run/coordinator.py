@@ -27,26 +27,24 @@ from ddl import connector
 from service.backfiller import start_backfiller
 from service.config import Config
 from service.logs import configure_logging
-from service.run.lifecycle import die_with_parent, listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
 from service.run.process_samples import ProcessSampler
 from service.run.purge import purge_sandbox
+from service.run.signals import die_with_parent, listen_heard, stop_on_signals
 from service.tracing import setup_tracing, shutdown_tracing
 from service.watcher import start_watcher
 
 log = logging.getLogger("etl.process")
 
 
-def run_coordinator(
-    cfg: Config,
-    api_argv: list[str],
-    *,
-    scheduler_factory: Callable,
-    notifier_factory: Callable,
-) -> int:
+def run_coordinator(cfg: Config, api_argv: list[str]) -> int:
     """The API (gunicorn), the dag-advancer worker, the scheduler, the webhook notifier and
     the sweep. If a part dies the command exits non-zero, so a supervisor restarts it.
     Parts stop in the reverse order of their start (an `ExitStack`)."""
+    # The coordinator's alone: an executor importing this module loads neither (apscheduler).
+    from service.notifier import build_notifier
+    from service.scheduler import build_scheduler
+
     configure_logging("coordinator", cfg.log_level)
     stop = stop_on_signals()
     if not listen_heard(cfg.listen_url, "coordinator", app="etl-coordinator-listen-check"):
@@ -76,7 +74,7 @@ def run_coordinator(
         stack.callback(worker.stop, timeout=5000)
         sweep_ok = _start_sweep(cfg, broker, stop, stack)
         stack.callback(_stop_api, api)
-        for part in (notifier_factory(cfg), scheduler_factory(cfg, broker)):
+        for part in (build_notifier(cfg), build_scheduler(cfg, broker)):
             part.start()
             stack.callback(part.shutdown)
         stack.callback(start_backfiller(cfg, broker).shutdown)

@@ -32,9 +32,9 @@ from dag import fusion_budget
 from ddl import connect, connector
 from service.config import Config
 from service.logs import configure_logging
-from service.run.lifecycle import listen_heard, stop_on_signals
 from service.run.lineage import lineage_places
 from service.run.process_samples import ProcessSampler
+from service.run.signals import listen_heard, stop_on_signals
 from service.tracing import setup_tracing, shutdown_tracing
 
 log = logging.getLogger("etl.process")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import psycopg2
 from prometheus_client import ProcessCollector
 
-from service.domain.db import KeptSession
+from ddl import KeptSession
 from service.domain.processmetrics import delete_process_sample, put_process_sample
 
 log = logging.getLogger("etl.process")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import psycopg2
 import pytest
 
-from service.domain.db import Database, KeptSession
+from ddl import KeptSession
+from service.domain.db import Database
 
 
 def _session(db: Database) -> tuple:
