@@ -37,6 +37,7 @@ from itertools import islice
 from pathlib import Path
 
 from bench.import_100k import _load, run_pipeline
+from bench.peers_100k import _retried
 from bench.scale import _killed_run
 from drills.memory import _status_kib, reset_peak
 from drills.topology import Topology
@@ -132,26 +133,45 @@ class RssTrace:
         return {"peak": peak, "tenths": [round(t) for t in tenths], "hwm": hwm}
 
 
+def sql(topo: Topology, query: str, *args: object) -> list[tuple]:
+    """`topo.sql`, again after a pause while the shared server has no session to spare."""
+    return _retried(topo.sql, query, *args)
+
+
 def timed_run(topo: Topology, pipeline: str, rows: int) -> dict:
     """The table emptied, one run traced: seconds, per-row us, memory, rows out."""
-    topo.sql(EMPTY)
+    sql(topo, EMPTY)
     with RssTrace(topo) as trace:
         took, run = run_pipeline(topo, pipeline, timeout_s=3600)
-    out = topo.sql(ROWS, run["id"])[0]
+    out = sql(topo, ROWS, run["id"])[0]
     if tuple(out) != (rows, rows, rows):
         raise SystemExit(f"run {run['id']}: rows, keys, ids {out}, not {rows}")
-    batches = sum(r[3] for r in topo.sql(ATTEMPTS, run["id"]))
+    batches = sum(r[3] for r in sql(topo, ATTEMPTS, run["id"]))
     return {"s": took, "us_row": took / rows * 1e6, "batches": batches, **trace.summary()}
+
+
+class Patient:
+    """A topology whose `sql` waits out a server with no session to spare (other work on
+    the shared server), for `bench.scale`'s killed run."""
+
+    def __init__(self, topo: Topology):
+        self.topo = topo
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.topo, name)
+
+    def sql(self, query: str, *args: object) -> list[tuple]:
+        return sql(self.topo, query, *args)
 
 
 def killed(topo: Topology, pipeline: str, records: int, clean_batches: int) -> dict:
     """One `records`-record run with the export's executor SIGKILLed half-way."""
-    topo.sql(EMPTY)
+    sql(topo, EMPTY)
     result: dict = {}
     with RssTrace(topo) as trace:
-        run = _killed_run(topo, pipeline, records, result)
-    result["rows, distinct keys, distinct ids"] = tuple(topo.sql(ROWS, run["id"])[0])
-    result["attempts (number, executor, outcome, batches_done)"] = topo.sql(ATTEMPTS, run["id"])
+        run = _killed_run(Patient(topo), pipeline, records, result)  # type: ignore[arg-type]
+    result["rows, distinct keys, distinct ids"] = tuple(sql(topo, ROWS, run["id"])[0])
+    result["attempts (number, executor, outcome, batches_done)"] = sql(topo, ATTEMPTS, run["id"])
     result["batches committed / clean run"] = (
         sum(result["to_table batches_done per attempt"]),
         clean_batches,
@@ -187,8 +207,9 @@ def report(rounds: list[dict[str, dict]]) -> None:
               f" {b['tenths']}")  # fmt: skip
 
 
-def measure(topo: Topology, records: int, repeat: int, kills: int) -> list[dict[str, dict]]:
-    """On the started `topology`: a warm-up, `repeat` rounds, then `kills` killed runs."""
+def measure(topo: Topology, records: int, repeat: int, kills: int) -> None:
+    """On the started `topology`: a warm-up, `repeat` rounds and their figures, then `kills`
+    killed runs."""
     plans = {size: import_plan(jsonl=False, path=f"{size}/part-*.csv") for size in ("k100", "m1")}
     pipelines = {size: topo.create(f"million-{size}", plan) for size, plan in plans.items()}
     timed_run(topo, pipelines["k100"], PER_FILE)  # warm-up: imports, pools, the table
@@ -202,10 +223,10 @@ def measure(topo: Topology, records: int, repeat: int, kills: int) -> list[dict[
         print(f"round {i + 1}: 100k {found['k100']['s']:.2f} s, 1M {found['m1']['s']:.2f} s,"
               f" peak VmRSS {found['k100']['peak']:.1f} / {found['m1']['peak']:.1f} MiB;"
               f" load {_load()}", flush=True)  # fmt: skip
+    report(rounds)
     for _ in range(kills):
         result = killed(topo, pipelines["m1"], records, rounds[-1]["m1"]["batches"])
         print(f"killed run: {result}; load {_load()}", flush=True)
-    return rounds
 
 
 def main() -> int:
@@ -226,10 +247,9 @@ def main() -> int:
           f"{info['largest'] / 2**20:.1f} MiB; {args.repeat} rounds; load {_load()}",
           flush=True)  # fmt: skip
     try:
-        rounds = measure(topo.start(), args.records, args.repeat, args.kills)
+        measure(topo.start(), args.records, args.repeat, args.kills)
     finally:
         topo.stop()
-    report(rounds)
     print(f"load at the end: {_load()}")
     return 0
 
