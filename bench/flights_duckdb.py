@@ -15,7 +15,9 @@ Each round runs the platform (the plan's two sandbox tables emptied first; POST 
 the run's `finished_at`, two executors, production timings), then pandas, then DuckDB. A
 warm-up round first, not counted. Printed: medians of the rounds with their range, and the
 ratios of each pair per round (median, range); at the end the rows of each contender's two
-tables. Needs the `bench` extra (`pip install -e '.[bench]'`)."""
+tables. Needs the `bench` extra (`pip install -e '.[bench]'`). `--private-cluster`
+puts the topology and both scripts on a PostgreSQL cluster of the bench's own
+(`drills.pgcluster`: `fsync=off`, 200 sessions), for a shared server out of sessions."""
 
 from __future__ import annotations
 
@@ -26,9 +28,10 @@ import time
 from pathlib import Path
 
 from bench.import_100k import _load, run_pipeline
-from bench.peers_100k import _duckdb_postgres_extension
+from bench.peers_100k import _duckdb_postgres_extension, _retried
 from bench.real_dag import AIRPORTS, PLAN, _empty_tables, _spread, pandas_script
 from drills.datasets import flights_csv
+from drills.pgcluster import PrivateCluster
 from drills.topology import Topology
 
 ORIGIN_NAME = (
@@ -91,8 +94,8 @@ def rounds(topo: Topology, source: Path, repeat: int) -> dict[str, list[float]]:
         _empty_tables(topo)
         took = {
             "platform": run_pipeline(topo, pipeline)[0],
-            "pandas": pandas_script(source, topo.db_url, out / "pandas"),
-            "duckdb": duckdb_script(source, topo.db_url, out / "duckdb"),
+            "pandas": _retried(pandas_script, source, topo.db_url, out / "pandas"),
+            "duckdb": _retried(duckdb_script, source, topo.db_url, out / "duckdb"),
         }
         print(f"round {i or 'warm-up'}: " + ", ".join(f"{k} {v:.2f} s" for k, v in took.items())
               + f"; load {_load()}", flush=True)  # fmt: skip
@@ -123,9 +126,17 @@ def main() -> int:
         prog="python -m bench.flights_duckdb", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--repeat", type=int, default=5, help="counted rounds (medians)")
+    parser.add_argument(
+        "--private-cluster",
+        action="store_true",
+        help="every contender on a PostgreSQL cluster of the bench's own (fsync=off)",
+    )
     args = parser.parse_args()
     source = flights_csv()
-    topo = Topology("bench-flights-duckdb", fast=False)
+    cluster = PrivateCluster() if args.private_cluster else None
+    if cluster is not None:
+        cluster.start()
+    topo = Topology("bench-flights-duckdb", fast=False, cluster=cluster)
     topo.prepare()
     shutil.copy(source, topo.data / "flights.csv")
     print(f"{len(PLAN['steps'])}-step plan on flights.csv ({source.stat().st_size / 2**20:.1f}"
