@@ -25,6 +25,7 @@ import sys
 import time
 
 from bench.import_100k import _load, chain_plan, run_pipeline
+from bench.million import sql
 from ddl import connect
 from drills.topology import Topology
 from drills.workload import generate_csv
@@ -48,7 +49,7 @@ def step_gaps_ms(topo: Topology, run_id: str) -> list[tuple[float, float, float]
     """Per gap of the chain `s0 .. s(CHAIN-1)` of a run, ms: (s(i-1) finished -> s(i)
     started, of it finished -> the attempt created (the coordinator's part), created ->
     started (the executor's claim))."""
-    times = {name: rest for name, *rest in topo.sql(STEP_TIMES, run_id)}
+    times = {name: rest for name, *rest in sql(topo, STEP_TIMES, run_id)}
     gaps = []
     for i in range(1, CHAIN):
         created, started, _ = times[f"s{i}"]
@@ -125,7 +126,7 @@ def main() -> int:
     args = parser.parse_args()
     print(f"{args.runs} runs per figure; load {_load()}", flush=True)
     first = measure(
-        args.runs, {}, chain_plan(1), lambda t, r: [t.sql(FIRST_ATTEMPT, r)[0][0]]
+        args.runs, {}, chain_plan(1), lambda t, r: [sql(t, FIRST_ATTEMPT, r)[0][0]]
     )  # fmt: skip
     print(f"load after the fused runs: {_load()}", flush=True)
     gaps = measure(args.runs, {"ETL_FUSION": "0"}, chain_plan(CHAIN), step_gaps_ms)
