@@ -24,24 +24,7 @@ def plan_components() -> dict[str, dict[str, Any]]:
     retry = closed(
         {"max_attempts": {"type": "integer", "minimum": 1, "maximum": rules.MAX_ATTEMPTS}}, []
     )
-    variants = {
-        "ingest": ("source", {name: source.schema for name, source in SOURCES.items()}),
-        "transform": ("op", _transform_ops()),
-        "export": ("target", {name: target.schema for name, target in TARGETS.items()}),
-    }
-    # What a target's schema refers to (a table export's two shapes), first in the document.
-    components = {k: v for target in TARGETS.values() for k, v in target.components.items()}
-    configs = {}
-    for kind, (field, by_value) in variants.items():
-        names = {value: f"{_camel(value)}{kind.capitalize()}Config" for value in by_value}
-        components.update({names[value]: schema for value, schema in by_value.items()})
-        configs[kind] = {
-            "oneOf": [ref(name) for name in names.values()],
-            "discriminator": {
-                "propertyName": field,
-                "mapping": {value: ref(name)["$ref"] for value, name in names.items()},
-            },
-        }
+    components, configs = _configs()
     steps = {}
     for kind in rules.STEP_TYPES:
         depends_on = {"type": "array", "uniqueItems": True, "items": step_name}
@@ -77,6 +60,30 @@ def plan_components() -> dict[str, dict[str, Any]]:
         " file exports do not write the same path or under one another (400)."
     )
     return {"Plan": plan, **steps, **components}
+
+
+def _configs() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The config components (each op's, source's and target's, and what a target's schema
+    refers to, first in the document) and each step type's config, a `oneOf` of them with
+    its discriminator."""
+    variants = {
+        "ingest": ("source", {name: source.schema for name, source in SOURCES.items()}),
+        "transform": ("op", _transform_ops()),
+        "export": ("target", {name: target.schema for name, target in TARGETS.items()}),
+    }
+    components = {k: v for target in TARGETS.values() for k, v in target.components.items()}
+    configs = {}
+    for kind, (field, by_value) in variants.items():
+        names = {value: f"{_camel(value)}{kind.capitalize()}Config" for value in by_value}
+        components.update({names[value]: schema for value, schema in by_value.items()})
+        configs[kind] = {
+            "oneOf": [ref(name) for name in names.values()],
+            "discriminator": {
+                "propertyName": field,
+                "mapping": {value: ref(name)["$ref"] for value, name in names.items()},
+            },
+        }
+    return components, configs
 
 
 def _params() -> dict[str, Any]:
