@@ -25,9 +25,9 @@ import psycopg2
 import connectors
 from actors.errors import PreviewBudgetExceeded, PreviewTimeLimit
 from actors.preview_bounds import Level, bounded, clip, held_bytes, kept, levels
-from actors.preview_exports import PREVIEW_RUN_ID, SAMPLE_ROWS, build_export_view
+from actors.preview_exports import PREVIEW_RUN_ID, SAMPLE_ROWS
+from actors.sources import source_impl
 from actors.steps import (
-    BATCH_SIZE,
     InputBatch,
     StepEnv,
     UpstreamSource,
@@ -35,19 +35,19 @@ from actors.steps import (
     build_source,
     compute_batch,
 )
+from actors.targets import target_impl
 from dag import (
+    BATCH_SIZE,
     InputDataError,
     Plan,
     RowError,
     RowValueError,
     Step,
     StepStatus,
-    propose_dialect,
     step_warnings,
     topological_order,
 )
 from dag.plan import ON_ROW_ERROR_STOP
-from dag.sniffing import HEAD_BYTES as SNIFF_BYTES
 
 DEFAULT_RECORDS = 100
 MAX_RECORDS = 5000
@@ -183,31 +183,14 @@ def _first_rows(batches: list[list[dict]]) -> list[dict]:
 
 
 def _source_view(step: Step) -> dict[str, Any] | None:
-    if step.type != "ingest":
-        return None
-    cfg = step.config
-    if cfg.get("source") == "table":
-        return {
-            "source": "table",
-            "table": f"sandbox.{cfg['table']}",
-            "read_only": True,
-            "note": "reads the sandbox table read-only, in primary-key order",
-        }
-    return {"source": "file", "path": cfg["path"], "format": cfg.get("format", "csv")}
+    """Where an ingest reads, as its source shows it (`actors.sources`)."""
+    return source_impl(step.config).view(step.config) if step.type == "ingest" else None
 
 
 def _dialect(step: Step, env: StepEnv) -> dict[str, Any] | None:
-    """The encoding and delimiter a file ingest's first file looks written in, when they
-    differ from the declared ones (`dag.propose_dialect`, from its first bytes)."""
-    if step.type != "ingest" or step.config.get("source") == "table":
-        return None
-    try:
-        first = connectors.expand_source(env.data_dir, step.config["path"])[0]
-        with connectors.open_source(env.data_dir, first) as stream:
-            head = stream.read(SNIFF_BYTES)
-    except (connectors.ConnectorError, OSError):
-        return None  # the step's own run says why
-    return propose_dialect(head, step.config)
+    """What an ingest's input looks written in, when not as declared (a file's: its
+    encoding and delimiter, `dag.propose_dialect`)."""
+    return source_impl(step.config).dialect(step, env) if step.type == "ingest" else None
 
 
 def _ancestors(plan: Plan, name: str) -> set[str]:
@@ -295,7 +278,9 @@ class _Previewer:
             source = _MemoryUpstream(step, self.env, self.outputs)
         compute = build_compute(step, source)
         export = (
-            build_export_view(step, self.env, source.columns) if step.type == "export" else None
+            target_impl(step.config).preview(step, self.env, source.columns)
+            if step.type == "export"
+            else None
         )
         inputs: list[dict] = []
         batches: list[list[dict]] = []
@@ -354,7 +339,7 @@ class _Previewer:
         """A step's row errors, the evidence of its inferred types and its warnings."""
         view.row_errors = [kept(e.as_dict()) for e in errors]
         view.rejected = len(errors)
-        if step.type == "ingest" and step.config.get("source") != "table":
+        if step.type == "ingest" and source_impl(step.config).infers:
             view.inferred = dict(source.evidence)
         outputs = [r for b in batches for r in b]
         view.warnings = [

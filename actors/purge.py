@@ -26,6 +26,7 @@ import psycopg2
 
 import connectors
 from actors.sql import QUERIES
+from actors.targets import target_impl
 from dag.errors import PlanInvalid
 from dag.plan import Plan, parse_plan
 
@@ -87,14 +88,12 @@ def clear_unpublished_stages(
         steps = [s for s in _plan_steps(row[1]) if s.name in unpublished]
         _remove_stages(run_id, steps, dirs, sandbox, report)
         for step in steps:  # after its staging table: a late publish has nothing to move
-            if step.type == "export" and step.config.get("target") == "table":
-                table = step.config["table"]
-                report.withdrawn += connectors.withdraw_run_rows(
-                    sandbox(), table, run_id, step.name
-                )
-        for step in _plan_steps(row[1]):  # a merge that succeeded keeps its publish
-            if step.name not in unpublished and step.config.get("mode") == "merge":
-                connectors.settle_merge(sandbox(), run_id, step.name)
+            if step.type == "export":
+                target = target_impl(step.config)
+                report.withdrawn += target.withdraw(sandbox, run_id, step.name, step.config)
+        for step in _plan_steps(row[1]):  # e.g. a merge that succeeded keeps its publish
+            if step.name not in unpublished and step.type == "export":
+                target_impl(step.config).settle(sandbox, run_id, step.name, step.config)
         cur.execute(QUERIES["mark_stages_cleared"], {"run_id": run_id})
 
     report = _each_run(conn, "lock_uncleared_run", {}, limit, connect_sandbox, clear)
@@ -181,15 +180,15 @@ def _purge_run(
 def _remove_stages(
     run_id: str, steps, dirs: tuple[Path, Path], sandbox: Callable, report: PurgeReport
 ) -> None:
-    """What `steps` of a run staged: reject chunks, and an export's staging table or the
-    chunk folder of its file (a published file's marker goes with it)."""
+    """What `steps` of a run staged: reject chunks, and what an export's target staged (a
+    table's staging table, the chunk folder of a file with a published file's marker)."""
     export_dir, reject_dir = dirs
     for step in steps:
         report.stages += connectors.reject_file(reject_dir, run_id, step.name).discard()
         if step.type != "export":
             continue
-        if step.config.get("target") == "table":
-            report.staging_tables += connectors.drop_staging(sandbox(), run_id, step.name)
-        else:
-            export = connectors.export_file(export_dir, run_id, step.name, step.config["path"])
-            report.stages += export.discard()
+        removed = target_impl(step.config).remove_stage(
+            run_id, step.name, step.config, export_dir, sandbox
+        )
+        report.stages += removed.stages
+        report.staging_tables += removed.staging_tables

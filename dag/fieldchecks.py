@@ -10,6 +10,7 @@ from typing import Any
 
 from dag.errors import FieldError
 from dag.limits import INT64_MAX, INT64_MIN
+from dag.paths import relative_path_problem
 
 
 def is_int(value: Any) -> bool:
@@ -102,3 +103,16 @@ def check_literal(value: Any, path: str, errors: list[FieldError]) -> None:
             errors.append(FieldError(path, "integer is outside the int64 range"))
         return
     errors.append(FieldError(path, "must be a string, an integer or null"))
+
+
+def check_path_key(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
+    """`config["path"]`: required, a relative path by its shape only (`dag.paths`); the
+    connectors guard the real file system."""
+    if "path" not in config:
+        errors.append(FieldError(f"{path}.path", "is required"))
+        return
+    value, where = config["path"], f"{path}.path"
+    if not isinstance(value, str):
+        errors.append(FieldError(where, "must be a string"))
+    elif (problem := relative_path_problem(value)) is not None:
+        errors.append(FieldError(where, problem))

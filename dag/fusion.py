@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from dag.plan import STOP_DEPENDENTS, Plan
 from dag.states import StepStatus
+from dag.targets import target_of
 
 __all__ = [
     "FUSION_BUDGET",
@@ -144,7 +145,7 @@ def _kept(plan: Plan, name: str, inside: Collection[str], replayed: Collection[s
         return False
     step = plan.step(name)
     if step.type == "export":
-        return step.config.get("target") == "table" or bool(plan.dependents(name))
+        return target_of(step.config).stages_rows or bool(plan.dependents(name))
     dependents = plan.dependents(name)
     return not dependents or any(d not in inside for d in dependents)
 

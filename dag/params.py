@@ -25,6 +25,8 @@ from typing import Any
 from dag.errors import DagError, FieldError
 from dag.limits import INT64_MAX, INT64_MIN
 from dag.paths import relative_path_problem
+from dag.sources import SOURCES
+from dag.targets import TARGETS
 
 PARAM_TYPES = ("string", "int", "date")
 PARAM_NAME_RE = re.compile(r"[a-z_][a-z0-9_]*")
@@ -148,13 +150,27 @@ def templated_fields(plan: Any) -> Iterator[tuple[str, Any]]:
         if not isinstance(config, Mapping):
             continue
         kind, base = step.get("type"), f"plan.steps[{i}].config"
-        file_side = {"ingest": config.get("source", "file"), "export": config.get("target", "file")}
-        if isinstance(kind, str) and file_side.get(kind) == "file" and "path" in config:
-            yield f"{base}.path", config["path"]
+        path_key = _path_key(kind, config)
+        if path_key is not None and path_key in config:
+            yield f"{base}.{path_key}", config[path_key]
         elif kind == "transform" and config.get("op") == "filter_eq":
             value = config.get("value")
             if isinstance(value, str):
                 yield f"{base}.value", value
+
+
+def _path_key(kind: Any, config: Mapping[str, Any]) -> str | None:
+    """The key of a (maybe invalid) ingest or export config that names a file path, by its
+    source or target (`file` when it names none); None for any other."""
+    registry: Mapping[str, Any]
+    if kind == "ingest":
+        registry, name = SOURCES, config.get("source", "file")
+    elif kind == "export":
+        registry, name = TARGETS, config.get("target", "file")
+    else:
+        return None
+    found = registry.get(name) if isinstance(name, str) else None
+    return None if found is None else found.path_key
 
 
 def check_placeholders(plan: Any, errors: list[FieldError]) -> None:

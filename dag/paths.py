@@ -11,6 +11,19 @@ import re
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 1024
 
+# The rule as a JSON Schema (the OpenAPI document's file ingests and exports): relative, no
+# `..` segment, no NUL, not naming a folder; names of at most 255 characters (the byte limit
+# is exact for ASCII).
+_SEGMENT = r"[^/\\\u0000]{1,255}"
+REL_PATH_SCHEMA = {
+    "type": "string",
+    "maxLength": MAX_PATH_BYTES,
+    "pattern": (
+        r"^(?![/\\])(?![A-Za-z]:)(?!(.*[/\\])?\.\.([/\\]|$))"
+        rf"([^/\\\u0000]{{0,255}}[/\\])*(?!\.$){_SEGMENT}$"
+    ),
+}
+
 _DRIVE = re.compile(r"[A-Za-z]:")
 _SEPARATORS = re.compile(r"[/\\]")
 

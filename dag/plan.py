@@ -45,6 +45,7 @@ from dag.stepconfig import (
     validate_config,
     with_defaults,
 )
+from dag.targets import TARGETS
 from dag.transforms import AGGREGATE_OUTPUTS
 from dag.types import COLUMN_TYPES
 
@@ -317,13 +318,15 @@ def _check_export_targets(steps: list[Any], errors: list[FieldError]) -> None:
     other: the later one is an error. One writing under the other's path (`out.jsonl` and
     `out.jsonl/x.jsonl`) could never succeed, a file being no directory: both are errors."""
     seen: dict[str, int] = {}
+    keys: dict[int, str] = {}  # the path key of each export in `seen`
     for i, raw in enumerate(steps):
         config = raw.get("config") if isinstance(raw, Mapping) else None
         if not isinstance(raw, Mapping) or raw.get("type") != "export":
             continue
-        if not isinstance(config, Mapping) or config.get("target", "file") != "file":
+        path_key = _export_path_key(config)
+        if path_key is None:
             continue
-        target = config.get("path")
+        target = config.get(path_key)
         if not isinstance(target, str):
             continue
         # the exporter reads "\\" as "/" too
@@ -332,7 +335,7 @@ def _check_export_targets(steps: list[Any], errors: list[FieldError]) -> None:
         if normal in seen:
             errors.append(
                 FieldError(
-                    f"plan.steps[{i}].config.path",
+                    f"plan.steps[{i}].config.{path_key}",
                     f"{target!r} is already written by plan.steps[{seen[normal]}]",
                 )
             )
@@ -343,9 +346,19 @@ def _check_export_targets(steps: list[Any], errors: list[FieldError]) -> None:
                     (other, normal) if len(other) < len(normal) else (normal, other)
                 )
                 message = f"{file_path!r} is a file, so {dir_path!r} cannot be written under it"
-                errors.append(FieldError(f"plan.steps[{j}].config.path", message))
-                errors.append(FieldError(f"plan.steps[{i}].config.path", message))
-        seen[normal] = i
+                errors.append(FieldError(f"plan.steps[{j}].config.{keys[j]}", message))
+                errors.append(FieldError(f"plan.steps[{i}].config.{path_key}", message))
+        seen[normal], keys[i] = i, path_key
+
+
+def _export_path_key(config: Any) -> str | None:
+    """The key naming the file an export config (maybe invalid) writes, by its target
+    (`dag.targets`; `file` when it names none); None when it writes no file."""
+    if not isinstance(config, Mapping):
+        return None
+    target = config.get("target", "file")
+    found = TARGETS.get(target) if isinstance(target, str) else None
+    return None if found is None else found.path_key
 
 
 def _validate_step_name(

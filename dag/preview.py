@@ -8,34 +8,21 @@ Warnings (`Warning.code`), each judged on the previewed sample only:
   passed unchanged);
 - `filter_kept_none`: a `filter_eq` that kept none of its input records;
 - `aggregate_all_null`: an `aggregate` whose column is null in every input record;
-- `export_key_nulls` / `export_key_duplicates`: a table export whose key column is null, or
-  repeats a value, in the records it would write (each such record is a row error);
+- an export's, by its target (`dag.targets`): `export_key_nulls` / `export_key_duplicates`,
+  a table export whose key column is null, or repeats a value, in the records it would
+  write (each such record is a row error);
 - `parse_date_mostly_failed`: a `parse_date` that failed on more than half its input.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from dag.types import show_value
+from dag.preview_warning import PreviewWarning
+from dag.targets import target_of
 
 __all__ = ["PreviewWarning", "step_warnings"]
-
-_EXAMPLES = 3
-
-
-@dataclass(frozen=True)
-class PreviewWarning:
-    """Something in a step's sample that is probably not what the plan's author meant."""
-
-    code: str
-    message: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
 
 
 def _map_key(value: Any) -> Any:
@@ -56,8 +43,8 @@ def step_warnings(
         return []
     if step_type == "transform":
         return _transform_warnings(config, inputs, outputs, rejected)
-    if step_type == "export" and config.get("target") == "table" and config.get("key"):
-        return _key_warnings(config["key"], inputs)
+    if step_type == "export":
+        return target_of(config).preview_warnings(config, inputs)
     return []
 
 
@@ -110,29 +97,3 @@ def _map_warnings(
         "every value passed unchanged"
     )
     return [PreviewWarning("map_no_match", message)]
-
-
-def _key_warnings(key: str, inputs: Sequence[Mapping[str, Any]]) -> list[PreviewWarning]:
-    warnings = []
-    nulls = sum(1 for r in inputs if r.get(key) is None)
-    if nulls:
-        warnings.append(
-            PreviewWarning(
-                "export_key_nulls",
-                f"key column {key!r} is null in {nulls} of {len(inputs)} record(s): "
-                "each is a row error",
-            )
-        )
-    counts = Counter(str(r[key]) for r in inputs if r.get(key) is not None)
-    repeated = {k: c for k, c in counts.items() if c > 1}
-    if repeated:
-        examples = ", ".join(show_value(k) for k in list(repeated)[:_EXAMPLES])
-        extra = sum(c - 1 for c in repeated.values())
-        warnings.append(
-            PreviewWarning(
-                "export_key_duplicates",
-                f"key column {key!r} repeats {len(repeated)} value(s) (e.g. {examples}): "
-                f"{extra} record(s) would be row errors",
-            )
-        )
-    return warnings

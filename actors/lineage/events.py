@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import attr
@@ -26,13 +25,14 @@ from openlineage.client.facet_v2 import (
     schema_dataset,
 )
 from openlineage.client.generated.base import RunFacet
-from openlineage.client.naming.dataset import LocalFileSystem, Postgres
 
 import connectors
+from actors.datasets import Places, file_dataset
 from actors.lineage.assertions import FACET as ASSERTIONS
 from actors.lineage.assertions import assertions_facet
 from actors.lineage.notices import COMPLETE, FAIL, Notice
-from actors.lineage.places import Places, Sandbox
+from actors.sources import source_impl
+from actors.targets import target_impl
 from dag import Plan
 from dag.ops import OPS, Derivation
 
@@ -173,11 +173,7 @@ def _datasets(
     own = facts.steps.get(name, StepFacts())
     config = step.config
     if step.type == "ingest":
-        if config["source"] == "file":
-            source = _file(places.data_dir / config["path"])
-        else:
-            source = _table(places.sandbox, config["table"])
-        sources = [(source, own.columns)]
+        sources = [(source_impl(config).dataset(places, config), own.columns)]
     else:
         sources = [
             (_output(namespace, facts, dep), _columns(facts, dep)) for dep in step.depends_on
@@ -195,11 +191,7 @@ def _datasets(
         else:
             inputs.append(InputDataset(ns, ds_name, facets=in_facets))
     if step.type == "export":
-        if config["target"] == "file":
-            exported = connectors.export_file(places.export_dir, run_id, name, config["path"])
-            target = _file(exported.final_path)
-        else:
-            target = _table(places.sandbox, config["table"])
+        target = target_impl(config).dataset(places, run_id, name, config)
         columns = own.columns or (sources[0][1] if len(sources) == 1 else None)
         lineage = None
     else:
@@ -213,7 +205,7 @@ def _datasets(
     outputs = [_output_dataset(target, out_facets, own.records_out if done else None)]
     if done and own.rejected:
         rejects = connectors.reject_file(places.reject_dir, run_id, name).final_path
-        outputs.append(_output_dataset(_file(rejects), {}, own.rejected))
+        outputs.append(_output_dataset(file_dataset(rejects), {}, own.rejected))
     return inputs, outputs
 
 
@@ -287,22 +279,6 @@ def _schema(columns: Iterable[tuple[str, str]] | None) -> dict[str, Any]:
 
 def _columns(facts: RunFacts, step: str) -> tuple[tuple[str, str], ...] | None:
     return facts.steps.get(step, StepFacts()).columns
-
-
-def _file(path: Path) -> tuple[str, str]:
-    naming = LocalFileSystem(path=str(Path(path).absolute()))
-    return naming.get_namespace(), naming.get_name()
-
-
-def _table(sandbox: Sandbox, table: str) -> tuple[str, str]:
-    naming = Postgres(
-        host=sandbox.host,
-        port=str(sandbox.port),
-        database=sandbox.database,
-        schema=connectors.SANDBOX_SCHEMA,
-        table=table,
-    )
-    return naming.get_namespace(), naming.get_name()
 
 
 def _output(namespace: str, facts: RunFacts, step: str) -> tuple[str, str]:

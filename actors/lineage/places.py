@@ -1,30 +1,12 @@
-"""Where a process's files and tables are, as lineage datasets name them."""
+"""Where a process's files and tables are, as lineage datasets name them (`actors.datasets`),
+and the sandbox's address from its connection URL."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 from psycopg2.extensions import parse_dsn
 
-
-@dataclass(frozen=True)
-class Sandbox:
-    """Where the sandbox tables live (their dataset namespace and name prefix)."""
-
-    host: str
-    port: int
-    database: str
-
-
-@dataclass(frozen=True)
-class Places:
-    """Where an executor's files and tables are: the datasets' names come from here."""
-
-    data_dir: Path
-    export_dir: Path
-    reject_dir: Path
-    sandbox: Sandbox
+from actors.datasets import Places as Places
+from actors.datasets import Sandbox
 
 
 def sandbox_of(url: str) -> Sandbox:

@@ -1,8 +1,10 @@
-"""The JSON Schema pieces that transform ops' config properties are made of (the OpenAPI
-document's plan components use them too): names, lists of names and literals."""
+"""The JSON Schema pieces that step configs are made of (transform ops, export targets and
+ingest sources; the OpenAPI document's plan components use them too): names, lists of names,
+literals, closed objects and references to components."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from dag.limits import INT64_MAX, INT64_MIN
@@ -28,3 +30,18 @@ NAMES: dict[str, Any] = {"type": "array", "minItems": 1, "uniqueItems": True, "i
 def one_of(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """A string, one of `values`."""
     return {"type": "string", "enum": [str(v) for v in values]}
+
+
+def closed(properties: Mapping[str, Any], required: list[str]) -> dict[str, Any]:
+    """An object of exactly `properties`, `required` among them."""
+    return {
+        "type": "object",
+        "properties": dict(properties),
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def component(name: str) -> dict[str, Any]:
+    """A reference to the OpenAPI document's component `name`."""
+    return {"$ref": f"#/components/schemas/{name}"}

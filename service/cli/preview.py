@@ -20,6 +20,8 @@ from rich.table import Table
 
 from actors.preview import DEFAULT_RECORDS, MAX_RECORDS, PlanPreview, StepPreview, preview_plan
 from actors.preview_bounds import MAX_VALUE_CHARS, clip
+from actors.sources import SOURCE_IMPLS
+from actors.targets import TARGET_IMPLS
 from dag import StepStatus
 from dag.plan import parse_plan
 from ddl import connector
@@ -161,9 +163,7 @@ def _render_step(step: StepPreview, console: Console) -> None:
 def _where(step: StepPreview) -> str:
     if step.source is None:
         return ""
-    if step.source["source"] == "table":
-        return f" · {step.source['table']}, read-only"
-    return f" · {step.source['path']}"
+    return SOURCE_IMPLS[step.source["source"]].where(step.source)
 
 
 def _cell(value: Any) -> str:
@@ -208,20 +208,12 @@ def _errors_table(errors: list[dict]) -> Table:
 
 
 def _render_export(export: dict[str, Any], console: Console) -> None:
-    if export["target"] == "file":
-        console.print(
-            f"would write [bold]{escape(export['path'])}[/] ({export['format']}), "
-            f"columns {', '.join(export['columns'])}; it would begin:"
-        )
-        console.print(escape(export["text"].rstrip("\n")) or "[dim](empty)[/]", soft_wrap=True)
-        return
-    cols = ", ".join(f"{c} {t}" for c, t in export["columns"].items())
-    key = export["key"] or "(record ordinal)"
-    how = "merge into" if export.get("mode") == "merge" else "write"
+    """What an export would write, in its target's words (`actors.targets`)."""
+    shown = TARGET_IMPLS[export["target"]].view_text(export)
     console.print(
-        f"would {how} table [bold]{export['table']}[/] (key {escape(key)}), columns {cols}; "
-        f"{escape(export['note'])}"
+        "".join(f"[bold]{escape(t)}[/]" if bold else escape(t) for t, bold in shown.headline)
     )
-    if export["rows"]:
-        names = list(export["rows"][0])
-        console.print(_records_table(export["rows"], names, "first rows"))
+    if shown.text is not None:
+        console.print(escape(shown.text.rstrip("\n")) or "[dim](empty)[/]", soft_wrap=True)
+    elif shown.rows:
+        console.print(_records_table(shown.rows, list(shown.rows[0]), "first rows"))

@@ -4,14 +4,13 @@ timeline, the first rejected rows from the reject files and the export outputs."
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psycopg2
-
-import connectors
+from actors.sources import SOURCE_IMPLS
+from actors.targets import TARGET_IMPLS
 from dag import RUN_ACTIVE, StepStatus, attempts_that_ran
 from ddl import connect
 from service.console.graph import layout_dag, layout_gantt
@@ -21,8 +20,6 @@ from service.domain.db import Cursor, database_now
 from service.domain.pipelines import get_pipeline, get_revision
 from service.domain.rejects import rejects_of
 from service.domain.runs import get_run_view, list_run_resumes
-
-log = logging.getLogger(__name__)
 
 ACTIVE = tuple(RUN_ACTIVE)
 REJECTS_SHOWN = 20
@@ -87,15 +84,10 @@ def step_progress(
         return None
     cfg = step.get("config") or {}
     if step["type"] == "ingest":
-        if cfg.get("source") != "file":
-            return None
-        checkpoint = step.get("checkpoint") or {}
-        offset = (checkpoint.get("position") or checkpoint).get("offset", 0)
-        try:
-            size = (data_dir / connectors.check_rel_path(str(cfg.get("path")))).stat().st_size
-        except (OSError, ValueError, connectors.ConnectorError):
-            return None
-        return min(offset / size, 1.0) if size else None
+        source = SOURCE_IMPLS.get(cfg.get("source"))
+        return (
+            None if source is None else source.progress(cfg, step.get("checkpoint") or {}, data_dir)
+        )
     upstream = [steps.get(d) for d in step.get("depends_on") or []]
     if len(upstream) == 1 and upstream[0] and upstream[0]["status"] == StepStatus.RUNNING:
         return step_progress(upstream[0], steps, data_dir)
@@ -111,42 +103,12 @@ def _rejects(settings: ConsoleSettings, run_id: str, step: dict[str, Any]) -> di
 
 
 def _export(settings: ConsoleSettings, run_id: str, step: Mapping[str, Any]) -> dict[str, Any]:
+    """What the run page shows of an export's output, by its target (`actors.targets`)."""
     cfg = step.get("config") or {}
     out: dict[str, Any] = {"step": step["name"], "target": cfg.get("target")}
-    if cfg.get("target") == "file":
-        try:
-            path = connectors.export_file(
-                settings.export_dir, run_id, step["name"], str(cfg.get("path"))
-            ).final_path
-        except connectors.ConnectorError:
-            return {**out, "path": None, "exists": False}
-        return {
-            **out,
-            "path": str(path),
-            "exists": path.is_file(),
-            "format": cfg.get("format", "jsonl"),
-        }
-    out["table"] = f"sandbox.{cfg.get('table')}"
-    out["rows"] = (
-        _count_rows(settings, run_id, step) if step["status"] == StepStatus.SUCCEEDED else None
-    )
-    return out
-
-
-def _count_rows(settings: ConsoleSettings, run_id: str, step: Mapping[str, Any]) -> int | None:
-    if settings.sandbox_url is None:
-        return None
-    try:
-        conn = connect(settings.sandbox_url, "etl-console", connect_timeout_s=5)
-    except psycopg2.Error:
-        log.warning("console: sandbox unavailable for the row count of %s", step["name"])
-        return None
-    try:
-        return connectors.count_run_rows(
-            conn, str(step["config"].get("table")), run_id, step["name"]
-        )
-    except (psycopg2.Error, connectors.ConnectorError):
-        log.warning("console: no row count for %s of run %s", step["name"], run_id, exc_info=True)
-        return None
-    finally:
-        conn.close()
+    target = TARGET_IMPLS.get(cfg.get("target"))
+    if target is None:
+        return out
+    url = settings.sandbox_url
+    sandbox = None if url is None else partial(connect, url, "etl-console", connect_timeout_s=5)
+    return {**out, **target.run_view(settings.export_dir, run_id, step, sandbox)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dag.sources import source_of
 from service.domain.audit import audit_change
 from service.domain.db import Cursor, fetch_all, fetch_one
 from service.domain.pipelines import get_pipeline
@@ -21,8 +22,9 @@ def _cursor_steps(plan: Any) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     for step in (plan or {}).get("steps", []):
         config = step.get("config") or {}
-        if step.get("type") == "ingest" and config.get("source") == "table" and "cursor" in config:
-            found[step["name"]] = {"table": config["table"], "column": config["cursor"]}
+        cursor = source_of(config).cursor(config) if step.get("type") == "ingest" else None
+        if cursor is not None:
+            found[step["name"]] = {"table": cursor[0], "column": cursor[1]}
     return found
 
 

@@ -7,6 +7,9 @@ from typing import Any
 
 from actors.preview import MAX_RECORDS, MAX_ROW_ERRORS, SAMPLE_ROWS
 from actors.preview_bounds import MAX_VALUE_CHARS
+from actors.preview_exports import COLUMN_TYPES_SCHEMA, PREVIEW_ROWS_SCHEMA
+from actors.sources import SOURCE_IMPLS
+from actors.targets import TARGET_IMPLS
 from dag import StepStatus
 from dag import plan as rules
 from dag.dialect import DELIMITER_CANDIDATES, ENCODINGS
@@ -14,43 +17,21 @@ from service.api.openapi.shapes import always, enum, nullable, ref
 
 _COUNT = {"type": "integer", "minimum": 0}
 _TEXT = {"type": "string"}
-_PREVIEW_VALUE = {"type": ["integer", "string", "null"]}
-_PREVIEW_ROWS = {
-    "type": "array",
-    "maxItems": SAMPLE_ROWS,
-    "items": {"type": "object", "additionalProperties": _PREVIEW_VALUE},
-}
+_PREVIEW_ROWS = PREVIEW_ROWS_SCHEMA
 _TRUNCATION_FIELDS = ("value_chars", "sample_rows", "row_errors", "answer_bytes_max")
-_COLUMN_TYPES = {"type": "object", "additionalProperties": enum(rules.COLUMN_TYPES)}
+_COLUMN_TYPES = COLUMN_TYPES_SCHEMA
 
 
 def _preview_source() -> dict[str, Any]:
-    """Where a previewed ingest read: a file, or a sandbox table (read-only)."""
-    file = {"source": enum(["file"]), "path": _TEXT, "format": enum(rules.INGEST_FORMATS)}
-    table = {"source": enum(["table"]), "table": _TEXT, "read_only": {"const": True}}
-    return {"oneOf": [always(file), always({**table, "note": _TEXT})]}
+    """Where a previewed ingest read, by its source (`actors.sources`): a file, or a sandbox
+    table (read-only)."""
+    return {"oneOf": [always(source.view_schema) for source in SOURCE_IMPLS.values()]}
 
 
 def _preview_export() -> dict[str, Any]:
-    """What a previewed export would write: a file's first lines or a table's first rows."""
-    file = {
-        "target": enum(["file"]),
-        "path": _TEXT,
-        "format": enum(rules.EXPORT_FORMATS),
-        "columns": _COLUMN_TYPES,
-        "rows": _PREVIEW_ROWS,
-        "text": _TEXT,
-    }
-    table = {
-        "target": enum(["table"]),
-        "table": _TEXT,
-        "key": nullable(_TEXT),
-        "mode": enum(rules.EXPORT_MODES),
-        "columns": {"type": "object", "additionalProperties": _TEXT},
-        "rows": _PREVIEW_ROWS,
-        "note": _TEXT,
-    }
-    return {"oneOf": [always(file), always(table)]}
+    """What a previewed export would write, by its target (`actors.targets`): a file's
+    first lines or a table's first rows."""
+    return {"oneOf": [always(target.view_schema) for target in TARGET_IMPLS.values()]}
 
 
 def preview_components() -> dict[str, dict[str, Any]]:

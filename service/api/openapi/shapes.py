@@ -6,17 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dag.ops.schema import NO_NUL as NO_NUL  # one definition, the ops' schemas use it too
-
-
-def closed(properties: Mapping[str, Any], required: list[str]) -> dict[str, Any]:
-    """An object of exactly `properties`, `required` among them."""
-    return {
-        "type": "object",
-        "properties": dict(properties),
-        "required": required,
-        "additionalProperties": False,
-    }
+# One definition each: the step configs' schemas in `dag` use them too.
+from dag.ops.schema import NO_NUL as NO_NUL
+from dag.ops.schema import closed as closed
 
 
 def enum(values: Iterable[str]) -> dict[str, Any]:

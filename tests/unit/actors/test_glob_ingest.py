@@ -19,7 +19,7 @@ DAYS = {"2013-01-02": "3,c\n4,d\n", "2013-01-01": "1,a\n2,b\n", "2013-01-03": "5
 def no_schema_drift(monkeypatch: pytest.MonkeyPatch) -> None:
     """Schema drift is met on the state database (tests/integration/actors/
     test_schema_drift.py); these attempts have none."""
-    monkeypatch.setattr("actors.steps.meet_schema", lambda *args: None)
+    monkeypatch.setattr("actors.sources.file.meet_schema", lambda *args: None)
 
 
 @pytest.fixture

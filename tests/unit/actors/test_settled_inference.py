@@ -19,7 +19,7 @@ RECORDS = 3 * BATCH_SIZE
 @pytest.fixture(autouse=True)
 def no_schema_drift(monkeypatch: pytest.MonkeyPatch) -> None:
     """Schema drift is met on the state database; these attempts have none."""
-    monkeypatch.setattr("actors.steps.meet_schema", lambda *args: None)
+    monkeypatch.setattr("actors.sources.file.meet_schema", lambda *args: None)
 
 
 def source(data: Path, path: str, **config) -> FileSource:

@@ -1,0 +1,241 @@
+"""The `file` ingest source (`dag.sources.file`): a file, or every file a glob matches, in the
+data directory behind the path guard (`connectors`), typed as declared or inferred."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import connectors
+from actors.datasets import Places, file_dataset
+from actors.schemadrift import meet_schema
+from actors.sources.source import Config, SourceImpl
+from actors.stepio import InputBatch, StepEnv
+from dag import (
+    BATCH_SIZE,
+    MAX_SOURCE_BYTES,
+    ColumnInference,
+    ColumnRecords,
+    ConfigValueError,
+    Position,
+    RawBatch,
+    RawRecord,
+    RowError,
+    Step,
+    null_out,
+    propose_dialect,
+    read_csv_batches,
+    read_json_batches,
+    read_jsonl_batches,
+    type_records,
+)
+from dag.sniffing import HEAD_BYTES as SNIFF_BYTES
+from dag.sources.file import INGEST_FORMATS
+
+
+class FileSource:
+    """Ingest from a file in the data directory, typed as declared or inferred.
+
+    Undeclared columns are inferred from every value of the file (`dag.ColumnInference`, a
+    pass over it before the first batch), so no record is rejected for an inferred type; a
+    resumed attempt gets the types its step recorded. `null_values` are null before
+    inference and typing. With `limit` (a preview) it reads only the first `limit` input
+    records after inferring over the whole file as a run does, and a cut batch has no
+    resumable position."""
+
+    def __init__(
+        self, step: Step, env: StepEnv, columns: dict[str, str] | None, limit: int | None = None
+    ):
+        self.config = step.config
+        self.step_name = step.name
+        self.env = env
+        self.columns = columns
+        self.limit = limit
+        self.nulls = tuple(step.config.get("null_values") or ())
+        self.evidence: dict[str, str] = {}  # why each inferred column has its type
+        self._paths: list[str] | None = None
+
+    def _raw_batches(self, stream, start: Position) -> Iterator[RawBatch]:
+        cfg = self.config
+        fmt = cfg.get("format", "csv")
+        if fmt == "csv":
+            delimiter, quote = cfg.get("delimiter", ","), cfg.get("quote", '"')
+            batches = read_csv_batches(
+                stream, delimiter=delimiter, quote=quote, batch_size=BATCH_SIZE, start=start
+            )
+        elif fmt == "json":
+            batches = read_json_batches(stream, batch_size=BATCH_SIZE, start=start)
+        else:
+            batches = read_jsonl_batches(stream, batch_size=BATCH_SIZE, start=start)
+        for raw in batches:
+            null_out(raw.records, self.nulls)
+            yield raw
+
+    @contextmanager
+    def _open(self, rel_path: str) -> Iterator[BinaryIO]:
+        """One input file behind the path guard, as UTF-8 (`connectors.decoded_source`)."""
+        encoding = self.config.get("encoding", "utf-8")
+        with (
+            connectors.open_source(self.env.data_dir, rel_path, max_bytes=MAX_SOURCE_BYTES) as raw,
+            connectors.decoded_source(raw, encoding, name=rel_path) as stream,
+        ):
+            yield stream
+
+    def paths(self) -> list[str]:
+        """The files the step reads, in order: its `path`, or every file its glob matches
+        (`connectors.expand_source`), fixed at the first call of the attempt."""
+        if self._paths is None:
+            self._paths = connectors.expand_source(self.env.data_dir, self.config["path"])
+        return self._paths
+
+    def infer(self) -> dict[str, str]:
+        """The columns' types from a pass over every input file (declared ones as declared);
+        the files of a glob must share their header. A CSV file is read only until every
+        undeclared column is a string (`ColumnInference.settled`): past its header and
+        first batch nothing in a CSV file raises (malformed records are row errors), so
+        the rest can change neither a type nor an error of this pass."""
+        is_csv = self.config.get("format", "csv") == "csv"
+        csv_delimiter = self.config.get("delimiter") if self.config.get("format") == "csv" else None
+        inference = None
+        for rel_path in self.paths():
+            with self._open(rel_path) as stream:
+                for raw in self._raw_batches(stream, Position.from_dict(None)):
+                    if inference is None:
+                        declared = self.config.get("columns") or {}
+                        inference = ColumnInference(raw.header, declared, csv_delimiter)
+                        header = list(raw.header)
+                    elif raw.header and list(raw.header) != header:
+                        raise ConfigValueError(
+                            f"{rel_path}: its columns {list(raw.header)} differ from the first"
+                            f" file's {header}: the files of a glob are one input"
+                        )
+                    inference.observe(raw.records)
+                    if is_csv and inference.settled:
+                        break  # every column a string, this file's header checked
+        assert inference is not None  # a reader yields at least one batch, with the header
+        self.evidence = inference.evidence()
+        return inference.columns()
+
+    def batches(self, checkpoint: dict | None, records_before: int) -> Iterator[InputBatch]:
+        """The input from `checkpoint` on: the files in order, each from its start, the
+        checkpoint's file (`file`, its index; 0 for one file) from its `position`."""
+        first = int((checkpoint or {}).get("file", 0))
+        start = Position.from_dict((checkpoint or {}).get("position"))
+        if self.columns is None:
+            self.columns = self.infer()
+            if self.limit is None:  # a run's start, not a preview's
+                meet_schema(
+                    self.env.state_conn, self.env.run_id, self.step_name, self.config, self.columns
+                )
+        ordinal = records_before + 1
+        paths = self.paths()
+        for index, rel_path in enumerate(paths[first:], start=first):
+            position = start if index == first else Position.from_dict(None)
+            for batch in self._file_batches(rel_path, index, position, ordinal):
+                if not batch.records_in and not batch.row_errors and index + 1 < len(paths):
+                    continue  # a file resumed at its end, or only a header: the next one
+                ordinal += batch.records_in
+                yield batch
+                if self.limit is not None and ordinal - 1 >= self.limit:
+                    return
+
+    def _file_batches(
+        self, rel_path: str, index: int, start: Position, ordinal: int
+    ) -> Iterator[InputBatch]:
+        assert self.columns is not None
+        with self._open(rel_path) as stream:
+            offset = start.offset
+            for raw in self._raw_batches(stream, start):
+                if self.limit is not None and raw.size >= self.limit - (ordinal - 1):
+                    records, row_errors = raw.head(self.limit - (ordinal - 1))
+                    typed, type_errors = type_records(records, self.columns, first_ordinal=ordinal)
+                    errors = sorted(
+                        [*row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
+                    )
+                    yield InputBatch(typed, errors, len(records) + len(row_errors), {})
+                    return
+                typed, type_errors = type_records(raw.records, self.columns, first_ordinal=ordinal)
+                errors = sorted(
+                    [*raw.row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
+                )
+                # The input digest covers the file's raw bytes, batch by batch (a run's:
+                # a preview has none, and spares a copy of the batch).
+                size = raw.end.offset - offset
+                raw_bytes = None if self.limit else os.pread(stream.fileno(), size, offset)
+                offset = raw.end.offset
+                ordinal += raw.size
+                position: dict[str, Any] = {"position": raw.end.as_dict()}
+                if index:
+                    position["file"] = index
+                lines = _typed_lines(raw.records, type_errors, ordinal - raw.size)
+                file = None if rel_path == self.config["path"] else rel_path  # a glob's
+                yield InputBatch(
+                    typed, errors, raw.size, position, raw_bytes=raw_bytes, lines=lines, file=file
+                )
+
+
+def _typed_lines(
+    records: Sequence[RawRecord], type_errors: list[RowError], first_ordinal: int
+) -> Sequence[int]:
+    """The first line of each record that typing kept (`records[i]`: ordinal
+    `first_ordinal + i`; a type error names the ordinal of the record it left out)."""
+    lines = records.lines() if isinstance(records, ColumnRecords) else [r.line for r in records]
+    if not type_errors:
+        return lines
+    left_out = {e.record for e in type_errors}
+    return [n for i, n in enumerate(lines) if first_ordinal + i not in left_out]
+
+
+def _view(config: Config) -> dict[str, Any]:
+    return {"source": "file", "path": config["path"], "format": config.get("format", "csv")}
+
+
+def _where(view: Mapping[str, Any]) -> str:
+    return f" · {view['path']}"
+
+
+def _dataset(places: Places, config: Config) -> tuple[str, str]:
+    return file_dataset(places.data_dir / config["path"])
+
+
+def _dialect(step: Step, env: StepEnv) -> dict[str, Any] | None:
+    """The encoding and delimiter a file ingest's first file looks written in, when they
+    differ from the declared ones (`dag.propose_dialect`, from its first bytes)."""
+    try:
+        first = connectors.expand_source(env.data_dir, step.config["path"])[0]
+        with connectors.open_source(env.data_dir, first) as stream:
+            head = stream.read(SNIFF_BYTES)
+    except (connectors.ConnectorError, OSError):
+        return None  # the step's own run says why
+    return propose_dialect(head, step.config)
+
+
+def _progress(config: Config, checkpoint: Mapping[str, Any], data_dir: Path) -> float | None:
+    """The checkpoint's byte offset over the file's size."""
+    offset = (checkpoint.get("position") or checkpoint).get("offset", 0)
+    try:
+        size = (data_dir / connectors.check_rel_path(str(config.get("path")))).stat().st_size
+    except (OSError, ValueError, connectors.ConnectorError):
+        return None
+    return min(offset / size, 1.0) if size else None
+
+
+FILE = SourceImpl(
+    "file",
+    FileSource,
+    _view,
+    {
+        "source": {"type": "string", "enum": ["file"]},
+        "path": {"type": "string"},
+        "format": {"type": "string", "enum": list(INGEST_FORMATS)},
+    },
+    _where,
+    _dataset,
+    dialect=_dialect,
+    progress=_progress,
+    infers=True,
+)
+SOURCES = (FILE,)
