@@ -26,12 +26,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 import psycopg2
 import psycopg2.errors
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
+from connectors.commit_staging import CommitStaging
 from connectors.errors import StagingLost, TableConflict
 from connectors.export_encoding import (
     csv_text,
@@ -120,7 +120,7 @@ class TableExport:
             if deleted
             else sql.SQL("FALSE")
         )
-        self._stage_json: str | None = None  # `deferred_batch`'s statement, once composed
+        self._in_commit: CommitStaging | None = None  # `deferred_batch`'s statements
 
     def prepare(self) -> None:
         """Create `sandbox.<table>` if missing (else check it fits: a missing column is
@@ -237,26 +237,10 @@ class TableExport:
         keys = record_keys(self.key_column, records, first_ordinal)
         if keys is None or not records:
             return None
-        try:
-            payload = orjson.dumps(records)
-        except TypeError:  # orjson's error for what it cannot encode exactly
-            return None
-        if b"\\u0000" in payload:
-            return None
-        if self._stage_json is None:  # the same text for every batch: composed once
-            query = sql.SQL(QUERIES["stage_json"]).format(
-                staging=self._staging,
-                columns=self._user_columns,
-                batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
-                column_defs=self._column_defs,
-            )
-            self._stage_json = query.as_string(self._conn)
-        params = {
-            "batch_seq": seq,
-            "records": payload.decode(),
-            "keys": orjson.dumps(keys).decode(),
-        }
-        return self._stage_json, params
+        if self._in_commit is None:
+            batch_seq = sql.Identifier(BATCH_SEQ_COLUMN)
+            self._in_commit = CommitStaging(self._conn, self._staging, self.columns, batch_seq)
+        return self._in_commit.statement(seq, records, keys)
 
     def publish(self, n_batches: int | None = None, rows: int | None = None) -> int:
         """Move the staged rows (of batches `< n_batches`, or all) into `sandbox.<table>`

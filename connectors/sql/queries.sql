@@ -110,6 +110,14 @@ SELECT {columns}, x.record_key, %(batch_seq)s
 FROM ROWS FROM (json_to_recordset(%(records)s::json) AS ({column_defs}),
                 json_array_elements_text(%(keys)s::json)) AS x({columns}, record_key);
 
+-- stage_columns --
+-- A batch inside the caller's transaction, as `stage_json` but a column at a time
+-- (`connectors.commit_staging`): each column's values as one text split back into an array
+-- (values apart at chr(31), a null chr(30)) and cast as a whole, its record keys last.
+INSERT INTO {staging} ({columns}, record_key, {batch_seq})
+SELECT {columns}, x.record_key, %(batch_seq)s
+FROM ROWS FROM ({arrays}) AS x({columns}, record_key);
+
 -- upsert_staging --
 -- Move the batch into staging. A key already staged by the same batch (re-run after a
 -- crash) is updated; one staged by another batch is left alone and not returned (the

@@ -180,3 +180,38 @@ def test_a_batch_json_cannot_carry_goes_by_the_per_batch_path(conn) -> None:
     huge = [{"id": 2**64, "name": "a", "signup": None}]
     for records in (nul, surrogate, repeated, null_key, huge, []):
         assert staging.deferred_batch(0, records, 1) is None, records
+
+
+def test_staged_a_column_at_a_time_or_as_json_the_rows_are_the_records(
+    committer, conn, export
+) -> None:
+    """The column texts (`connectors.commit_staging`) and the JSON fallback (a value holding
+    a separator, one record alone) stage exactly the records: nulls, empty text, white
+    space, backslashes, braces, `null` as text, dates, ints at the ends of bigint."""
+    run_id, attempt_id = _seed_attempt(conn)
+    staging = export(run_id)
+    names = ["", None, "null", "NULL", "a\\b", '{"x", y}', " \t\n é ", "\u2003", "a\x1fb", "\x1e"]
+    batches = [
+        [
+            {"id": i, "name": name, "signup": None if i % 2 else "2024-02-29"}
+            for i, name in zip(range(1, 9), names, strict=False)
+        ],
+        [{"id": 2**63 - 1, "name": names[i % 8], "signup": "0001-01-01"} for i in range(1)],
+        [{"id": -(2**63) + i, "name": n, "signup": None} for i, n in enumerate(names)],
+    ]
+    expected, first = [], 1
+    for seq, records in enumerate(batches):
+        rows = _staged(staging, seq, records, first)
+        assert ("json_to_recordset" in rows.query) == (seq > 0)  # a separator, one record
+        _commit(committer, conn, run_id, attempt_id, first + len(records) - 1, [rows])
+        expected += [(r["id"], r["name"], r["signup"], str(r["id"])) for r in records]
+        first += len(records)
+    assert committer.wait() is False
+    assert staging.publish(3, len(expected)) == len(expected)
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT id, name, signup::text, record_key FROM sandbox.committed"
+            " WHERE run_id = %s ORDER BY id",
+            (run_id,),
+        )
+        assert cur.fetchall() == sorted(expected, key=lambda row: row[0])

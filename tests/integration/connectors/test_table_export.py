@@ -341,6 +341,7 @@ def test_every_named_query_is_loaded() -> None:
         "copy_batch_typed",
         "copy_staging",
         "stage_json",
+        "stage_columns",
         "upsert_staging",
         "count_staged_rows",
         "lock_staging",
