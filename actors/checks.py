@@ -1,7 +1,7 @@
 """A step's data checks as its attempt runs them (`dag.checks` counts, this keeps and
 decides).
 
-Who calls it: `actors.runner`, for every member of a group that has an attempt. `open_checks`
+Who calls it: `actors.attempt`, for every member of a group that has an attempt. `open_checks`
 when the member opens (a fresh start drops the keys an earlier attempt committed); `observe`
 for each output batch, after the computation and before the batch's commit: the counters go
 into the checkpoint (`Progress.checkpoint["checks"]`, with `"check_files"`: where each file

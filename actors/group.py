@@ -1,10 +1,11 @@
-"""Stage fusion (`dag.fusion`) on the executor's side: the group of steps an attempt runs.
+"""Stage fusion (`dag.fusion`) on the executor's side: the group of steps an attempt runs
+(`Group`, its `Member`s in order).
 
 The claimed step adopts the pending steps that hang off it (each gets its own attempt,
 claimed by us and fenced with ours), and every input batch goes through all of them in one
 pass, their outputs handed over in memory (`fed`). A step whose upstream output was not
 kept recomputes it first (`dag.replay_chain`): replayed members lead the group, and each
-must end with the output digest its step recorded (`check_replay`)."""
+must end with the output digest its step recorded (`Member.check_replay`)."""
 
 from __future__ import annotations
 
@@ -83,42 +84,219 @@ class Member:
             m = m.upstream
         return False
 
+    def fed(self) -> InputBatch | None:
+        """What this member gets from its upstream member in this batch (None: nothing)."""
+        up = self.upstream
+        if up is None or up.out is None:
+            return None
+        if up.out.seq < up.skip:
+            return None  # consumed before this attempt
+        position = {"dep": 0, "seq": up.out.seq + 1}
+        return InputBatch(up.out.records, [], up.out.n, position, rows=up.out.rows)
 
-def followers(group: Iterable[Member]) -> list[Member]:
-    """The group's fused followers, in order."""
-    return [m for m in group if m.follower]
+    def check_replay(self) -> None:
+        """A recomputed upstream output must be the one its step recorded; raises
+        ReplayMismatch otherwise."""
+        got = self.ctx.progress.output_digest
+        if got != self.expected_digest:
+            raise ReplayMismatch(
+                f"step {self.name!r} was recomputed (its output was not kept) and its output "
+                f"differs from the recorded one (digest {got[:12]} != {self.expected_digest[:12]}):"
+                " its input changed since it ran; trigger a new run"
+            )
 
 
-def form_group(
-    conn, claim: Claim, ctx: StepContext, heartbeat: Heartbeat, settings: ExecutorSettings
-) -> list[Member]:
-    """The claimed step's group, in order: the upstream steps it must recompute (their
-    output was not kept), the step, and the pending followers it adopts: each gets an
-    attempt of its own, claimed by us, in one fenced transaction (`dag.fusion_group`), and
-    its lease rides on `heartbeat` from now on."""
-    s, plan, run_id = settings, ctx.plan, claim.run_id
-    with conn.cursor() as cur:
-        states, aligned = _lock_steps(cur, plan, run_id)
-        names = fusion_group(plan, claim.step_name, states, aligned) if s.fusion else ()
-        fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
-        adopted = _adopt(cur, plan, claim, names, s)
-    conn.commit()
-    lineage.steps_started(adopted.values())
-    head = Member(ctx, claim, head=True)
-    group = _replayed(conn, run_id, ctx, head)
-    group.append(head)
-    by_name = {claim.step_name: head}
-    for name, follower in adopted.items():
-        heartbeat.follow(follower.attempt_id, extra_age_s=s.step_timeout_s)
-        upstream = by_name[plan.step(name).depends_on[0]]
-        member = Member(load_context(conn, run_id, name), follower, upstream)
-        by_name[name] = member
-        group.append(member)
-        log.info(
-            "step fused",
-            extra={"run_id": run_id, "step": name, "attempt": follower.number},
+class Group:
+    """The members of an attempt's group, in order (replayed members first, then the
+    claimed step, then its followers, each after the member it reads): what is about all
+    of them, or about a member's place among them."""
+
+    def __init__(self, members: Iterable[Member] = ()):
+        self.members = list(members)
+
+    def followers(self) -> list[Member]:
+        """The group's fused followers, in order."""
+        return [m for m in self.members if m.follower]
+
+    def follower_claims(self) -> list[Claim]:
+        """The attempts of the group's fused followers."""
+        return [m.claim for m in self.members if m.follower]
+
+    def claims(self) -> list[Claim | None]:
+        """Every member's attempt (None for a replayed member)."""
+        return [m.claim for m in self.members]
+
+    def below(self, m: Member) -> list[Member]:
+        """`m` and the members that hang off it."""
+        return [g for g in self.members if g.below(m)]
+
+    def drop(self, gone: Iterable[Member]) -> None:
+        """Members leave the group: their exports closed (nothing published)."""
+        gone = list(gone)
+        for g in gone:
+            if g.work is not None and g.work.sink is not None:
+                g.work.sink.close()
+                g.work.sink = None
+        self.members = [g for g in self.members if g not in gone]
+
+    def store_for(self, out: Iterable[Member]) -> None:
+        """The members that `out` (left out of the group) hung off store their output from
+        this batch on, so that `out` can read it after them."""
+        for m in out:
+            up = m.upstream
+            if (
+                up in self.members
+                and up.work is not None
+                and up.claim is not None
+                and up.work.has_output
+            ):
+                up.work.keep_output = True
+                if up.done and up.out is not None and up.out.rows is not None:
+                    up.ctx.progress.output_kept = up.kept_before
+
+    def release_taken(self, m: Member) -> None:
+        """After `m` processed its batch: its upstream's output and its own are dropped
+        when every consumer of theirs in the group took them (a stored output keeps its
+        rows for the batch's commit). So a batch holds a chain's outputs two at a time."""
+        for x in (m.upstream, m):
+            if x is None or x.out is None or not x.out.records:
+                continue
+            if all(g.done for g in self.members if g.upstream is x):
+                x.out = x.out.released(x.work is not None and x.work.keep_output)
+
+    def over_budget(self, head: Member, budget: int) -> list[Member]:
+        """The followers to leave out of this batch's pass, with what hangs off them, so
+        that the batch stays within `budget` bytes (`dag.fit_budget`), estimated from the
+        head's output of the batch (nothing to cut when the head gives none)."""
+        out = head.out
+        if out is None or out.rows is None or not out.n:
+            return []
+        columns = len(head.ctx.progress.columns or {}) or 1
+        batch = BatchBytes.measured(out.n, columns, len(out.rows))
+        leading = [m.name for m in self.members if not m.follower]
+        replayed = {m.name for m in self.members if m.claim is None}
+        names = [m.name for m in self.followers()]
+        kept = set(fit_budget(head.ctx.plan, leading, names, replayed, batch, budget))
+        return [m for m in self.followers() if m.name not in kept]
+
+    def open(
+        self,
+        conn,
+        m: Member,
+        run_id: str,
+        settings: ExecutorSettings,
+        connect_sandbox: Callable[[], Any],
+    ) -> None:
+        """Open a member's source, computation, sink and reject file (`m.work`); a fused or
+        replayed member reads its upstream member's output, with that member's columns. An
+        output that every step reading it reads inside the group, in memory, is not
+        stored. A member with an attempt and no checkpoint starts fresh, fenced."""
+        fed_names = {g.name for g in self.members if g.upstream is not None}
+        s, ctx = settings, m.ctx
+        step, cp = ctx.step, ctx.progress.checkpoint or {}
+        env = StepEnv(
+            run_id=run_id,
+            data_dir=s.data_dir,
+            export_dir=s.export_dir,
+            reject_dir=s.reject_dir,
+            state_conn=conn,
+            sandbox_connect=connect_sandbox,
+            upstream=ctx.upstream,
         )
-    return group
+        if m.upstream is not None:
+            up = m.upstream
+            source = FusedSource(step, up.ctx.progress.columns or up.work.compute.output_columns)
+        else:
+            source = build_source(step, env, ctx.progress.columns)
+        compute = build_compute(step, source)
+        if cp.get("state") is not None:
+            compute.restore(cp["state"], read_state_parts(conn, run_id, step.name, cp["state"]))
+        dependents = ctx.plan.dependents(step.name)
+        has_output = step.type != "export" or bool(dependents)
+        # Not stored when every step that reads it is fed inside the group, in memory.
+        outside = not dependents or any(d not in fed_names for d in dependents)
+        work = StepWork(
+            source=source,
+            compute=compute,
+            sink=build_sink(step, env, source.columns) if m.claim is not None else None,
+            rejects=connectors.reject_file(s.reject_dir, run_id, step.name),
+            keep_output=has_output and outside and m.claim is not None,
+            has_output=has_output,
+            chunks=cp.get("chunks", 0),
+            reject_chunks=cp.get("reject_chunks", 0),
+            n_batches=cp.get("n", 0),
+        )
+        m.work = work
+        if m.claim is None:
+            return
+        if m.upstream is not None:
+            s.faults.at_attempt_start(step.name, m.claim.number)
+        if ctx.progress.checkpoint is None:
+            _start_fresh(conn, m.claim, work, s)
+        elif work.sink is not None:
+            work.sink.start(fresh=False, chunks=work.chunks, records=ctx.progress.records_out)
+
+    def rewind(self, conn, claim: Claim, ctx: StepContext) -> None:
+        """Before a pass (the first, or one after a take-back): every member back at its
+        committed checkpoint, its parts to be opened again; the claimed step's context is
+        `ctx`, a replayed member recomputes from its start."""
+        for m in self.members:
+            m.work = None
+            if m.claim == claim:
+                m.ctx = ctx
+            elif m.claim is not None:
+                m.ctx = load_context(conn, claim.run_id, m.name)
+            else:
+                m.ctx = replace(m.ctx, progress=fresh_progress(m.ctx.progress.columns))
+
+    def discard_exports(self) -> None:
+        """A canceled run: the exports of the members with an attempt never become visible."""
+        for m in self.members:
+            if m.work is not None and m.work.sink is not None and m.claim is not None:
+                m.work.sink.discard()
+
+    def close_exports(self) -> None:
+        """The attempt is over: every member's export closed."""
+        for m in self.members:
+            if m.work is not None and m.work.sink is not None:
+                m.work.sink.close()
+
+    @classmethod
+    def form(
+        cls,
+        conn,
+        claim: Claim,
+        ctx: StepContext,
+        heartbeat: Heartbeat,
+        settings: ExecutorSettings,
+    ) -> Group:
+        """The claimed step's group, in order: the upstream steps it must recompute (their
+        output was not kept), the step, and the pending followers it adopts: each gets an
+        attempt of its own, claimed by us, in one fenced transaction (`dag.fusion_group`),
+        and its lease rides on `heartbeat` from now on."""
+        s, plan, run_id = settings, ctx.plan, claim.run_id
+        with conn.cursor() as cur:
+            states, aligned = _lock_steps(cur, plan, run_id)
+            names = fusion_group(plan, claim.step_name, states, aligned) if s.fusion else ()
+            fence(cur, claim.attempt_id, s.owner, s.lease_ttl_s)
+            adopted = _adopt(cur, plan, claim, names, s)
+        conn.commit()
+        lineage.steps_started(adopted.values())
+        head = Member(ctx, claim, head=True)
+        group = cls(_replayed(conn, run_id, ctx, head))
+        group.members.append(head)
+        by_name = {claim.step_name: head}
+        for name, follower in adopted.items():
+            heartbeat.follow(follower.attempt_id, extra_age_s=s.step_timeout_s)
+            upstream = by_name[plan.step(name).depends_on[0]]
+            member = Member(load_context(conn, run_id, name), follower, upstream)
+            by_name[name] = member
+            group.members.append(member)
+            log.info(
+                "step fused",
+                extra={"run_id": run_id, "step": name, "attempt": follower.number},
+            )
+        return group
 
 
 def _lock_steps(cur, plan: Plan, run_id: str) -> tuple[dict[str, str], set[str]]:
@@ -190,63 +368,6 @@ def _replayed(conn, run_id: str, ctx: StepContext, head: Member) -> list[Member]
     return members
 
 
-def open_member(
-    conn,
-    m: Member,
-    group: list[Member],
-    run_id: str,
-    settings: ExecutorSettings,
-    connect_sandbox: Callable[[], Any],
-) -> None:
-    """Open a member's source, computation, sink and reject file (`m.work`); a fused or
-    replayed member reads its upstream member's output, with that member's columns. A
-    member with an attempt and no checkpoint starts fresh, fenced."""
-    s, ctx = settings, m.ctx
-    step, cp = ctx.step, ctx.progress.checkpoint or {}
-    env = StepEnv(
-        run_id=run_id,
-        data_dir=s.data_dir,
-        export_dir=s.export_dir,
-        reject_dir=s.reject_dir,
-        state_conn=conn,
-        sandbox_connect=connect_sandbox,
-        upstream=ctx.upstream,
-    )
-    if m.upstream is not None:
-        up = m.upstream
-        source = FusedSource(step, up.ctx.progress.columns or up.work.compute.output_columns)
-    else:
-        source = build_source(step, env, ctx.progress.columns)
-    compute = build_compute(step, source)
-    if cp.get("state") is not None:
-        compute.restore(cp["state"], read_state_parts(conn, run_id, step.name, cp["state"]))
-    fed_names = {g.name for g in group if g.upstream is not None}
-    dependents = ctx.plan.dependents(step.name)
-    has_output = step.type != "export" or bool(dependents)
-    # Not stored when every step that reads it is fed inside the group, in memory.
-    outside = not dependents or any(d not in fed_names for d in dependents)
-    work = StepWork(
-        source=source,
-        compute=compute,
-        sink=build_sink(step, env, source.columns) if m.claim is not None else None,
-        rejects=connectors.reject_file(s.reject_dir, run_id, step.name),
-        keep_output=has_output and outside and m.claim is not None,
-        has_output=has_output,
-        chunks=cp.get("chunks", 0),
-        reject_chunks=cp.get("reject_chunks", 0),
-        n_batches=cp.get("n", 0),
-    )
-    m.work = work
-    if m.claim is None:
-        return
-    if m.upstream is not None:
-        s.faults.at_attempt_start(step.name, m.claim.number)
-    if ctx.progress.checkpoint is None:
-        _start_fresh(conn, m.claim, work, s)
-    elif work.sink is not None:
-        work.sink.start(fresh=False, chunks=work.chunks, records=ctx.progress.records_out)
-
-
 def _start_fresh(conn, claim: Claim, work: StepWork, s: ExecutorSettings) -> None:
     """A step starting from scratch drops what an attempt that committed nothing left
     behind (staging rows, chunks, output batches). All of it happens while our fence
@@ -261,57 +382,6 @@ def _start_fresh(conn, claim: Claim, work: StepWork, s: ExecutorSettings) -> Non
             QUERIES["delete_step_batches"], {"run_id": claim.run_id, "name": claim.step_name}
         )
     conn.commit()
-
-
-def fed(m: Member) -> InputBatch | None:
-    """What a member gets from its upstream member in this batch (None: nothing)."""
-    up = m.upstream
-    if up is None or up.out is None:
-        return None
-    if up.out.seq < up.skip:
-        return None  # consumed before this attempt
-    position = {"dep": 0, "seq": up.out.seq + 1}
-    return InputBatch(up.out.records, [], up.out.n, position, rows=up.out.rows)
-
-
-def release_taken(group: list[Member], m: Member) -> None:
-    """After `m` processed its batch: its upstream's output and its own are dropped when
-    every consumer of theirs in the group took them (a stored output keeps its rows for
-    the batch's commit). So a batch holds a chain's outputs two at a time, not all."""
-    for x in (m.upstream, m):
-        if x is None or x.out is None or not x.out.records:
-            continue
-        if all(g.done for g in group if g.upstream is x):
-            x.out = x.out.released(x.work is not None and x.work.keep_output)
-
-
-def over_budget(group: list[Member], head: Member, budget: int) -> list[Member]:
-    """The followers to leave out of this batch's pass, with what hangs off them, so that
-    the batch stays within `budget` bytes (`dag.fit_budget`), estimated
-    from the head's output of the batch (nothing to cut when the head gives none)."""
-    out = head.out
-    if out is None or out.rows is None or not out.n:
-        return []
-    columns = len(head.ctx.progress.columns or {}) or 1
-    batch = BatchBytes.measured(out.n, columns, len(out.rows))
-    plan = head.ctx.plan
-    leading = [m.name for m in group if not m.follower]
-    replayed = {m.name for m in group if m.claim is None}
-    names = [m.name for m in followers(group)]
-    kept = set(fit_budget(plan, leading, names, replayed, batch, budget))
-    return [m for m in followers(group) if m.name not in kept]
-
-
-def check_replay(m: Member) -> None:
-    """A recomputed upstream output must be the one its step recorded; raises
-    ReplayMismatch otherwise."""
-    got = m.ctx.progress.output_digest
-    if got != m.expected_digest:
-        raise ReplayMismatch(
-            f"step {m.name!r} was recomputed (its output was not kept) and its output "
-            f"differs from the recorded one (digest {got[:12]} != {m.expected_digest[:12]}):"
-            " its input changed since it ran; trigger a new run"
-        )
 
 
 def _fused_position(checkpoint: dict | None) -> int | None:

@@ -1,8 +1,9 @@
 """One member of a fused group over one input batch, and at its end: compute, write the
 export chunk and the rejects (each invisible until the step commits) or keep a table
-export's rows for the batch's commit, advance the member's progress; then its final
-records, digests and the publish of its export and reject file (`actors.runner` drives
-the pass, `actors.group` holds the members)."""
+export's rows for the batch's commit, advance the member's progress; the batch's one
+commit of every member; then a member's final records, digests and the publish of its
+export and reject file (`actors.attempt` drives the pass, `actors.group` holds the
+members)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import logging
 from collections.abc import Callable
 
 import connectors
+from actors.committer import BatchCommitter, StepCommit
 from actors.faults import Faults
-from actors.group import Member, MemberOutput
+from actors.group import Group, Member, MemberOutput
+from actors.settings import ExecutorSettings
 from actors.steps import InputBatch, compute_batch
 from actors.tracing import AttemptSpans
 from dag import BATCH_SIZE, RowValueError, chain_rows, encode_rows
@@ -71,6 +74,33 @@ def process_batch(
             progress.output_kept = progress.output_kept and (
                 work.keep_output or not m.ctx.plan.dependents(step.name)
             )
+
+
+def commit_batch(
+    conn, committer: BatchCommitter, group: Group, run_id: str, s: ExecutorSettings
+) -> bool:
+    """The batch's one transaction: the table rows its members defer, then every member
+    that processed it commits its output (when kept) and checkpoint, each behind its own
+    fence, in one statement; sent by `committer` (maybe still in flight on return).
+    Returns the run's cancel flag as a commit that finished saw it."""
+    steps, staged = [], []
+    for m in group.members:
+        if not m.done or m.claim is None:
+            continue
+        progress, out = m.ctx.progress, m.out
+        rows = out.rows if out is not None and m.work.keep_output else None
+        seq, n = (out.seq, out.n) if out is not None else (progress.batches, 0)
+        if progress.state_part is not None:  # an aggregate's: stored as batch -1 - index
+            seq, rows = -1 - progress.state_part[0], progress.state_part[1]
+        steps.append(StepCommit(m.claim.attempt_id, progress.values(m.name), seq, n, rows))
+        if m.staged is not None:
+            staged.append(m.staged)
+        if m.checks is not None:
+            staged.extend(m.checks.take_staged())
+    if not steps:
+        return False
+    fenced = {"owner": s.owner, "ttl_s": s.lease_ttl_s}
+    return committer.commit(conn, run_id, fenced, steps, staged)
 
 
 def finish_member(conn, m: Member, spans: AttemptSpans) -> None:

@@ -1,6 +1,6 @@
 """A step's progress as committed in `step_runs`, and what an attempt loads and opens to
 go on from it: the executor's bookkeeping of counters, running digests, column types, shown
-row errors and the checkpoint, batch by batch (`actors.runner` drives it)."""
+row errors and the checkpoint, batch by batch (`actors.attempt` drives it)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Recovery of an attempt whose database session was lost (a PostgreSQL restart, a
-terminated backend): reconnect, fence the attempt and its fused followers again in a
-transaction of their own, and go on from the last committed checkpoint, instead of the
-step waiting out its lease. The batch pass itself starts again from the checkpoints
-(`actors.runner`)."""
+"""Recovery of an attempt from its checkpoint after its database session was lost (a
+PostgreSQL restart, a terminated backend): reconnect, fence the attempt and its fused
+followers again in a transaction of their own, and go on from the last committed
+checkpoint, instead of the step waiting out its lease. The attempt (`actors.attempt`)
+then runs its pass again, its group rewound to the committed checkpoints
+(`Group.rewind`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ddl import connection_lost
 log = logging.getLogger("etl.executor")
 # Pauses between tries to reach a database that went away (restart, terminated sessions).
 RECONNECT_WAITS_S = (0.2, 0.5, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0)
+MAX_TAKE_BACKS = 10  # per attempt: then the step is left to its lease
 
 
 def take_back(
