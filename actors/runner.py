@@ -37,7 +37,7 @@ from actors.endings import LEASE_LOST
 from actors.leases import Claim, claim_attempt
 from actors.recovery import RECONNECT_WAITS_S
 from actors.settings import ExecutorSettings
-from ddl import connection_lost
+from ddl import KeptSession, connection_lost
 
 __all__ = ["LEASE_LOST", "ExecutorSettings", "StepRunner"]
 
@@ -63,14 +63,13 @@ class StepRunner:
         the next batch is computed (`ddl.connect(..., asynchronous=True)`); without it, or
         with `settings.overlap` off, each batch commits on the state connection and waits."""
         self.settings = settings
-        self._connect_state = connect_state
         self.stopping = stopping or threading.Event()
-        self._conn = None
+        self._session = KeptSession(connect_state)
         self._process = Process(
             settings=settings,
             committer=BatchCommitter(connect_commits if settings.overlap else None),
-            state=self._state_conn,
-            drop_state=self._drop_state_conn,
+            state=self._session.connection,
+            drop_state=self._session.close,
             connect_state=connect_state,
             connect_sandbox=connect_sandbox,
             wake_run=wake_run,
@@ -96,24 +95,10 @@ class StepRunner:
             if self.stopping.wait(wait_s):
                 break
             try:
-                return claim_attempt(self._state_conn(), attempt_id, s.owner, s.lease_ttl_s)
+                return claim_attempt(self._session.connection(), attempt_id, s.owner, s.lease_ttl_s)
             except psycopg2.Error as exc:
                 if not connection_lost(exc):
                     raise
-                self._drop_state_conn()
+                self._session.close()
                 log.warning("database unavailable for a claim: %s", exc)
         return None  # the sweep sends the wake-up again
-
-    def _state_conn(self):
-        if self._conn is None or self._conn.closed:
-            self._conn = self._connect_state()
-        return self._conn
-
-    def _drop_state_conn(self) -> None:
-        """Forget a connection whose session is gone (the next use opens a new one)."""
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except psycopg2.Error:
-                pass
-        self._conn = None
