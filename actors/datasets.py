@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from openlineage.client.naming.dataset import LocalFileSystem, Postgres
-
 import connectors
 
 
@@ -33,12 +31,16 @@ class Places:
 
 def file_dataset(path: Path) -> tuple[str, str]:
     """The (namespace, name) of a file: `file` and its absolute path."""
+    from openlineage.client.naming.dataset import LocalFileSystem  # slow to import: only when named
+
     naming = LocalFileSystem(path=str(Path(path).absolute()))
     return naming.get_namespace(), naming.get_name()
 
 
 def table_dataset(sandbox: Sandbox, table: str) -> tuple[str, str]:
     """The (namespace, name) of a sandbox table: `postgres://host:port`, `db.schema.table`."""
+    from openlineage.client.naming.dataset import Postgres
+
     naming = Postgres(
         host=sandbox.host,
         port=str(sandbox.port),

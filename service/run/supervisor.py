@@ -78,10 +78,13 @@ class Supervisor:
         for line in proc.stdout:
             self.say(child.name, line)
 
-    def run(self) -> int:
-        """Run until told to stop; return 0 after a clean stop."""
+    def run(self, notes: Sequence[str] = ()) -> int:
+        """Print `notes`, run until told to stop; return 0 after a clean stop. The signals
+        are heard before the first line is out (a reader may stop it once it read them)."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop.set())
+        for line in notes:
+            self.say("up", line)
         for child in self.children.values():
             self._start(child)
         while not self.stop.wait(0.2):
@@ -138,7 +141,4 @@ def _kill_group(pgid: int) -> None:
 def run_up(notes: Sequence[str] = ()) -> int:
     """`etl up`: coordinator + executor-1 + executor-2 in the foreground, after printing
     `notes` (the directories they use)."""
-    supervisor = Supervisor(child_commands())
-    for line in notes:
-        supervisor.say("up", line)
-    return supervisor.run()
+    return Supervisor(child_commands()).run(notes)
