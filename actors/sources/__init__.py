@@ -6,24 +6,19 @@ one module here, found by the package (no list to edit)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
 from actors.sources.file import FileSource
 from actors.sources.source import SourceImpl
 from actors.sources.table import TableSource
+from dag.registry import registered_modules
 
 __all__ = ["SOURCE_IMPLS", "FileSource", "SourceImpl", "TableSource", "source_impl"]
 
 # Every module of this package but `source.py`, in the order of their names (as in
 # `dag.sources`; a test keeps the two registries in step).
-_MODULES = [
-    importlib.import_module(f"{__name__}.{info.name}")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
-    if info.name != "source"
-]
+_MODULES = registered_modules(__name__, __path__, "source")
 
 SOURCE_IMPLS: dict[str, SourceImpl] = {s.name: s for m in _MODULES for s in m.SOURCES}
 

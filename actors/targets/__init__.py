@@ -6,14 +6,13 @@ one module here, found by the package (no list to edit)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
 from actors.targets.file import FileExportView, FileSink
 from actors.targets.table import TableExportView, TableSink
 from actors.targets.target import ExportView, Removed, TargetImpl, ViewText
+from dag.registry import registered_modules
 
 __all__ = [
     "TARGET_IMPLS",
@@ -30,11 +29,7 @@ __all__ = [
 
 # Every module of this package but `target.py`, in the order of their names (as in
 # `dag.targets`; a test keeps the two registries in step).
-_MODULES = [
-    importlib.import_module(f"{__name__}.{info.name}")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
-    if info.name != "target"
-]
+_MODULES = registered_modules(__name__, __path__, "target")
 
 TARGET_IMPLS: dict[str, TargetImpl] = {t.name: t for m in _MODULES for t in m.TARGETS}
 

@@ -8,22 +8,17 @@ found by its package (no list to edit)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
+from dag.registry import registered_modules
 from dag.sources.source import IngestSource
 
 __all__ = ["SOURCES", "IngestSource", "source_of"]
 
 # Every module of this package but `source.py`, in the order of their names (the
 # documented order: the validator's message, the OpenAPI `oneOf`).
-_MODULES = [
-    importlib.import_module(f"{__name__}.{info.name}")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
-    if info.name != "source"
-]
+_MODULES = registered_modules(__name__, __path__, "source")
 
 SOURCES: dict[str, IngestSource] = {s.name: s for module in _MODULES for s in module.SOURCES}
 

@@ -9,22 +9,17 @@ each found by its package (no list to edit)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
+from dag.registry import registered_modules
 from dag.targets.target import ExportTarget
 
 __all__ = ["TARGETS", "ExportTarget", "target_of"]
 
 # Every module of this package but `target.py`, in the order of their names (the
 # documented order: the validator's message, the OpenAPI `oneOf`).
-_MODULES = [
-    importlib.import_module(f"{__name__}.{info.name}")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
-    if info.name != "target"
-]
+_MODULES = registered_modules(__name__, __path__, "target")
 
 TARGETS: dict[str, ExportTarget] = {t.name: t for module in _MODULES for t in module.TARGETS}
 
