@@ -45,13 +45,13 @@ def _returns(path: str) -> dict[int, tuple[str, int]]:
     found: dict[int, tuple[str, int]] = {}
 
     def own_returns(fn: ast.AST) -> int:
-        n, todo = 0, list(ast.iter_child_nodes(fn))
-        while todo:
-            node = todo.pop()
+        n, pending = 0, list(ast.iter_child_nodes(fn))
+        while pending:
+            node = pending.pop()
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 continue
             n += isinstance(node, ast.Return)
-            todo.extend(ast.iter_child_nodes(node))
+            pending.extend(ast.iter_child_nodes(node))
         return n
 
     for node in ast.walk(ast.parse(Path(path).read_text())):

@@ -5,6 +5,7 @@ dag-advancer woken for them after COMMIT (a lost wake-up is re-sent by the sweep
 
 from __future__ import annotations
 
+import abc
 import threading
 from collections.abc import Callable
 
@@ -18,7 +19,7 @@ Connect = Callable[[], psycopg2.extensions.connection]
 Wake = Callable[[str, str], None]
 
 
-class PassLoop:
+class PassLoop(abc.ABC):
     """A daemon thread named `name` calling `run_pass` every `every_s` seconds until
     `shutdown`; `wake(run_id, trace_id)` wakes the dag-advancer for a run; `log` is the
     logger of the subclass, `what` names a pass in its log lines."""
@@ -34,9 +35,9 @@ class PassLoop:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @abc.abstractmethod
     def run_pass(self) -> int:
-        """One pass; the number of runs admitted."""
-        raise NotImplementedError
+        """One pass; the number of runs admitted (the backfiller's, the watcher's)."""
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
