@@ -20,7 +20,7 @@ import orjson
 from psycopg2 import sql
 
 from connectors.sql import QUERIES
-from dag.records import column_values
+from dag.columns import column_values
 
 FIELD_SEP = "\x1f"  # ASCII unit separator: between two values of a column
 NULL_MARK = "\x1e"  # ASCII record separator: a null value

@@ -21,8 +21,9 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dag.columns import column_values
 from dag.limits import INT64_MAX, INT64_MIN
-from dag.records import RowError, column_values
+from dag.records import RowError
 from dag.types import ISO_DATE_TEXT
 
 # How the fast path writes null: QUOTE_NONNUMERIC quotes every string and leaves numbers bare,

@@ -2,6 +2,7 @@
 decisions, CSV/JSON batching, column types, transforms and digests. No I/O of its own."""
 
 from dag.checks import MAX_EXAMPLES, Checker, failed_errors, key_digests
+from dag.columns import Columns, column_values
 from dag.csvparts import read_csv_batches
 from dag.digest import DIGEST_SEED, chain_bytes, chain_rows, encode_rows
 from dag.errors import (
@@ -107,6 +108,7 @@ __all__ = [
     "Checker",
     "ColumnInference",
     "ColumnRecords",
+    "Columns",
     "ConfigValueError",
     "CsvFormatError",
     "DagError",
@@ -134,6 +136,7 @@ __all__ = [
     "build_transform",
     "chain_bytes",
     "chain_rows",
+    "column_values",
     "decide",
     "decide_retry",
     "declared_params",

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, overload
 
 
@@ -148,15 +147,3 @@ class RawBatch:
         keep_records = sorted(i for _, kind, i in items if kind == 0)
         keep_errors = sorted(i for _, kind, i in items if kind == 1)
         return [self.records[i] for i in keep_records], [self.row_errors[i] for i in keep_errors]
-
-
-def column_values(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[list[Any]]:
-    """The values of `rows` (records as mappings) column by column, in `names` order, a
-    missing column null: one C-level `itemgetter` pass per row and a transposition, not a
-    Python call per value."""
-    if len(names) > 1 and rows:
-        try:
-            return [list(c) for c in zip(*map(itemgetter(*names), rows), strict=True)]
-        except KeyError:  # a row without some column (JSON): null there
-            pass
-    return [[row.get(name) for row in rows] for name in names]

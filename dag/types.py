@@ -23,11 +23,11 @@ import json
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
-from functools import partial
 from typing import Any
 
+from dag.columns import Columns, column_values
 from dag.limits import INT64_MAX, INT64_MIN
-from dag.records import ColumnRecords, RawRecord, RowError, column_values
+from dag.records import ColumnRecords, RawRecord, RowError
 
 __all__ = [
     "COLUMN_TYPES",
@@ -119,7 +119,7 @@ def type_records(
     columns: Mapping[str, str],
     *,
     first_ordinal: int = 1,
-) -> tuple[list[dict[str, Any]], list[RowError]]:
+) -> tuple[Sequence[dict[str, Any]], list[RowError]]:
     """Convert raw records to typed records (keys in column order).
 
     `records[i]` has ordinal `first_ordinal + i`. A record with a value that fails its
@@ -143,7 +143,7 @@ def type_records(
 
 def _type_columns(
     records: Sequence[RawRecord], columns: Mapping[str, str]
-) -> list[dict[str, Any]] | None:
+) -> Columns | None:
     """`type_records` of a batch without a bad value, a column at a time with C-level
     `map`s instead of a Python call per value. Nulls (`None`, and `""` in an int or date
     column) are set aside and the rest converted in one go. None when a column holds
@@ -171,7 +171,7 @@ def _type_columns(
                     parsed.insert(i, None)
             column = parsed
         converted.append(column)
-    return list(map(dict, map(partial(zip, names), zip(*converted, strict=True))))
+    return Columns(names, converted)
 
 
 def _parse_column(texts: list[str], column_type: str) -> list | None:
