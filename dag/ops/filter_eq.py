@@ -5,10 +5,13 @@ the literal null keeps the null values."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import eq
 from typing import Any
 
 from dag.errors import ConfigValueError, FieldError
 from dag.fieldchecks import check_literal, require_str
+from dag.ops.columnar import kept, unbuilt
 from dag.ops.op import ColumnLineage, Derivation, Op
 from dag.ops.schema import LITERAL, NAME
 from dag.ops.transform import Record, Transform, config_str, need_columns
@@ -42,6 +45,9 @@ class _FilterEq(Transform):
         self, records: Sequence[Record], first_ordinal: int = 1
     ) -> tuple[list[Record], list[RowError]]:
         column, value = self._column, self._value
+        batch = unbuilt(records)
+        if batch is not None:  # one C-level comparison per value, no record built
+            return kept(batch, list(map(eq, batch.column(column), repeat(value)))), []
         return [r for r in records if r[column] == value], []
 
 

@@ -1,0 +1,61 @@
+"""What the ops share to work on a batch a column at a time: a `Columns` whose records were
+not built (`unbuilt`), and the output batches made from it without a dict per record (a
+column replaced or added, the records of a mask kept, one record's values for a row error).
+
+An output `Columns` holds new lists for the columns an op changes and shares the others
+with its input: nothing changes a batch's column lists in place (`Columns.column` and
+`Columns.columns` are read-only; `column_values` copies; building the records leaves the
+lists as they are), so a shared list is never seen to change by either batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import compress
+from typing import Any
+
+from dag.columns import Columns
+
+# `list(map(_NULL.get, values, others))`: None where `values` holds None, else `others`
+# (a C-level choice per value; only None equals None).
+_NULL: dict[Any, Any] = {None: None}
+
+
+def unbuilt(records: Sequence[Any]) -> Columns | None:
+    """`records` when it is a `Columns` whose records were not built, else None."""
+    if isinstance(records, Columns) and not records.built:
+        return records
+    return None
+
+
+def with_column(batch: Columns, name: str, values: list[Any]) -> Columns:
+    """`batch` with column `name` replaced by `values`, or added last when it has none
+    (the order a record's `record[name] = value` gives)."""
+    names, columns = list(batch.names), list(batch.columns)
+    if name in names:
+        columns[names.index(name)] = values
+    else:
+        names.append(name)
+        columns.append(values)
+    return Columns(names, columns)
+
+
+def keep_nulls(values: list[Any], others: Any) -> list[Any]:
+    """None where `values` is None, else the value of `others` at that place."""
+    return list(map(_NULL.get, values, others))
+
+
+def kept(batch: Columns, mask: list[Any]) -> Columns:
+    """The records of `batch` whose `mask` value is true, in order (all of them: the same
+    column lists). A few records are picked by index; many by one `compress` per column."""
+    columns = batch.columns
+    picked = list(compress(range(len(mask)), mask))
+    if len(picked) == len(mask):
+        return Columns(batch.names, list(columns))
+    if len(picked) * 4 < len(mask):
+        return Columns(batch.names, [list(map(c.__getitem__, picked)) for c in columns])
+    return Columns(batch.names, [list(compress(c, mask)) for c in columns])
+
+
+def record_at(batch: Columns, index: int) -> dict[str, Any]:
+    """The values of record `index` as a new dict (a row error's raw record)."""
+    return {name: column[index] for name, column in zip(batch.names, batch.columns, strict=True)}
