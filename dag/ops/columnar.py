@@ -47,18 +47,35 @@ def keep_nulls(values: list[Any], others: Any) -> list[Any]:
 
 def kept(batch: Columns, mask: list[Any]) -> Columns:
     """The records of `batch` whose `mask` value is true, in order (all of them: the same
-    column lists). Up to two in three are picked by index with one `itemgetter`; more by
-    one `compress` per column (the faster way there, bench/README.md)."""
-    columns = batch.columns
+    column lists). Up to two in three go by `kept_at`; more by one `compress` per column
+    (the faster way there, bench/README.md)."""
     picked = list(compress(range(len(mask)), mask))
-    if len(picked) == len(mask):
+    if len(picked) * 3 > len(mask) * 2 and len(picked) < len(mask):
+        return Columns(batch.names, [list(compress(c, mask)) for c in batch.columns])
+    return kept_at(batch, picked)
+
+
+def kept_at(batch: Columns, picked: list[int]) -> Columns:
+    """The records of `batch` at the ascending indexes `picked` (all of them: the same
+    column lists), each column's by one `itemgetter`."""
+    columns = batch.columns
+    if len(picked) == len(batch):
         return Columns(batch.names, list(columns))
-    if len(picked) * 3 > len(mask) * 2:
-        return Columns(batch.names, [list(compress(c, mask)) for c in columns])
     if len(picked) > 1:
         pick = itemgetter(*picked)
         return Columns(batch.names, [list(pick(c)) for c in columns])
     return Columns(batch.names, [[c[i] for i in picked] for c in columns])
+
+
+def positions(values: list[Any], value: Any, count: int) -> list[int]:
+    """The indexes of the `count` values equal to `value` (`values.count(value)`),
+    ascending, found by C-level `list.index` scans: a Python step per match only."""
+    found, i = [], -1
+    index = values.index
+    for _ in range(count):
+        i = index(value, i + 1)
+        found.append(i)
+    return found
 
 
 def record_at(batch: Columns, index: int) -> dict[str, Any]:
