@@ -3,8 +3,9 @@ seeded CSV of `bench.import_100k` (typed by `type_records` into 500-record `Colu
 column path (an unbuilt `Columns` in and out) beside its record path (the same op given the
 batch as a list of dicts), interleaved in one process, gc off while a job runs. Also: what
 building the dicts of a batch costs (the record path's toll on the first op of a chain), and
-a chain normalize_whitespace -> map -> filter_eq -> parse_date -> the exports' column read
-(`column_values`) both ways. With `--against`, the record path of the op modules as they are
+a chain from the typed `Columns` through normalize_whitespace -> map -> filter_eq ->
+parse_date to the exports' column read (`column_values`) both ways, the record path's
+building the dicts included. With `--against`, the record path of the op modules as they are
 at git revision REF too. Prints milliseconds per 100,000 records: the minimum, the median and
 the range over the repeats. Not a test: nothing here asserts (but that the paths agree)."""
 
@@ -83,21 +84,29 @@ def _jobs(ref: str | None, csv_path: Path) -> dict[str, dict[str, Callable[[], A
     dicts = [[dict(r) for r in Columns(t.names, t.columns)] for t in typed]
     old = _build_at(ref) if ref else None
 
-    def sides(configs: list[dict], read: bool = False) -> dict[str, Callable[[], Any]]:
-        def job(build: Build, batches: list) -> Callable[[], Any]:
+    def sides(configs: list[dict], chain: bool = False) -> dict[str, Callable[[], Any]]:
+        """A job per side. A chain starts where a real one does, from the typed `Columns`:
+        the record path builds their dicts in the job (its first op would), and the
+        exports read each output's column values."""
+
+        def job(build: Build, batches: Callable[[], list]) -> Callable[[], Any]:
             def run() -> Any:
-                out = _run(build, configs, types, batches)
-                return [column_values(o, list(o[0]) if o else []) for o in out] if read else out
+                out = _run(build, configs, types, batches())
+                return [column_values(o, list(o[0]) if o else []) for o in out] if chain else out
 
             return run
 
-        found = {"columns": job(_build_now, typed), "records": job(_build_now, dicts)}
-        if old is not None:
-            found[f"records@{ref}"] = job(old, dicts)
+        def fresh() -> list[Columns]:  # unbuilt, sharing the typed lists (nothing writes them)
+            return [Columns(t.names, t.columns) for t in typed]
+
+        records = (lambda: [c.records() for c in fresh()]) if chain else (lambda: dicts)
+        found = {"columns": job(_build_now, fresh), "records": job(_build_now, records)}
+        if old is not None:  # the ops at `ref` build the dicts of a Columns themselves
+            found[f"records@{ref}"] = job(old, fresh if chain else records)
         return found
 
     jobs = {name: sides([config]) for name, config in CONFIGS.items()}
-    jobs["chain -> column_values"] = sides([CONFIGS[name] for name in CHAIN], read=True)
+    jobs["chain -> column_values"] = sides([CONFIGS[name] for name in CHAIN], chain=True)
     jobs["build the dicts"] = {
         "columns": lambda: [Columns(t.names, t.columns) for t in typed],
         "records": lambda: [Columns(t.names, t.columns).records() for t in typed],
