@@ -64,7 +64,7 @@ class _Aggregate(Transform):
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
-    ) -> tuple[list[Record], list[RowError]]:
+    ) -> tuple[Sequence[Record], list[RowError]]:
         """The batch's values and group keys a column at a time (a `Columns` not built:
         its own lists; else C-level picks from the records), grouped, then `_accumulate`d."""
         column, group_by = self._column, self._group_by

@@ -43,7 +43,7 @@ class _FilterEq(Transform):
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
-    ) -> tuple[list[Record], list[RowError]]:
+    ) -> tuple[Sequence[Record], list[RowError]]:
         column, value = self._column, self._value
         batch = unbuilt(records)
         if batch is not None:  # C-level comparisons, no record built

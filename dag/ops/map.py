@@ -56,7 +56,7 @@ class _Map(Transform):
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
-    ) -> tuple[list[Record], list[RowError]]:
+    ) -> tuple[Sequence[Record], list[RowError]]:
         batch = unbuilt(records)
         if batch is not None:
             return with_column(batch, self._into, self._mapped(batch.column(self._column))), []

@@ -33,7 +33,7 @@ class _ParseDate(Transform):
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
-    ) -> tuple[list[Record], list[RowError]]:
+    ) -> tuple[Sequence[Record], list[RowError]]:
         batch = unbuilt(records)
         if batch is not None:
             return self._apply_columns(batch, first_ordinal)

@@ -31,7 +31,7 @@ class _Whitespace(Transform):
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
-    ) -> tuple[list[Record], list[RowError]]:
+    ) -> tuple[Sequence[Record], list[RowError]]:
         """A column at a time: a column of text only, none of it long, by C-level `map`s
         (no Python call per value); any other column value by value. A `Columns` not built
         stays one (`_apply_columns`)."""
