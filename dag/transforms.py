@@ -6,7 +6,10 @@ aggregate over a non-int column raise `ConfigValueError`) and returns a `Transfo
 
 - `output_columns`: the ordered column types of its output;
 - `apply(records, first_ordinal) -> (records, row_errors)`: one batch in, never mutating
-  it; `records[i]` has ordinal `first_ordinal + i` in the step's input;
+  it; `records[i]` has ordinal `first_ordinal + i` in the step's input. A `dag.Columns`
+  whose records were not built goes a column at a time and gives a `Columns` (no dict per
+  record; `dag.ops.columnar`), with the records and row errors a list of the same records
+  gives;
 - `state()` / `restore(state, parts)`: a JSON-able state for the checkpoint (`None` for
   every transform but `aggregate`); `checkpoint()`: the state for a batch's checkpoint and
   the part of it to store with that batch (`aggregate`: see `dag.ops.aggregate`);

@@ -5,10 +5,13 @@ the literal null keeps the null values."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import eq
 from typing import Any
 
 from dag.errors import ConfigValueError, FieldError
 from dag.fieldchecks import check_literal, require_str
+from dag.ops.columnar import kept, kept_at, positions, unbuilt
 from dag.ops.op import ColumnLineage, Derivation, Op
 from dag.ops.schema import LITERAL, NAME
 from dag.ops.transform import Record, Transform, config_str, need_columns
@@ -40,8 +43,15 @@ class _FilterEq(Transform):
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
-    ) -> tuple[list[Record], list[RowError]]:
+    ) -> tuple[Sequence[Record], list[RowError]]:
         column, value = self._column, self._value
+        batch = unbuilt(records)
+        if batch is not None:  # C-level comparisons, no record built
+            values = batch.column(column)
+            count = values.count(value)  # `==` (typed values are equal to themselves)
+            if count * 3 <= len(values):  # a few: found by C-level scans
+                return kept_at(batch, positions(values, value, count)), []
+            return kept(batch, list(map(eq, values, repeat(value)))), []
         return [r for r in records if r[column] == value], []
 
 

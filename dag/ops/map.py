@@ -8,10 +8,12 @@ with ints written as decimal text."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from dag.errors import ConfigValueError, FieldError
 from dag.fieldchecks import check_literal, require_str
+from dag.ops.columnar import keep_nulls, unbuilt, with_column
 from dag.ops.op import ColumnLineage, Derivation, Op
 from dag.ops.schema import LITERAL, NAME, NO_NUL
 from dag.ops.transform import Record, Transform, config_str, need_columns
@@ -42,12 +44,22 @@ class _Map(Transform):
         except ValueError as exc:
             raise ConfigValueError(f"map: {exc}", column=self._column) from None
         self._key_of_int = input_columns[self._column] == "int"
+        # The mapping by value for the column path: an int 7 is looked up as "7", so the
+        # int keys are the canonical decimal texts among the keys (str(int(k)) == k).
+        self._by_value = (
+            {int(k): v for k, v in self._mapping.items() if _int_text(k)}
+            if self._key_of_int
+            else self._mapping
+        )
         self.output_columns = dict(input_columns)
         self.output_columns[self._into] = self._type
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
-    ) -> tuple[list[Record], list[RowError]]:
+    ) -> tuple[Sequence[Record], list[RowError]]:
+        batch = unbuilt(records)
+        if batch is not None:
+            return with_column(batch, self._into, self._mapped(batch.column(self._column))), []
         out: list[Record] = []
         mapping, column, into = self._mapping, self._column, self._into
         for record in records:
@@ -65,6 +77,25 @@ class _Map(Transform):
             record[into] = result
             out.append(record)
         return out, []
+
+    def _mapped(self, values: list[Any]) -> list[Any]:
+        """The record path's results for a column's `values`, by C-level `map`s: a
+        mapped value, else the default, else the value passing through (an int as its
+        decimal text into a string column; null stays null)."""
+        by_value = self._by_value
+        if self._has_default:
+            return list(map(by_value.get, values, repeat(self._default)))
+        if self._type == "string" and self._key_of_int:
+            return list(map(by_value.get, values, keep_nulls(values, map(str, values))))
+        return list(map(by_value.get, values, values))
+
+
+def _int_text(key: str) -> bool:
+    """Whether `key` is what str() gives for an int (so an int value looks it up)."""
+    try:
+        return str(int(key)) == key
+    except ValueError:
+        return False
 
 
 def _validate(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:

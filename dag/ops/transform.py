@@ -21,9 +21,10 @@ class Transform:
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
-    ) -> tuple[list[Record], list[RowError]]:
+    ) -> tuple[Sequence[Record], list[RowError]]:
         """The batch's output records (new dicts; the input is never mutated) and the row
-        errors of records that were dropped."""
+        errors of records that were dropped. The ops give a `Columns` for a `Columns` whose
+        records were not built (`dag.ops.columnar`); this identity gives a list."""
         return list(records), []
 
     def state(self) -> Any:

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from operator import itemgetter, setitem
 from typing import Any
 
+from dag.columns import Columns
 from dag.errors import FieldError
 from dag.fieldchecks import check_name_list
+from dag.ops.columnar import keep_nulls, unbuilt, with_column
 from dag.ops.op import ColumnLineage, Derivation, Op
 from dag.ops.schema import NAMES
 from dag.ops.transform import Record, Transform, config_list, need_columns
@@ -29,9 +31,13 @@ class _Whitespace(Transform):
 
     def apply(
         self, records: Sequence[Record], first_ordinal: int = 1
-    ) -> tuple[list[Record], list[RowError]]:
+    ) -> tuple[Sequence[Record], list[RowError]]:
         """A column at a time: a column of text only, none of it long, by C-level `map`s
-        (no Python call per value); any other column value by value."""
+        (no Python call per value); any other column value by value. A `Columns` not built
+        stays one (`_apply_columns`)."""
+        batch = unbuilt(records)
+        if batch is not None:
+            return self._apply_columns(batch), []
         out: list[Record] = list(map(dict, records))
         for name in self._columns:
             values = list(map(itemgetter(name), out))
@@ -43,6 +49,26 @@ class _Whitespace(Transform):
                 values = list(map(str.strip, values))
             deque(map(setitem, out, repeat(name), values), maxlen=0)
         return out, []
+
+    def _apply_columns(self, batch: Columns) -> Columns:
+        """The record path's values, a column at a time: a null is set aside as `""` and
+        put back by C-level `map`s (no Python call per value), so a column with nulls
+        takes the fast way too; only a column with a long value goes value by value."""
+        for name in self._columns:
+            values = batch.column(name)
+            nulls = None in values
+            texts = list(map(_NULL_AS_TEXT.get, values, values)) if nulls else values
+            if max(map(len, texts), default=0) > _COLLAPSE_SLICE:
+                cleaned: Iterable[str] = map(self._one, texts)
+            elif self._collapse:
+                cleaned = map(" ".join, map(str.split, texts))
+            else:
+                cleaned = map(str.strip, texts)
+            if not nulls:
+                batch = with_column(batch, name, list(cleaned))
+            else:
+                batch = with_column(batch, name, keep_nulls(values, cleaned))
+        return batch
 
     def _one(self, value: str) -> str:
         if not self._collapse:
@@ -71,6 +97,8 @@ def _collapse_long(value: str) -> str:
 
 _COLLAPSE_SLICE = 1 << 16
 _SPACE = re.compile(r"\s")  # the white space of str.split() and str.isspace()
+# `map(_NULL_AS_TEXT.get, values, values)`: the values with `""` for None.
+_NULL_AS_TEXT: dict[None, str] = {None: ""}
 
 
 def _validate(config: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
