@@ -15,7 +15,7 @@ from functools import partial
 from operator import itemgetter
 from typing import Any, overload
 
-__all__ = ["Columns", "column_values"]
+__all__ = ["Columns", "column_values", "record_at"]
 
 
 class Columns(Sequence[dict[str, Any]]):
@@ -101,3 +101,11 @@ def column_values(records: Sequence[Mapping[str, Any]], names: Sequence[str]) ->
         except KeyError:  # a record without some column (JSON): null there
             pass
     return [[record.get(name) for record in records] for name in names]
+
+
+def record_at(records: Sequence[Mapping[str, Any]], i: int) -> Mapping[str, Any]:
+    """Record `i` of a batch; of a `Columns` not built, that record alone (the batch stays
+    by column), else `records[i]` itself."""
+    if isinstance(records, Columns) and not records.built:
+        return dict(zip(records.names, [column[i] for column in records.columns], strict=True))
+    return records[i]
