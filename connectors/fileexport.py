@@ -175,12 +175,12 @@ def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
     """One JSON object per line (UTF-8, not ASCII-escaped), keys in record order: by
     orjson, which writes the standard encoder's bytes several times faster, or by the
     standard encoder for a batch orjson refuses (a lone surrogate, an int beyond 64 bits)."""
-    if isinstance(records, Columns) and not records.built and records.names:
+    if isinstance(records, Columns) and not records.built:
         # Dicts built for orjson and dropped, the batch left unbuilt for its other readers:
-        # faster than an orjson call per value joined by column (bench/README.md, "Typed
-        # batches kept by column").
-        names = records.names
-        records = list(map(dict, map(partial(zip, names), zip(*records.columns, strict=True))))
+        # faster than an orjson call per value joined by column (docs/decisions.md, "Typed
+        # batches kept by column to the exports").
+        rows = zip(*records.columns, strict=True) if records.names else [()] * len(records)
+        records = list(map(dict, map(partial(zip, records.names), rows)))
     else:
         records = list(records)
     try:
@@ -202,9 +202,9 @@ def encode_csv(
     `""`, the same distinction ingest makes, so an exported file reads back as written."""
     names = list(columns)
     lines = [",".join(_csv_field(n) for n in names)] if header else []
-    if names and isinstance(records, Columns) and not records.built:
+    if isinstance(records, Columns) and not records.built:
         fields = [_csv_column(values) for values in column_values(records, names)]
-        lines += map(",".join, zip(*fields, strict=True))
+        lines += map(",".join, zip(*fields, strict=True)) if names else [""] * len(records)
     else:
         for r in records:
             lines.append(",".join(_csv_field(r.get(n)) for n in names))
