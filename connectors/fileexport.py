@@ -23,14 +23,13 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterable, Mapping
-from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
 
 from connectors.errors import ChunkMissing, ExportPathRefused
-from dag.columns import Columns, column_values
+from dag.columns import Columns, column_values, record_dicts
 from dag.paths import relative_path_problem, split_relative_path
 from dag.records import RowError
 
@@ -175,14 +174,10 @@ def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
     """One JSON object per line (UTF-8, not ASCII-escaped), keys in record order: by
     orjson, which writes the standard encoder's bytes several times faster, or by the
     standard encoder for a batch orjson refuses (a lone surrogate, an int beyond 64 bits)."""
-    if isinstance(records, Columns) and not records.built:
-        # Dicts built for orjson and dropped, the batch left unbuilt for its other readers:
-        # faster than an orjson call per value joined by column (docs/decisions.md, "Typed
-        # batches kept by column to the exports").
-        rows = zip(*records.columns, strict=True) if records.names else [()] * len(records)
-        records = list(map(dict, map(partial(zip, records.names), rows)))
-    else:
-        records = list(records)
+    # Of a Columns, dicts built for orjson and dropped (the batch stays by column): faster
+    # than an orjson call per value joined by column (docs/decisions.md, "Typed batches
+    # kept by column to the exports").
+    records = record_dicts(records)
     try:
         return b"".join([orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records])
     except orjson.JSONEncodeError:

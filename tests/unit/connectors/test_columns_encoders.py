@@ -1,7 +1,7 @@
 """The exports' encoders given an unbuilt `dag.Columns` read it by column (the JSONL encoder
 builds its dicts for orjson and drops them) and write exactly the bytes they write for the
 same records as dicts: the JSONL and CSV files, the table export's record keys, its COPY
-lines and its in-commit column texts (hypothesis)."""
+lines and its in-commit column texts and JSON (hypothesis)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors import encode_csv, encode_jsonl
-from connectors.commit_staging import split_columns
+from connectors.commit_staging import json_records, split_columns
 from connectors.export_encoding import encode_batch, record_keys
 from tests.unit.columnbatches import batches, both, outcome
 
@@ -47,7 +47,17 @@ def test_table_encodings_of_columns_are_those_of_the_records(batch, first, data)
     assert outcome(split_columns, types, by_column, keys) == outcome(
         split_columns, types, records, keys
     )
+    assert json_records(by_column) == json_records(records)
     assert not by_column.built
+
+
+def test_a_batch_of_one_typed_record_goes_in_the_commit_as_json() -> None:
+    """A typed batch that the column texts cannot carry (one record, a separator in a
+    value) still goes in the batch's commit: orjson takes no `Columns` itself."""
+    from dag import Columns
+
+    one = Columns(["id", "name"], [[1], ["a\x1fb"]])
+    assert json_records(one) == '[{"id":1,"name":"a\\u001fb"}]' and not one.built
 
 
 def _text(result: tuple) -> tuple:
