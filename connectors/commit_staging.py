@@ -20,7 +20,7 @@ import orjson
 from psycopg2 import sql
 
 from connectors.sql import QUERIES
-from dag.columns import column_values
+from dag.columns import column_values, record_dicts
 
 FIELD_SEP = "\x1f"  # ASCII unit separator: between two values of a column
 NULL_MARK = "\x1e"  # ASCII record separator: a null value
@@ -55,14 +55,11 @@ class CommitStaging:
         if texts is not None:
             params = {f"c{i}": text for i, text in enumerate(texts)}
             return self._query("stage_columns"), {**params, "batch_seq": seq}
-        try:
-            payload = orjson.dumps(records)
-        except TypeError:  # orjson's error for what it cannot encode exactly
-            return None
-        if b"\\u0000" in payload:
+        payload = json_records(records)
+        if payload is None:
             return None
         keys_json = orjson.dumps(keys).decode()
-        params = {"batch_seq": seq, "records": payload.decode(), "keys": keys_json}
+        params = {"batch_seq": seq, "records": payload, "keys": keys_json}
         return self._query("stage_json"), params
 
     def _query(self, name: str) -> str:
@@ -88,6 +85,17 @@ class CommitStaging:
             )
             self._queries[name] = query
         return query
+
+
+def json_records(records: Sequence[Mapping[str, Any]]) -> str | None:
+    """The JSON array of a batch's records for `stage_json` (a `dag.Columns` too: its
+    dicts built for this and dropped), or None when JSON cannot carry it as PostgreSQL
+    reads it: a NUL, a lone surrogate, an int beyond 64 bits."""
+    try:
+        payload = orjson.dumps(record_dicts(records))
+    except TypeError:  # orjson's error for what it cannot encode exactly
+        return None
+    return None if b"\\u0000" in payload else payload.decode()
 
 
 _SERVER_TYPES = {"int": "bigint", "string": "text", "date": "date"}

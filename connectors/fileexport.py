@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from connectors.errors import ChunkMissing, ExportPathRefused
+from dag.columns import Columns, column_values, record_dicts
 from dag.paths import relative_path_problem, split_relative_path
 from dag.records import RowError
 
@@ -173,7 +174,10 @@ def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
     """One JSON object per line (UTF-8, not ASCII-escaped), keys in record order: by
     orjson, which writes the standard encoder's bytes several times faster, or by the
     standard encoder for a batch orjson refuses (a lone surrogate, an int beyond 64 bits)."""
-    records = list(records)
+    # Of a Columns, dicts built for orjson and dropped (the batch stays by column): faster
+    # than an orjson call per value joined by column (docs/decisions.md, "Typed batches
+    # kept by column to the exports").
+    records = record_dicts(records)
     try:
         return b"".join([orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records])
     except orjson.JSONEncodeError:
@@ -193,9 +197,28 @@ def encode_csv(
     `""`, the same distinction ingest makes, so an exported file reads back as written."""
     names = list(columns)
     lines = [",".join(_csv_field(n) for n in names)] if header else []
-    for r in records:
-        lines.append(",".join(_csv_field(r.get(n)) for n in names))
+    if isinstance(records, Columns) and not records.built:
+        fields = [_csv_column(values) for values in column_values(records, names)]
+        lines += map(",".join, zip(*fields, strict=True)) if names else [""] * len(records)
+    else:
+        for r in records:
+            lines.append(",".join(_csv_field(r.get(n)) for n in names))
     return "".join(line + "\n" for line in lines).encode("utf-8")
+
+
+def _csv_column(values: list[Any]) -> list[str]:
+    """The `_csv_field`s of one column: an int column and a text column without an empty
+    string or a character to quote by C-level maps and checks over the whole column."""
+    kinds = set(map(type, values))
+    nulls = type(None) in kinds
+    if kinds <= _INT_OR_NULL:
+        return ["" if v is None else str(v) for v in values] if nulls else list(map(str, values))
+    if kinds <= _TEXT_OR_NULL:
+        texts = [v for v in values if v is not None] if nulls else values
+        joined = "\x00".join(texts)
+        if "" not in texts and not any(c in joined for c in _CSV_SPECIAL):
+            return ["" if v is None else v for v in values] if nulls else list(values)
+    return list(map(_csv_field, values))
 
 
 def _csv_field(value: Any) -> str:
@@ -208,6 +231,8 @@ def _csv_field(value: Any) -> str:
 
 
 _CSV_SPECIAL = frozenset(',"\r\n')
+_INT_OR_NULL = frozenset({int, type(None)})
+_TEXT_OR_NULL = frozenset({str, type(None)})
 
 
 def encode_rejects(row_errors: Iterable[RowError]) -> bytes:

@@ -31,6 +31,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from dag.columns import column_values, record_at
 from dag.errors import ConfigValueError, FieldError
 
 __all__ = [
@@ -126,10 +127,11 @@ class NotNull(_Kind):
 
     def observe(self, records, at) -> None:
         names = self.spec["columns"]
-        for i, r in enumerate(records):
-            empty = [n for n in names if r.get(n) is None]
-            if empty:
-                self.note(r, at, i, null=empty)
+        by_column = column_values(records, names)  # of a Columns: no record built
+        failing = sorted({i for c in by_column if None in c for i, v in enumerate(c) if v is None})
+        for i in failing:
+            empty = [n for n, c in zip(names, by_column, strict=True) if c[i] is None]
+            self.note(record_at(records, i), at, i, null=empty)
 
     def message(self) -> str:
         return f"{self.failing} record(s) have a null in {', '.join(self.spec['columns'])}"
@@ -177,10 +179,9 @@ class AcceptedValues(_Kind):
     def observe(self, records, at) -> None:
         column = self.spec["column"]
         accepted = {str(_comparable(v)) for v in self.spec["values"] if v is not None}
-        for i, r in enumerate(records):
-            value = r.get(column)
+        for i, value in enumerate(column_values(records, [column])[0]):
             if value is not None and str(_comparable(value)) not in accepted:
-                self.note(r, at, i, value=_cut(_comparable(value)))
+                self.note(record_at(records, i), at, i, value=_cut(_comparable(value)))
 
     def message(self) -> str:
         return f"{self.failing} value(s) of {self.spec['column']} are not accepted"
@@ -207,8 +208,7 @@ class Range(_Kind):
 
     def observe(self, records, at) -> None:
         column, low, high = self.spec["column"], self.spec.get("min"), self.spec.get("max")
-        for i, r in enumerate(records):
-            value = r.get(column)
+        for i, value in enumerate(column_values(records, [column])[0]):
             if value is None:
                 continue
             value = _comparable(value)
@@ -220,7 +220,7 @@ class Range(_Kind):
                     column=column,
                 ) from None
             if out:
-                self.note(r, at, i, value=_cut(value))
+                self.note(record_at(records, i), at, i, value=_cut(value))
 
     def message(self) -> str:
         bounds = [f"{k} {self.spec[k]!r}" for k in ("min", "max") if k in self.spec]
@@ -345,11 +345,11 @@ def key_digests(
     """For each record: a signed 64-bit digest of its values of `columns` (of their JSON
     array), and that array as JSON text; a key longer than `MAX_SHOWN_CHARS` characters is
     shown as a JSON string of its first ones."""
+    by_column = column_values(records, list(columns))  # of a Columns: no record built
     if len(columns) == 1:
-        (column,) = columns
-        keys = [f"[{_key_value(r.get(column))}]" for r in records]
+        keys = [f"[{_key_value(v)}]" for v in by_column[0]]
     else:
-        keys = [f"[{', '.join(_key_value(r.get(c)) for c in columns)}]" for r in records]
+        keys = [f"[{', '.join(map(_key_value, row))}]" for row in zip(*by_column, strict=True)]
     hashes = [
         int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "big", signed=True)
         for k in keys

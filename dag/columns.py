@@ -15,7 +15,7 @@ from functools import partial
 from operator import itemgetter
 from typing import Any, overload
 
-__all__ = ["Columns", "column_values"]
+__all__ = ["Columns", "column_values", "record_at", "record_dicts"]
 
 
 class Columns(Sequence[dict[str, Any]]):
@@ -101,3 +101,22 @@ def column_values(records: Sequence[Mapping[str, Any]], names: Sequence[str]) ->
         except KeyError:  # a record without some column (JSON): null there
             pass
     return [[record.get(name) for record in records] for name in names]
+
+
+def record_at(records: Sequence[Mapping[str, Any]], i: int) -> Mapping[str, Any]:
+    """Record `i` of a batch; of a `Columns` not built, that record alone (the batch stays
+    by column), else `records[i]` itself."""
+    if isinstance(records, Columns) and not records.built:
+        return dict(zip(records.names, [column[i] for column in records.columns], strict=True))
+    return records[i]
+
+
+def record_dicts(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records of a batch as a list of dicts for a reader that needs dicts (orjson): of
+    a `Columns` not built, new dicts, dropped after use (the batch stays by column for its
+    other readers), built by C-level `map`s; else the records themselves, in a list."""
+    if isinstance(records, Columns) and not records.built:
+        names = records.names
+        rows = zip(*records.columns, strict=True) if names else [()] * len(records)
+        return list(map(dict, map(partial(zip, names), rows)))
+    return list(records)

@@ -34,6 +34,8 @@ from typing import Any
 
 import orjson
 
+from dag.columns import Columns, column_values
+
 __all__ = ["DIGEST_SEED", "chain_bytes", "chain_rows", "encode_rows"]
 
 DIGEST_SEED = hashlib.sha256(b"etl-digest-v2").hexdigest()
@@ -43,7 +45,12 @@ _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 def encode_rows(records: Sequence[Mapping[str, Any]], names: Sequence[str]) -> bytes:
     """The canonical bytes of a batch: the JSON list of rows, values in `names` order (a
     missing column is null). Rows are picked with one `itemgetter` call per record (tuples
-    encode as JSON lists), ~30 % faster than a list per record."""
+    encode as JSON lists), ~30 % faster than a list per record; the rows of a `Columns` not
+    built are its columns zipped (no record built)."""
+    if isinstance(records, Columns) and not records.built:
+        if not names:
+            return _dumps_compact([()] * len(records))
+        return _dumps_compact(list(zip(*column_values(records, names), strict=True)))
     if len(names) > 1:
         pick = itemgetter(*names)
         try:

@@ -141,9 +141,7 @@ def type_records(
     return typed, errors
 
 
-def _type_columns(
-    records: Sequence[RawRecord], columns: Mapping[str, str]
-) -> Columns | None:
+def _type_columns(records: Sequence[RawRecord], columns: Mapping[str, str]) -> Columns | None:
     """`type_records` of a batch without a bad value, a column at a time with C-level
     `map`s instead of a Python call per value. Nulls (`None`, and `""` in an int or date
     column) are set aside and the rest converted in one go. None when a column holds

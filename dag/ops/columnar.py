@@ -1,6 +1,6 @@
 """What the ops share to work on a batch a column at a time: a `Columns` whose records were
 not built (`unbuilt`), and the output batches made from it without a dict per record (a
-column replaced or added, the records of a mask kept, one record's values for a row error).
+column replaced or added, the records of a mask kept).
 
 An output `Columns` holds new lists for the columns an op changes and shares the others
 with its input: nothing changes a batch's column lists in place (`Columns.column` and
@@ -76,8 +76,3 @@ def positions(values: list[Any], value: Any, count: int) -> list[int]:
         i = index(value, i + 1)
         found.append(i)
     return found
-
-
-def record_at(batch: Columns, index: int) -> dict[str, Any]:
-    """The values of record `index` as a new dict (a row error's raw record)."""
-    return {name: column[index] for name, column in zip(batch.names, batch.columns, strict=True)}
