@@ -22,8 +22,10 @@ lint: install
 unit: install
 	$(BIN)/pytest -q tests/unit
 
+# Two workers: most integration tests wait on real processes, not on the CPU (each test has
+# its own database, ports and directories; docs/operations.md, "The tests").
 integration: install
-	$(BIN)/pytest -q tests/integration
+	$(BIN)/pytest -q -n 2 --dist worksteal tests/integration
 
 drills: install
 	$(BIN)/etl drill ci

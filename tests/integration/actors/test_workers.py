@@ -28,7 +28,10 @@ def test_a_lost_advancer_session_is_no_unhandled_error(stack_factory: Callable[.
     )
     stack.start(executors=("executor-1",))
     run_id = stack.trigger(stack.create("lost_sessions", PLAN))[1]["id"]
-    advancers = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'etl-advancer'"
+    advancers = (
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'etl-advancer'"
+        " AND datname = current_database()"
+    )
     stack.wait_for(lambda: stack.sql(advancers)[0][0] > 0, what="an advancer session")
     stack.wait_for(
         lambda: stack.run(run_id)["steps"][1]["status"] == "running", what="clean running"
@@ -36,6 +39,7 @@ def test_a_lost_advancer_session_is_no_unhandled_error(stack_factory: Callable[.
     ended = stack.sql(
         "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
         " WHERE application_name = 'etl-advancer'"
+        " AND datname = current_database()"
     )[0][0]
     assert ended > 0
     run = stack.wait_run(run_id, timeout=120)
