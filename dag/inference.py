@@ -26,6 +26,7 @@ from dag.types import COLUMN_TYPES, convert_value, show_value
 # line of a batch's values joined by newlines.
 _INTS = re.compile(r"(?:-?(?:0|[1-9][0-9]{0,17})\n)*")
 _DATES = re.compile(r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}\n)*")
+_NULLS = frozenset((None, ""))
 
 
 @dataclass
@@ -61,8 +62,12 @@ class ColumnInference:
                 continue  # a string already: no value can change that
             if by_column:
                 values = records.column(name)
-                count = len(values) - values.count(None) - values.count("")
-                present = list(set(values).difference((None, "")))
+                distinct = set(values)
+                count = len(values)  # a null is counted only where the batch has one
+                for null in _NULLS.intersection(distinct):
+                    count -= values.count(null)
+                    distinct.discard(null)
+                present = list(distinct)
             else:
                 present = [v for r in records if (v := r.values.get(name)) is not None and v != ""]
                 count = len(present)
@@ -121,7 +126,7 @@ def check_declared(
 
 def _check(doubt: _Doubt, present: list[object], records: Sequence[RawRecord], name: str) -> None:
     """Rule types out of `doubt` by the `present` values of column `name` (of `records`)."""
-    every_text = all(type(v) is str for v in present)
+    every_text = set(map(type, present)) == {str}  # C-level: no Python call per value
     joined = "\n".join(present) + "\n" if every_text else ""
     if doubt.int_ok and not (every_text and _INTS.fullmatch(joined)):
         doubt.not_int = _first_failing(records, name, "int")
