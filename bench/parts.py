@@ -97,15 +97,14 @@ def _jobs(mods: dict[str, types.ModuleType], csv_path: Path) -> dict[str, Callab
 
 def _flights_jobs(mods: dict[str, types.ModuleType], path: Path) -> dict[str, Callable]:
     """The reader's side on a wide file, with the modules of one side only (the inference
-    pass composes that side's reader, null markers and inference). A job that changes its
-    batches in place is given fresh copies of them (`_Fresh`), made before its clock starts."""
+    pass composes that side's reader, null markers and inference). `null_out` and `observe`
+    get batches read before their clock starts (`_Fresh`)."""
 
     def read() -> list:
         with path.open("rb") as f:
             return list(mods["csvparts"].read_csv_batches(f, batch_size=BATCH_SIZE))
 
-    read_once = read()
-    header = read_once[0].header
+    header = read()[0].header
 
     def null_all(batches: list) -> list:
         for batch in batches:
@@ -126,11 +125,10 @@ def _flights_jobs(mods: dict[str, types.ModuleType], path: Path) -> dict[str, Ca
                 inference.observe(batch.records)
         return inference.columns(), inference.evidence()
 
-    nulled = _Fresh(read_once, null=True)
     return {
         "read_csv_batches": lambda: [(b.records.columns, b.row_errors, b.end) for b in read()],
-        "null_out": _Fresh(read_once, then=null_all),
-        "observe": _Fresh(nulled.batches(), then=observe),
+        "null_out": _Fresh(path, null_all),
+        "observe": _Fresh(path, observe, null=True),
         "inference pass": infer_pass,
     }
 
@@ -139,35 +137,21 @@ NULLS = ("NA",)
 
 
 class _Fresh:
-    """A job on copies of column-at-a-time batches (`prepare`, untimed, then the call)."""
+    """A job on batches read afresh before its clock starts (`prepare`: today's reader, and
+    today's `null_out` with `null`): new values, none of them hashed by an earlier job."""
 
-    def __init__(self, batches: list, then: Callable | None = None, null: bool = False):
-        self.source, self.then, self.copies = batches, then, None
-        if null:
-            self.source = self.batches()
-            for batch in self.source:
-                dag.types.null_out(batch.records, NULLS)
-
-    def batches(self) -> list:
-        return [
-            dag.RawBatch(
-                dag.ColumnRecords(
-                    b.header, [list(c) for c in b.records.columns], b.records.first_line
-                ),
-                b.row_errors,
-                b.end,
-                b.header,
-            )
-            for b in self.source
-        ]
+    def __init__(self, path: Path, then: Callable, null: bool = False):
+        self.path, self.then, self.null, self.batches = path, then, null, None
 
     def prepare(self) -> None:
-        self.copies = self.batches()
+        with self.path.open("rb") as f:
+            self.batches = list(dag.csvparts.read_csv_batches(f, batch_size=BATCH_SIZE))
+        for batch in self.batches if self.null else ():
+            dag.types.null_out(batch.records, NULLS)
 
     def __call__(self) -> Any:
-        assert self.then is not None
-        copies, self.copies = self.copies, None
-        return self.then(copies)
+        batches, self.batches = self.batches, None
+        return self.then(batches)
 
 
 def _timed(job: Callable[[], Any]) -> tuple[float, Any]:

@@ -141,9 +141,7 @@ def type_records(
     return typed, errors
 
 
-def _type_columns(
-    records: Sequence[RawRecord], columns: Mapping[str, str]
-) -> Columns | None:
+def _type_columns(records: Sequence[RawRecord], columns: Mapping[str, str]) -> Columns | None:
     """`type_records` of a batch without a bad value, a column at a time with C-level
     `map`s instead of a Python call per value. Nulls (`None`, and `""` in an int or date
     column) are set aside and the rest converted in one go. None when a column holds
@@ -237,8 +235,18 @@ def null_out(records: Iterable[RawRecord], null_values: Collection[str]) -> None
         return
     nulls = frozenset(null_values)
     if isinstance(records, ColumnRecords) and not records.built:
-        for column in records.columns:  # a column at a time: C-level checks and finds
-            for marker in nulls.intersection(column):
+        # A column at a time, in C without a Python compare or hash per value: a column of
+        # text only is joined by line ends and searched for each marker as a line of its
+        # own (a hit is a candidate: a marker holding a line end may match across values);
+        # one holding a null already is hashed. Each candidate's places are then found.
+        wrapped = [(marker, f"\n{marker}\n") for marker in nulls]
+        for column in records.columns:
+            try:
+                joined = "\n" + "\n".join(column) + "\n"
+                markers: Iterable[str] = [m for m, line in wrapped if line in joined]
+            except TypeError:  # a null (None) in it
+                markers = nulls.intersection(column)
+            for marker in markers:
                 for i in _positions(column, marker):
                     column[i] = None
         return
