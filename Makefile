@@ -23,7 +23,7 @@ unit: install
 	$(BIN)/pytest -q tests/unit
 
 # Two workers: most integration tests wait on real processes, not on the CPU (each test has
-# its own database, ports and directories; docs/operations.md, "The tests").
+# its own database, ports and directories; docs/operations.md, "Tests").
 integration: install
 	$(BIN)/pytest -q -n 2 --dist worksteal tests/integration
 
