@@ -7,10 +7,10 @@ Not a test: nothing here asserts.
 The two executors of the topology run with `BuildCounter` installed: `Columns.records` is
 wrapped so that each batch built into dicts is counted once, by the step whose pass built it
 (`actors.group.Member` in the caller's frames) and by the first function outside
-`dag/columns.py` that asked for the records. The counts go to a JSON file per executor when
-it stops. Printed: per plan, each step's output batches and its builds by place. The
-counter is the benchmark's and the tests' (`BuildCounter` as a context manager); the
-product has no global of its own for it."""
+`dag/columns.py` and `dag/records.py` that asked for the records. The counts go to a JSON
+file per executor when it stops. Printed: per plan, each step's output batches and its
+builds by place. The counter is the benchmark's and the tests' (`BuildCounter` as a context
+manager); the product has no global of its own for it."""
 
 from __future__ import annotations
 
@@ -56,11 +56,12 @@ class BuildCounter:
 
 
 def _site(frame: FrameType | None) -> tuple[str, str]:
-    """(the step whose pass is running, or "-", the first caller outside dag/columns.py)."""
+    """(the step whose pass is running, or "-", the first caller outside the batch classes
+    of dag/columns.py and dag/records.py)."""
     place, step = "", "-"
     while frame is not None:
         path = frame.f_code.co_filename
-        if not place and not path.endswith(("columns.py", "builds.py")):
+        if not place and not path.endswith(("columns.py", "records.py", "builds.py")):
             try:
                 where = Path(path).resolve().relative_to(_HERE)
             except ValueError:

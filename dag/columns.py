@@ -10,15 +10,17 @@ then on they are the batch: a change to them shows in `column_values`, never a s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from operator import itemgetter
-from typing import Any, overload
+from typing import Any
+
+from dag.records import BuiltOnUse
 
 __all__ = ["Columns", "column_values", "record_at", "record_dicts"]
 
 
-class Columns(Sequence[dict[str, Any]]):
+class Columns(BuiltOnUse[dict[str, Any]]):
     """Typed records by column: `columns[i]` holds the values of `names[i]`, one per record,
     null as None. Equal to any sequence of the same records."""
 
@@ -62,25 +64,11 @@ class Columns(Sequence[dict[str, Any]]):
             self._columns = []
         return self._records
 
+    def _built(self) -> list[dict[str, Any]]:
+        return self.records()
+
     def __len__(self) -> int:
         return self._length if self._records is None else len(self._records)
-
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-    def __getitem__(self, index):
-        return self.records()[index]
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return iter(self.records())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         state = "built" if self.built else "columns"

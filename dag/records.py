@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, TypeVar, overload
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,36 @@ class RawRecord:
     values: dict[str, Any]
 
 
-class ColumnRecords(Sequence[RawRecord]):
+class BuiltOnUse(Sequence[T]):
+    """A batch held a column at a time that is a sequence of records for any other reader:
+    the records are built on first use (`_built`), once. `ColumnRecords` (raw records as
+    read) and `dag.Columns` (typed records) are the two."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def _built(self) -> list[T]:
+        """The records, built on the first call and the same list after."""
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index):
+        return self._built()[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._built())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class ColumnRecords(BuiltOnUse[RawRecord]):
     """The good records of a batch read a column at a time (`dag.csvparts`: records one per
     line from `first_line` on, or starting at `first_lines`): their values by column, in
     header order, null as None. The batch-level steps (null markers, inference, typing) work on
@@ -99,23 +131,6 @@ class ColumnRecords(Sequence[RawRecord]):
 
     def __len__(self) -> int:
         return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> RawRecord: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[RawRecord]: ...
-    def __getitem__(self, index):
-        return self._built()[index]
-
-    def __iter__(self) -> Iterator[RawRecord]:
-        return iter(self._built())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"ColumnRecords({len(self)} records from line {self.first_line})"
