@@ -27,7 +27,7 @@ class Advance:
     """What one advance decided: attempts to wake, and when to look again."""
 
     attempts: list[tuple[int, str]] = field(default_factory=list)  # (attempt id, trace id)
-    started_runs: list[str] = field(default_factory=list)
+    started_runs: list[tuple[str, str]] = field(default_factory=list)  # (run id, trace id)
     finished_runs: list[tuple[str, str]] = field(default_factory=list)  # (run id, status)
     recheck_in_s: float | None = None  # earliest pending retry
 
@@ -67,7 +67,7 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
                     continue
                 if queued:
                     _start_run(cur, run_id, plan)
-                    result.started_runs.append(run_id)
+                    result.started_runs.append((run_id, trace_id))
                 cancel = bool(run["cancel_requested"])
                 if not _advance_steps(cur, run_id, trace_id, cancel, plan, result):
                     break
@@ -75,7 +75,7 @@ def advance_pipeline(conn, pipeline_id: str) -> Advance:
     except BaseException:
         conn.rollback()
         raise
-    lineage.runs_moved(result.started_runs, result.finished_runs)
+    lineage.runs_moved([run_id for run_id, _ in result.started_runs], result.finished_runs)
     record_run_spans(conn, [run_id for run_id, _status in result.finished_runs])
     return result
 

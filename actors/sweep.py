@@ -124,8 +124,8 @@ def advance_active(conn, broker) -> int:
                 raise
             log.exception("advance failed", extra={"pipeline_id": pipeline_id})
             continue
-        for run_id in result.started_runs:
-            log.info("run started", extra={"run_id": run_id})
+        for run_id, trace_id in result.started_runs:  # a run's log lines carry its trace id
+            log.info("run started", extra={"run_id": run_id, "trace_id": trace_id})
         # Due retries are this sweep's job too, so only the new attempts need a wake-up.
         for attempt_id, trace_id in result.attempts:
             send_run_step(broker, attempt_id, trace_id)

@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from actors import build_broker, sweep_once
 from drills import ADMIN_TOKEN, Stack
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -268,3 +269,19 @@ def test_without_the_variables_nothing_is_sent(
     # the log lines still carry the run's trace id
     lines = _log_lines(stack, run["id"])
     assert lines and {e["trace_id"] for e in lines} == {TRACE_ID}
+
+
+def test_a_run_the_sweep_starts_logs_its_trace_id(api, conn, caplog) -> None:
+    """The sweep advances what no wake-up advanced: a queued run it starts says so in a log
+    line that carries the run's trace id, as every line of a run does."""
+    run = api.trigger(api.create_pipeline(), "k").body
+    broker = build_broker(api.db_url, max_connections=2)
+    try:
+        with caplog.at_level("INFO", logger="etl.sweep"):
+            sweep_once(conn, broker, unclaimed_after_s=3600)
+    finally:
+        broker.close()
+    started = [r for r in caplog.records if r.getMessage() == "run started"]
+    assert [(r.run_id, getattr(r, "trace_id", None)) for r in started] == [
+        (run["id"], run["trace_id"])
+    ]
