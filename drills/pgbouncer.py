@@ -74,6 +74,8 @@ class PgBouncer:
                 self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def log(self) -> str:
+    def log(self, tail: int | None = 2000) -> str:
+        """The pooler's log: its last `tail` characters (for a message), or all of it."""
         path = self.dir / "pgbouncer.log"
-        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return text if tail is None else text[-tail:]
