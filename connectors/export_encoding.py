@@ -21,7 +21,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dag.columns import Columns, column_values
+from dag.columns import column_values
 from dag.limits import INT64_MAX, INT64_MIN
 from dag.records import RowError
 from dag.types import ISO_DATE_TEXT
@@ -75,10 +75,7 @@ def record_keys(
     order; None when a key is null or repeated in the batch."""
     if key_column is None:
         return [str(first_ordinal + i) for i in range(len(records))]
-    if isinstance(records, Columns) and not records.built:
-        (raw,) = column_values(records, [key_column])
-    else:
-        raw = [r.get(key_column) for r in records]
+    (raw,) = column_values(records, [key_column])  # of a Columns: no record built
     if None in raw:
         return None
     keys = [str(k) for k in raw]

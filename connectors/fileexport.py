@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from connectors.errors import ChunkMissing, ExportPathRefused
-from dag.columns import Columns, column_values, record_dicts
+from dag.columns import column_values, record_dicts, unbuilt
 from dag.paths import relative_path_problem, split_relative_path
 from dag.records import RowError
 
@@ -197,7 +197,7 @@ def encode_csv(
     `""`, the same distinction ingest makes, so an exported file reads back as written."""
     names = list(columns)
     lines = [",".join(_csv_field(n) for n in names)] if header else []
-    if isinstance(records, Columns) and not records.built:
+    if unbuilt(records) is not None:
         fields = [_csv_column(values) for values in column_values(records, names)]
         lines += map(",".join, zip(*fields, strict=True)) if names else [""] * len(records)
     else:

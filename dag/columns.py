@@ -17,7 +17,7 @@ from typing import Any
 
 from dag.records import BuiltOnUse
 
-__all__ = ["Columns", "column_values", "record_at", "record_dicts"]
+__all__ = ["Columns", "column_values", "record_at", "record_dicts", "unbuilt"]
 
 
 class Columns(BuiltOnUse[dict[str, Any]]):
@@ -75,11 +75,19 @@ class Columns(BuiltOnUse[dict[str, Any]]):
         return f"Columns({len(self)} records of {self.names!r}, {state})"
 
 
+def unbuilt(records: Sequence[Any]) -> Columns | None:
+    """`records` when it is a `Columns` whose records were not built (its columns speak for
+    it), else None."""
+    if isinstance(records, Columns) and not records.built:
+        return records
+    return None
+
+
 def column_values(records: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[list[Any]]:
     """The values of `records` column by column, in `names` order, a missing column null; new
     lists. A `Columns` not built gives copies of its columns; any other batch is transposed
     by one C-level `itemgetter` pass per record, not a Python call per value."""
-    if isinstance(records, Columns) and not records.built:
+    if unbuilt(records) is not None:
         have = dict(zip(records.names, records.columns, strict=True))
         nulls = [None] * len(records)
         return [list(have.get(name, nulls)) for name in names]
@@ -94,7 +102,7 @@ def column_values(records: Sequence[Mapping[str, Any]], names: Sequence[str]) ->
 def record_at(records: Sequence[Mapping[str, Any]], i: int) -> Mapping[str, Any]:
     """Record `i` of a batch; of a `Columns` not built, that record alone (the batch stays
     by column), else `records[i]` itself."""
-    if isinstance(records, Columns) and not records.built:
+    if unbuilt(records) is not None:
         return dict(zip(records.names, [column[i] for column in records.columns], strict=True))
     return records[i]
 
@@ -103,7 +111,7 @@ def record_dicts(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     """The records of a batch as a list of dicts for a reader that needs dicts (orjson): of
     a `Columns` not built, new dicts, dropped after use (the batch stays by column for its
     other readers), built by C-level `map`s; else the records themselves, in a list."""
-    if isinstance(records, Columns) and not records.built:
+    if unbuilt(records) is not None:
         names = records.names
         rows = zip(*records.columns, strict=True) if names else [()] * len(records)
         return list(map(dict, map(partial(zip, names), rows)))

@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from dag.columns import Columns, column_values
+from dag.columns import column_values, unbuilt
 
 __all__ = ["DIGEST_SEED", "chain_bytes", "chain_rows", "encode_rows"]
 
@@ -47,7 +47,7 @@ def encode_rows(records: Sequence[Mapping[str, Any]], names: Sequence[str]) -> b
     missing column is null). Rows are picked with one `itemgetter` call per record (tuples
     encode as JSON lists), ~30 % faster than a list per record; the rows of a `Columns` not
     built are its columns zipped (no record built)."""
-    if isinstance(records, Columns) and not records.built:
+    if unbuilt(records) is not None:
         if not names:
             return _dumps_compact([()] * len(records))
         return _dumps_compact(list(zip(*column_values(records, names), strict=True)))

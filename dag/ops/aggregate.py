@@ -19,10 +19,10 @@ from functools import partial
 from operator import is_not, itemgetter
 from typing import Any
 
+from dag.columns import unbuilt
 from dag.errors import ConfigValueError, FieldError, Int64OverflowError
 from dag.fieldchecks import check_name_list, quoted, require_str
 from dag.limits import INT64_MAX, INT64_MIN
-from dag.ops.columnar import unbuilt
 from dag.ops.op import ColumnLineage, Derivation, Op
 from dag.ops.schema import NAME, one_of
 from dag.ops.transform import Record, Transform, config_list, config_str, need_columns

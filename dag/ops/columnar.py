@@ -1,6 +1,6 @@
-"""What the ops share to work on a batch a column at a time: a `Columns` whose records were
-not built (`unbuilt`), and the output batches made from it without a dict per record (a
-column replaced or added, the records of a mask kept).
+"""What the ops share to work on a batch a column at a time (a `Columns` whose records were
+not built: `dag.columns.unbuilt`): the output batches made from it without a dict per
+record (a column replaced or added, the records of a mask kept).
 
 An output `Columns` holds new lists for the columns an op changes and shares the others
 with its input: nothing changes a batch's column lists in place (`Columns.column` and
@@ -9,7 +9,6 @@ lists as they are), so a shared list is never seen to change by either batch."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import compress
 from operator import itemgetter
 from typing import Any
@@ -19,13 +18,6 @@ from dag.columns import Columns
 # `list(map(_NULL.get, values, others))`: None where `values` holds None, else `others`
 # (a C-level choice per value; only None equals None).
 _NULL: dict[Any, Any] = {None: None}
-
-
-def unbuilt(records: Sequence[Any]) -> Columns | None:
-    """`records` when it is a `Columns` whose records were not built, else None."""
-    if isinstance(records, Columns) and not records.built:
-        return records
-    return None
 
 
 def with_column(batch: Columns, name: str, values: list[Any]) -> Columns:

@@ -9,9 +9,10 @@ from itertools import repeat
 from operator import eq
 from typing import Any
 
+from dag.columns import unbuilt
 from dag.errors import ConfigValueError, FieldError
 from dag.fieldchecks import check_literal, require_str
-from dag.ops.columnar import kept, kept_at, positions, unbuilt
+from dag.ops.columnar import kept, kept_at, positions
 from dag.ops.op import ColumnLineage, Derivation, Op
 from dag.ops.schema import LITERAL, NAME
 from dag.ops.transform import Record, Transform, config_str, need_columns

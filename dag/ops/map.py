@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
+from dag.columns import unbuilt
 from dag.errors import ConfigValueError, FieldError
 from dag.fieldchecks import check_literal, require_str
-from dag.ops.columnar import keep_nulls, unbuilt, with_column
+from dag.ops.columnar import keep_nulls, with_column
 from dag.ops.op import ColumnLineage, Derivation, Op
 from dag.ops.schema import LITERAL, NAME, NO_NUL
 from dag.ops.transform import Record, Transform, config_str, need_columns

@@ -9,10 +9,10 @@ from itertools import compress
 from operator import not_
 from typing import Any
 
-from dag.columns import Columns, record_at
+from dag.columns import Columns, record_at, unbuilt
 from dag.errors import ConfigValueError, FieldError
 from dag.fieldchecks import require_str
-from dag.ops.columnar import kept, unbuilt, with_column
+from dag.ops.columnar import kept, with_column
 from dag.ops.op import ColumnLineage, Derivation, Op
 from dag.ops.schema import NAME
 from dag.ops.transform import Record, Transform, config_str, need_columns

@@ -12,10 +12,10 @@ from itertools import repeat
 from operator import itemgetter, setitem
 from typing import Any
 
-from dag.columns import Columns
+from dag.columns import Columns, unbuilt
 from dag.errors import FieldError
 from dag.fieldchecks import check_name_list
-from dag.ops.columnar import keep_nulls, unbuilt, with_column
+from dag.ops.columnar import keep_nulls, with_column
 from dag.ops.op import ColumnLineage, Derivation, Op
 from dag.ops.schema import NAMES
 from dag.ops.transform import Record, Transform, config_list, need_columns
