@@ -1,6 +1,7 @@
 """The pure core: plan validation and ordering, readiness under the failure policy, retry
 decisions, CSV/JSON batching, column types, transforms and digests. No I/O of its own."""
 
+from dag.blockinference import infer_blocks
 from dag.checks import MAX_EXAMPLES, Checker, failed_errors, key_digests
 from dag.columns import Columns, column_values
 from dag.csvparts import read_csv_batches
@@ -146,6 +147,7 @@ __all__ = [
     "fused_peak",
     "fusion_budget",
     "fusion_group",
+    "infer_blocks",
     "infer_columns",
     "interval_values",
     "is_input_data_error",

@@ -71,6 +71,16 @@ class ColumnInference:
                 doubt.values += len(present)
                 _check(doubt, present if every_text else None, records, name, joined)
 
+    def open_doubts(self) -> dict[str, tuple[bool, bool]]:
+        """Each undeclared column that is not a string yet: (may be an int, may be a date)."""
+        return {n: (d.int_ok, d.date_ok) for n, d in self._doubts.items() if d.int_ok or d.date_ok}
+
+    def take_counts(self, counts: dict[str, int]) -> None:
+        """Count present values of columns in doubt that rule no type out (`counts`: column
+        -> how many; `dag.blockinference` checked them)."""
+        for name, count in counts.items():
+            self._doubts[name].values += count
+
     @property
     def settled(self) -> bool:
         """True when every undeclared column is a string already: no later value can change
