@@ -1,6 +1,7 @@
 """The pure core: plan validation and ordering, readiness under the failure policy, retry
 decisions, CSV/JSON batching, column types, transforms and digests. No I/O of its own."""
 
+from dag.blockbatches import block_batches
 from dag.blockinference import infer_blocks
 from dag.checks import MAX_EXAMPLES, Checker, failed_errors, key_digests
 from dag.columns import Columns, column_values
@@ -134,6 +135,7 @@ __all__ = [
     "StepStatus",
     "Transform",
     "attempts_that_ran",
+    "block_batches",
     "build_transform",
     "chain_bytes",
     "chain_rows",

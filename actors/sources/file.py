@@ -26,6 +26,7 @@ from dag import (
     RawRecord,
     RowError,
     Step,
+    block_batches,
     infer_blocks,
     null_out,
     propose_dialect,
@@ -34,6 +35,8 @@ from dag import (
     read_jsonl_batches,
     type_records,
 )
+from dag.csvblocks import BLOCK_BYTES
+from dag.csvexact import parse_header
 from dag.sniffing import HEAD_BYTES as SNIFF_BYTES
 from dag.sources.file import INGEST_FORMATS
 
@@ -59,6 +62,7 @@ class FileSource:
         self.nulls = tuple(step.config.get("null_values") or ())
         self.evidence: dict[str, str] = {}  # why each inferred column has its type
         self._paths: list[str] | None = None
+        self.block_bytes = BLOCK_BYTES  # of `dag.block_batches`
 
     def _raw_batches(self, stream, start: Position) -> Iterator[RawBatch]:
         cfg = self.config
@@ -161,35 +165,109 @@ class FileSource:
         self, rel_path: str, index: int, start: Position, ordinal: int
     ) -> Iterator[InputBatch]:
         assert self.columns is not None
+        cfg = self.config
+        blocks = cfg.get("format", "csv") == "csv" and cfg.get("quote", '"') == '"'
         with self._open(rel_path) as stream:
-            offset = start.offset
-            for raw in self._raw_batches(stream, start):
-                if self.limit is not None and raw.size >= self.limit - (ordinal - 1):
-                    records, row_errors = raw.head(self.limit - (ordinal - 1))
-                    typed, type_errors = type_records(records, self.columns, first_ordinal=ordinal)
-                    errors = sorted(
-                        [*row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
-                    )
-                    yield InputBatch(typed, errors, len(records) + len(row_errors), {})
+            if blocks and self.limit is None:
+                yield from self._block_batches(stream, rel_path, index, start, ordinal)
+            else:
+                yield from self._read_batches(stream, rel_path, index, start, ordinal)
+
+    def _block_batches(
+        self, stream: BinaryIO, rel_path: str, index: int, start: Position, ordinal: int
+    ) -> Iterator[InputBatch]:
+        """A CSV file's batches a block at a time (`dag.block_batches`), a block that only
+        the batch reader can read by that reader (`_read_batches`, up to the block's end);
+        after two such blocks in a row, the rest of the file by the batch reader."""
+        assert self.columns is not None
+        delimiter = self.config.get("delimiter", ",")
+        header, after_header = parse_header(stream, delimiter, '"')
+        position = start if start.offset > after_header.offset else after_header
+        offset = start.offset  # where the next batch's bytes begin
+        file = None if rel_path == self.config["path"] else rel_path  # a glob's
+        misses, yielded = 0, False
+        while True:
+            block = block_batches(stream, position, header, self.columns, delimiter=delimiter,
+                                  nulls=self.nulls, batch_size=BATCH_SIZE,
+                                  block_bytes=self.block_bytes)  # fmt: skip
+            if block.batches is not None:
+                misses, yielded = 0, True
+                for b in block.batches:
+                    lines = range(b.first_line, b.first_line + len(b.typed))
+                    # the input digest's bytes: from the last batch's end (the header too)
+                    data = b.data
+                    if b.end.offset - len(data) != offset:
+                        data = os.pread(stream.fileno(), b.end.offset - offset, offset)
+                    yield InputBatch(b.typed, [], len(b.typed), _resume_at(b.end, index),
+                                     raw_bytes=data, lines=lines, file=file)  # fmt: skip
+                    ordinal += len(b.typed)
+                    position = b.end
+                    offset = b.end.offset
+                if block.at_end:
                     return
-                typed, type_errors = type_records(raw.records, self.columns, first_ordinal=ordinal)
+                continue
+            if yielded and block.at_end and block.end == position.offset:
+                return  # nothing after the last batch (the batch reader would give an empty one)
+            misses += 1
+            stop = block.end if misses < 2 else None
+            last = None
+            read_from = Position(offset, position.line) if not yielded else position
+            for last in self._read_batches(stream, rel_path, index, read_from, ordinal, stop):
+                yielded = True
+                ordinal += last.records_in
+                yield last
+            if last is None or last.records_in < BATCH_SIZE or stop is None:
+                return  # the end of the file
+            position = Position.from_dict(last.position["position"])
+            offset = position.offset
+
+    def _read_batches(
+        self,
+        stream: BinaryIO,
+        rel_path: str,
+        index: int,
+        start: Position,
+        ordinal: int,
+        stop: int | None = None,
+    ) -> Iterator[InputBatch]:
+        """The file's batches by the batch reader, typed by `type_records`, from `start`
+        up to the first batch that ends at `stop` or after it (without `stop`, the end)."""
+        assert self.columns is not None
+        offset = start.offset
+        for raw in self._raw_batches(stream, start):
+            if self.limit is not None and raw.size >= self.limit - (ordinal - 1):
+                records, row_errors = raw.head(self.limit - (ordinal - 1))
+                typed, type_errors = type_records(records, self.columns, first_ordinal=ordinal)
                 errors = sorted(
-                    [*raw.row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
+                    [*row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
                 )
-                # The input digest covers the file's raw bytes, batch by batch (a run's:
-                # a preview has none, and spares a copy of the batch).
-                size = raw.end.offset - offset
-                raw_bytes = None if self.limit else os.pread(stream.fileno(), size, offset)
-                offset = raw.end.offset
-                ordinal += raw.size
-                position: dict[str, Any] = {"position": raw.end.as_dict()}
-                if index:
-                    position["file"] = index
-                lines = _typed_lines(raw.records, type_errors, ordinal - raw.size)
-                file = None if rel_path == self.config["path"] else rel_path  # a glob's
-                yield InputBatch(
-                    typed, errors, raw.size, position, raw_bytes=raw_bytes, lines=lines, file=file
-                )
+                yield InputBatch(typed, errors, len(records) + len(row_errors), {})
+                return
+            typed, type_errors = type_records(raw.records, self.columns, first_ordinal=ordinal)
+            errors = sorted(
+                [*raw.row_errors, *type_errors], key=lambda e: (e.line or 0, e.record or 0)
+            )
+            # The input digest covers the file's raw bytes, batch by batch (a run's:
+            # a preview has none, and spares a copy of the batch).
+            size = raw.end.offset - offset
+            raw_bytes = None if self.limit else os.pread(stream.fileno(), size, offset)
+            offset = raw.end.offset
+            ordinal += raw.size
+            lines = _typed_lines(raw.records, type_errors, ordinal - raw.size)
+            file = None if rel_path == self.config["path"] else rel_path  # a glob's
+            yield InputBatch(typed, errors, raw.size, _resume_at(raw.end, index),
+                             raw_bytes=raw_bytes, lines=lines, file=file)  # fmt: skip
+            if stop is not None and raw.end.offset >= stop:
+                return
+
+
+def _resume_at(end: Position, index: int) -> dict[str, Any]:
+    """A batch's position: where the next record starts (and, past the first file of a
+    glob, the file's index)."""
+    position: dict[str, Any] = {"position": end.as_dict()}
+    if index:
+        position["file"] = index
+    return position
 
 
 def _typed_lines(
