@@ -45,11 +45,13 @@ class MemberOutput(NamedTuple):
         return MemberOutput([], self.rows if keep_rows else None, self.seq, self.n)
 
 
-@dataclass
+@dataclass(eq=False)
 class Member:
     """One step of an attempt's group: the claimed step, a fused follower (its own attempt,
     run inside the claimed one) or a replayed upstream step (`claim` None: recomputed, its
-    recorded state untouched, its output digest checked at the end)."""
+    recorded state untouched, its output digest checked at the end). A member is itself
+    alone (`eq=False`): the group finds it by identity, never by comparing its state, which
+    holds a batch's output."""
 
     ctx: StepContext
     claim: Claim | None

@@ -26,6 +26,7 @@ JSON encode per record (`sort_keys`), three times per record and step: a third o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -76,6 +77,12 @@ def _dumps_compact(value: Any) -> bytes:
 
 def encode_names(names: Sequence[str]) -> bytes:
     """The header of a batch in the chain: the JSON list of the column names, a newline."""
+    return _encoded_names(tuple(names))
+
+
+@functools.lru_cache(maxsize=256)
+def _encoded_names(names: tuple[str, ...]) -> bytes:
+    # the same few headers for every batch of a step: encoded once
     return _encode(list(names)).encode("utf-8", "surrogatepass") + b"\n"
 
 
@@ -84,7 +91,10 @@ def chain_rows(prev_hex: str, names: Sequence[str], rows: bytes | None) -> str:
     `encode_rows` bytes; `None` or an empty batch (`b"[]"`) leaves it unchanged."""
     if rows is None or rows == b"[]":
         return prev_hex
-    return hashlib.sha256(bytes.fromhex(prev_hex) + encode_names(names) + rows).hexdigest()
+    digest = hashlib.sha256(bytes.fromhex(prev_hex))
+    digest.update(encode_names(names))
+    digest.update(rows)  # fed apart: the batch's bytes are not copied into one more buffer
+    return digest.hexdigest()
 
 
 def chain_bytes(prev_hex: str, data: bytes) -> str:
