@@ -64,11 +64,14 @@ def block_batches(
     The lines after its last full batch start the next block. A block holds at least a
     batch's lines where that fits in `MAX_BLOCK_BYTES`."""
     block = read_block(stream, start.offset, block_bytes)
-    if len(block) >= block_bytes and (found := block.count(b"\n")) < batch_size:
+    if block is not None and len(block) >= block_bytes:
+        found = block.count(b"\n")
         wanted = block_bytes * (batch_size // max(found, 1) + 1)  # lines for one batch
-        if wanted <= MAX_BLOCK_BYTES:
+        if found < batch_size and wanted <= MAX_BLOCK_BYTES:
             block_bytes = wanted
             block = read_block(stream, start.offset, block_bytes)
+    if block is None:  # a long line: the batch reader reads on from here, a batch at least
+        return Block(None, start.offset + 1, False)
     at_end = len(block) < block_bytes or not stream.read(1)
     lines = block.split(b"\n")
     ends_line = lines[-1] == b""

@@ -38,14 +38,14 @@ def infer_blocks(
     position = start
     while not inference.settled:
         block = read_block(stream, position.offset, block_bytes)
-        if not block:
+        if block == b"":
             return
-        counts = _clean_counts(block, inference, delimiter, nulls)
+        counts = None if block is None else _clean_counts(block, inference, delimiter, nulls)
         if counts is not None:
             inference.take_counts(counts)
             position = Position(position.offset + len(block), position.line + block.count(b"\n"))
             continue
-        end = position.offset + len(block)
+        end = position.offset + (1 if block is None else len(block))  # a long line: a batch
         for raw in batches(position):
             inference.observe(raw.records)
             position = raw.end

@@ -29,13 +29,18 @@ _REFUSED = (b'"', b"\r", b"\x00", b"\n\n")
 _DATE_SHAPE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 
 
-def read_block(stream: BinaryIO, offset: int, block_bytes: int = BLOCK_BYTES) -> bytes:
+def read_block(stream: BinaryIO, offset: int, block_bytes: int = BLOCK_BYTES) -> bytes | None:
     """`block_bytes` of `stream` from `offset` and the rest of the last line: whole lines,
-    the last one without a line end only at the end of the file (b"" there)."""
+    the last one without a line end only at the end of the file (b"" there). None when that
+    line goes on past `MAX_BLOCK_BYTES` (a long record: the batch reader's), read no
+    further."""
     stream.seek(offset)
     block = stream.read(block_bytes)
     if len(block) == block_bytes:
-        block += stream.readline()
+        rest = stream.readline(MAX_BLOCK_BYTES)
+        if len(rest) == MAX_BLOCK_BYTES and not rest.endswith(b"\n"):
+            return None
+        block += rest
     return block
 
 

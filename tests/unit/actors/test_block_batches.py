@@ -102,3 +102,26 @@ def test_a_file_that_ends_with_a_full_batch_gives_no_empty_batch_after_it(
     by_blocks, by_batches = both(ingest, Position.from_dict(None))
     assert by_blocks == by_batches
     assert [b[2] for b in by_blocks] == [3, 3]
+
+
+def test_a_line_longer_than_a_block_may_grow_is_read_by_the_batch_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line past `MAX_BLOCK_BYTES` is never read whole into a block (the batch reader
+    holds a long record a field at a time); the blocks go on after it."""
+    from dag import blockbatches, csvblocks
+
+    monkeypatch.setattr(file_source, "BATCH_SIZE", 2)
+    for module in (csvblocks, blockbatches):
+        monkeypatch.setattr(module, "MAX_BLOCK_BYTES", 64)
+    rows = [f"{i},{i},x" for i in range(9)]
+    rows[4] = "4,4," + "y" * 500
+    (tmp_path / "in.csv").write_text("a,b,c\n" + "\n".join(rows) + "\n")
+    ingest = source(tmp_path, {"a": "int", "b": "int", "c": "string"})
+    ingest.block_bytes = 16
+    by_blocks, by_batches = both(ingest, Position.from_dict(None))
+    assert by_blocks == by_batches
+    assert [b[2] for b in by_blocks] == [2, 2, 2, 2, 1]
+    assert by_blocks[2][0][0]["c"] == "y" * 500
+    with (tmp_path / "in.csv").open("rb") as stream:  # not even read whole into a block
+        assert csvblocks.read_block(stream, len("a,b,c\n0,0,x\n1,1,x\n2,2,x\n"), 16) is None
