@@ -102,6 +102,9 @@ class TableExport:
         digest = step_digest(self.run_id, step_name)
         self.staging_name = f"s_{digest}"
         self._staging = sql.Identifier(STAGE_SCHEMA, self.staging_name)
+        # Key-less (ordinal keys, unique by construction): no index until the write path's
+        # first write; with a key (every merge export has one) a primary key from creation.
+        self._keyless = key_column is None
         self._batch = sql.Identifier("pg_temp", f"b_{digest}")
         self._target = sql.Identifier(SANDBOX_SCHEMA, self.table)
         self._undo = sql.Identifier(STAGE_SCHEMA, undo_name(self.run_id, step_name))
@@ -140,6 +143,7 @@ class TableExport:
                 sql.SQL(QUERIES["create_staging_table"]).format(
                     staging=self._staging,
                     column_defs=self._column_defs,
+                    key=sql.SQL("NOT NULL" if self._keyless else "PRIMARY KEY"),
                     batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
                 )
             )
@@ -336,6 +340,7 @@ class TableExport:
         caller then upserts through the batch table, which tells the two apart."""
         buf.seek(0)
         with self._conn, self._conn.cursor() as cur:
+            self._index_staging(cur)
             copy = sql.SQL(QUERIES["copy_staging"]).format(
                 staging=self._staging,
                 columns=self._staged_columns,
@@ -343,11 +348,22 @@ class TableExport:
             )
             cur.copy_expert(copy.as_string(cur), buf)
 
+    def _index_staging(self, cur: Any) -> None:
+        """First in every write-path transaction of a key-less export: the staging table's
+        unique index on record_key, created if missing (`index_staging`), so a re-staged
+        batch fails `copy_staging` and `upsert_staging` finds its conflicts, as with a key."""
+        if self._keyless:
+            index = sql.Identifier(f"{self.staging_name}_key")
+            cur.execute(
+                sql.SQL(QUERIES["index_staging"]).format(staging=self._staging, index=index)
+            )
+
     def _stage(self, seq: int, buf: io.StringIO, *, copy_query: str = "copy_batch") -> set[str]:
         """COPY the encoded batch into a temporary table and upsert it into staging; the
         record keys written (those another batch staged are not)."""
         buf.seek(0)
         with self._conn, self._conn.cursor() as cur:
+            self._index_staging(cur)
             cur.execute(
                 sql.SQL(QUERIES["create_batch_table"]).format(
                     batch=self._batch, column_defs=self._column_defs
