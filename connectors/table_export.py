@@ -3,9 +3,16 @@ and published into `sandbox.NAME` when the step commits. Names follow `connector
 records are encoded by `connectors.export_encoding`.
 
 Export, invisible until commit and exactly once under crashes:
-- each batch is COPYed into a temporary table and upserted into the step's private staging
-  table `etl_stage.s_<hash of run and step>` (primary key `record_key`, plus the batch seq),
-  in one sandbox transaction. Re-writing a batch after a crash updates the same rows;
+- each batch is staged into the step's private staging table `etl_stage.s_<hash of run and
+  step>` (`record_key`, plus the batch seq) in one sandbox transaction: in the batch's commit
+  (`deferred_batch`), or by the export's own write path (`write_batch`: COPYed into a
+  temporary table and upserted). Re-writing a batch after a crash updates the same rows;
+- with a key, `record_key` is the staging table's primary key. Without one (record keys are
+  the ordinals, unique by construction) the table starts without an index: a batch staged
+  in its commit commits with its checkpoint, so it is never staged twice. The write path
+  first creates the unique index if missing, in each of its transactions, so from its
+  first write on a batch staged again is absorbed, and one staged in a commit again is
+  refused, as with a key;
 - a key staged by a *different* batch is a duplicate key: reported as a row error, never
   overwritten (the upsert's `WHERE batch_seq = EXCLUDED.batch_seq` guards it, race-free);
 - `publish()` moves the staged rows into `sandbox.NAME` as the export's mode says
@@ -102,9 +109,7 @@ class TableExport:
         digest = step_digest(self.run_id, step_name)
         self.staging_name = f"s_{digest}"
         self._staging = sql.Identifier(STAGE_SCHEMA, self.staging_name)
-        # Key-less (ordinal keys, unique by construction): no index until the write path's
-        # first write; with a key (every merge export has one) a primary key from creation.
-        self._keyless = key_column is None
+        self._keyless = key_column is None  # no index at creation (see the module)
         self._batch = sql.Identifier("pg_temp", f"b_{digest}")
         self._target = sql.Identifier(SANDBOX_SCHEMA, self.table)
         self._undo = sql.Identifier(STAGE_SCHEMA, undo_name(self.run_id, step_name))
@@ -349,14 +354,10 @@ class TableExport:
             cur.copy_expert(copy.as_string(cur), buf)
 
     def _index_staging(self, cur: Any) -> None:
-        """First in every write-path transaction of a key-less export: the staging table's
-        unique index on record_key, created if missing (`index_staging`), so a re-staged
-        batch fails `copy_staging` and `upsert_staging` finds its conflicts, as with a key."""
+        """First in a write-path transaction: a key-less export's index, if missing."""
         if self._keyless:
-            index = sql.Identifier(f"{self.staging_name}_key")
-            cur.execute(
-                sql.SQL(QUERIES["index_staging"]).format(staging=self._staging, index=index)
-            )
+            ix = sql.Identifier(f"{self.staging_name}_key")
+            cur.execute(sql.SQL(QUERIES["index_staging"]).format(staging=self._staging, index=ix))
 
     def _stage(self, seq: int, buf: io.StringIO, *, copy_query: str = "copy_batch") -> set[str]:
         """COPY the encoded batch into a temporary table and upsert it into staging; the
