@@ -3,9 +3,16 @@ and published into `sandbox.NAME` when the step commits. Names follow `connector
 records are encoded by `connectors.export_encoding`.
 
 Export, invisible until commit and exactly once under crashes:
-- each batch is COPYed into a temporary table and upserted into the step's private staging
-  table `etl_stage.s_<hash of run and step>` (primary key `record_key`, plus the batch seq),
-  in one sandbox transaction. Re-writing a batch after a crash updates the same rows;
+- each batch is staged into the step's private staging table `etl_stage.s_<hash of run and
+  step>` (`record_key`, plus the batch seq) in one sandbox transaction: in the batch's commit
+  (`deferred_batch`), or by the export's own write path (`write_batch`: COPYed into a
+  temporary table and upserted). Re-writing a batch after a crash updates the same rows;
+- with a key, `record_key` is the staging table's primary key. Without one (record keys are
+  the ordinals, unique by construction) the table starts without an index: a batch staged
+  in its commit commits with its checkpoint, so it is never staged twice. The write path
+  first creates the unique index if missing, in each of its transactions, so from its
+  first write on a batch staged again is absorbed, and one staged in a commit again is
+  refused, as with a key;
 - a key staged by a *different* batch is a duplicate key: reported as a row error, never
   overwritten (the upsert's `WHERE batch_seq = EXCLUDED.batch_seq` guards it, race-free);
 - `publish()` moves the staged rows into `sandbox.NAME` as the export's mode says
@@ -102,6 +109,7 @@ class TableExport:
         digest = step_digest(self.run_id, step_name)
         self.staging_name = f"s_{digest}"
         self._staging = sql.Identifier(STAGE_SCHEMA, self.staging_name)
+        self._keyless = key_column is None  # no index at creation (see the module)
         self._batch = sql.Identifier("pg_temp", f"b_{digest}")
         self._target = sql.Identifier(SANDBOX_SCHEMA, self.table)
         self._undo = sql.Identifier(STAGE_SCHEMA, undo_name(self.run_id, step_name))
@@ -140,6 +148,7 @@ class TableExport:
                 sql.SQL(QUERIES["create_staging_table"]).format(
                     staging=self._staging,
                     column_defs=self._column_defs,
+                    key=sql.SQL("NOT NULL" if self._keyless else "PRIMARY KEY"),
                     batch_seq=sql.Identifier(BATCH_SEQ_COLUMN),
                 )
             )
@@ -336,6 +345,7 @@ class TableExport:
         caller then upserts through the batch table, which tells the two apart."""
         buf.seek(0)
         with self._conn, self._conn.cursor() as cur:
+            self._index_staging(cur)
             copy = sql.SQL(QUERIES["copy_staging"]).format(
                 staging=self._staging,
                 columns=self._staged_columns,
@@ -343,11 +353,18 @@ class TableExport:
             )
             cur.copy_expert(copy.as_string(cur), buf)
 
+    def _index_staging(self, cur: Any) -> None:
+        """First in a write-path transaction: a key-less export's index, if missing."""
+        if self._keyless:
+            ix = sql.Identifier(f"{self.staging_name}_key")
+            cur.execute(sql.SQL(QUERIES["index_staging"]).format(staging=self._staging, index=ix))
+
     def _stage(self, seq: int, buf: io.StringIO, *, copy_query: str = "copy_batch") -> set[str]:
         """COPY the encoded batch into a temporary table and upsert it into staging; the
         record keys written (those another batch staged are not)."""
         buf.seek(0)
         with self._conn, self._conn.cursor() as cur:
+            self._index_staging(cur)
             cur.execute(
                 sql.SQL(QUERIES["create_batch_table"]).format(
                     batch=self._batch, column_defs=self._column_defs

@@ -74,12 +74,21 @@ CREATE TABLE IF NOT EXISTS {table} (
 ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {type};
 
 -- create_staging_table --
--- The step's private staging table: invisible to readers of the export table.
+-- The step's private staging table: invisible to readers of the export table. `{key}` is
+-- `PRIMARY KEY` for an export with a key; without one (record keys are ordinals) it is
+-- `NOT NULL`, no index, until `index_staging`.
 CREATE TABLE IF NOT EXISTS {staging} (
     {column_defs},
-    record_key text PRIMARY KEY,
+    record_key text {key},
     {batch_seq} integer NOT NULL
 );
+
+-- index_staging --
+-- The unique index on record_key of a key-less export's staging table, created if missing
+-- at the start of every transaction of the export's own write path (`copy_staging` and
+-- `upsert_staging` need it). The lock orders it against in-commit inserts and other writers.
+LOCK TABLE {staging} IN SHARE ROW EXCLUSIVE MODE;
+CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {staging} (record_key);
 
 -- create_batch_table --
 -- This session's temporary table for one batch's COPY, emptied by every commit (created

@@ -336,6 +336,7 @@ def test_every_named_query_is_loaded() -> None:
         "create_export_table",
         "add_export_column",
         "create_staging_table",
+        "index_staging",
         "create_batch_table",
         "copy_batch",
         "copy_batch_typed",
