@@ -10,7 +10,7 @@ null, as `dag.types.null_out` makes them. Any other block is None: the batch rea
 `int_values` and `all_dates` check a column's present values by the rules of `dag.types`
 (canonical int64 text, real `YYYY-MM-DD` dates) without a Python step per value.
 
-pyarrow is imported by the first block read: its libraries map about 70 MiB, which an
+pyarrow is imported by the first block read: its libraries map about 42 MiB, which an
 executor that never reads such a block does not need."""
 
 from __future__ import annotations
