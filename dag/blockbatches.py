@@ -87,7 +87,7 @@ def block_batches(
     block = block[: ends[-1]]
     values = _typed_columns(block, header, columns, delimiter, nulls)
     if values is None:
-        return Block(None, start.offset + len(block), at_end and kept == len(lines))
+        return Block(None, start.offset + len(block), at_end)
     batches = []
     for first in range(0, kept, batch_size):
         last = min(first + batch_size, kept)
@@ -101,7 +101,7 @@ def block_batches(
                 block[begin : ends[last - 1]],
             )
         )
-    return Block(batches, start.offset + len(block), at_end and kept == len(lines))
+    return Block(batches, start.offset + len(block), at_end)  # at the end: every line kept
 
 
 def _typed_columns(

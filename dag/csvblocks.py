@@ -130,7 +130,7 @@ def _pyarrow() -> tuple[Any, Any]:
     reuses it: its default pool (mimalloc) kept about 23 MiB more private memory over
     `flights.csv`."""
     import pyarrow
-    import pyarrow.compute  # the functions above import it by name, from here on loaded
+    import pyarrow.compute  # loaded with the rest; `int_values` and `all_dates` name it
     import pyarrow.csv
 
     pyarrow.set_memory_pool(pyarrow.system_memory_pool())
