@@ -20,12 +20,10 @@ import orjson
 from psycopg2 import sql
 
 from connectors.sql import QUERIES
-from dag.columns import column_values, record_dicts
+from dag.columns import INT_OR_NULL, TEXT_OR_NULL, column_values, record_dicts
 
 FIELD_SEP = "\x1f"  # ASCII unit separator: between two values of a column
 NULL_MARK = "\x1e"  # ASCII record separator: a null value
-_INT_OR_NULL = frozenset({int, type(None)})
-_TEXT_OR_NULL = frozenset({str, type(None)})
 # Server types of the arrays the texts are split into (the staging table's columns).
 _ARRAYS = {
     "int": "unnest({}::bigint[])",
@@ -134,7 +132,7 @@ def split_columns(
 
 def _split_ints(values: list[Any]) -> str | None:
     """An int column as the text of a PostgreSQL array (`{1,null,3}`), written by orjson."""
-    if not set(map(type, values)) <= _INT_OR_NULL:
+    if not set(map(type, values)) <= INT_OR_NULL:
         return None
     try:
         text = orjson.dumps(values).decode()
@@ -145,7 +143,7 @@ def _split_ints(values: list[Any]) -> str | None:
 
 def _split_texts(values: list[Any]) -> str | None:
     kinds = set(map(type, values))
-    if not kinds <= _TEXT_OR_NULL:
+    if not kinds <= TEXT_OR_NULL:
         return None
     nulls = values.count(None) if type(None) in kinds else 0
     text = FIELD_SEP.join([NULL_MARK if v is None else v for v in values] if nulls else values)

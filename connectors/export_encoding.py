@@ -21,7 +21,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dag.columns import column_values
+from dag.columns import INT_OR_NULL, TEXT_OR_NULL, column_values
 from dag.limits import INT64_MAX, INT64_MIN
 from dag.records import RowError
 from dag.types import ISO_DATE_TEXT
@@ -31,8 +31,6 @@ from dag.types import ISO_DATE_TEXT
 # value "nan" is quoted and stays text. The core never produces floats of its own.
 _NULL = float("nan")
 _NULL_FIELD = str(_NULL)  # as csv.writer writes it: bare
-_INT_OR_NULL = frozenset({int, type(None)})
-_TEXT_OR_NULL = frozenset({str, type(None)})
 
 
 def encode_batch(
@@ -192,12 +190,12 @@ def _encode_column(values: list[Any]) -> list[str] | None:
     (the separator here; COPY refuses it anyway)."""
     kinds = set(map(type, values))
     nulls = type(None) in kinds
-    if kinds <= _INT_OR_NULL:
+    if kinds <= INT_OR_NULL:
         if not nulls:
             return list(map(str, values))
         # str(None) is the only "None" an int column can give: one C-level replace
         return "\x00".join(map(str, values)).replace("None", _NULL_FIELD).split("\x00")
-    if not kinds <= _TEXT_OR_NULL:
+    if not kinds <= TEXT_OR_NULL:
         return None
     texts = ["" if v is None else v for v in values] if nulls else values
     joined = "\x00".join(texts)

@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from connectors.errors import ChunkMissing, ExportPathRefused
-from dag.columns import column_values, record_dicts, unbuilt
+from dag.columns import INT_OR_NULL, TEXT_OR_NULL, column_values, record_dicts, unbuilt
 from dag.paths import relative_path_problem, split_relative_path
 from dag.records import RowError
 
@@ -211,9 +211,9 @@ def _csv_column(values: list[Any]) -> list[str]:
     string or a character to quote by C-level maps and checks over the whole column."""
     kinds = set(map(type, values))
     nulls = type(None) in kinds
-    if kinds <= _INT_OR_NULL:
+    if kinds <= INT_OR_NULL:
         return ["" if v is None else str(v) for v in values] if nulls else list(map(str, values))
-    if kinds <= _TEXT_OR_NULL:
+    if kinds <= TEXT_OR_NULL:
         texts = [v for v in values if v is not None] if nulls else values
         joined = "\x00".join(texts)
         if "" not in texts and not any(c in joined for c in _CSV_SPECIAL):
@@ -231,8 +231,6 @@ def _csv_field(value: Any) -> str:
 
 
 _CSV_SPECIAL = frozenset(',"\r\n')
-_INT_OR_NULL = frozenset({int, type(None)})
-_TEXT_OR_NULL = frozenset({str, type(None)})
 
 
 def encode_rejects(row_errors: Iterable[RowError]) -> bytes:

@@ -17,7 +17,20 @@ from typing import Any
 
 from dag.records import BuiltOnUse
 
-__all__ = ["Columns", "column_values", "record_at", "record_dicts", "unbuilt"]
+__all__ = [
+    "INT_OR_NULL",
+    "TEXT_OR_NULL",
+    "Columns",
+    "column_values",
+    "record_at",
+    "record_dicts",
+    "unbuilt",
+]
+
+# The value types of a column of ints, or of text, that may hold nulls: a column's
+# `set(map(type, values))` within one of these is read by the C-level fast paths.
+INT_OR_NULL = frozenset({int, type(None)})
+TEXT_OR_NULL = frozenset({str, type(None)})
 
 
 class Columns(BuiltOnUse[dict[str, Any]]):

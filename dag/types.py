@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from dag.columns import Columns, column_values
+from dag.columns import TEXT_OR_NULL, Columns, column_values
 from dag.limits import INT64_MAX, INT64_MIN
 from dag.records import ColumnRecords, RawRecord, RowError
 
@@ -100,8 +100,6 @@ def show_value(value: Any) -> str:
 _SHOWN_CHARS = 80
 
 
-_TEXT_OR_NULL = frozenset({str, type(None)})
-
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "int": _to_int,
     "string": _to_string,
@@ -156,7 +154,7 @@ def _type_columns(records: Sequence[RawRecord], columns: Mapping[str, str]) -> C
         by_column = column_values([record.values for record in records], names)
     converted = []
     for column, column_type in zip(by_column, columns.values(), strict=True):
-        if not set(map(type, column)) <= _TEXT_OR_NULL:
+        if not set(map(type, column)) <= TEXT_OR_NULL:
             return None
         if column_type != "string":
             # `None` and `""` are null here, and the only falsy values of the column
