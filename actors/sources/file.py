@@ -105,9 +105,6 @@ class FileSource:
         the rest can change neither a type nor an error of this pass."""
         is_csv = self.config.get("format", "csv") == "csv"
         csv_delimiter = self.config.get("delimiter") if self.config.get("format") == "csv" else None
-        # After a CSV file's first batch, the rest a block at a time (`dag.infer_blocks`):
-        # the same types and evidence, most blocks checked by pyarrow in C++.
-        blocks = is_csv and self.config.get("quote", '"') == '"'
         inference = None
         for rel_path in self.paths():
             with self._open(rel_path) as stream:
@@ -124,7 +121,7 @@ class FileSource:
                     inference.observe(raw.records)
                     if is_csv and inference.settled:
                         break  # every column a string, this file's header checked
-                    if blocks:
+                    if self._by_blocks():  # the rest a block at a time: `dag.infer_blocks`
                         infer_blocks(
                             stream,
                             inference,
@@ -165,13 +162,17 @@ class FileSource:
         self, rel_path: str, index: int, start: Position, ordinal: int
     ) -> Iterator[InputBatch]:
         assert self.columns is not None
-        cfg = self.config
-        blocks = cfg.get("format", "csv") == "csv" and cfg.get("quote", '"') == '"'
         with self._open(rel_path) as stream:
-            if blocks and self.limit is None:
+            if self._by_blocks() and self.limit is None:
                 yield from self._block_batches(stream, rel_path, index, start, ordinal)
             else:
                 yield from self._read_batches(stream, rel_path, index, start, ordinal)
+
+    def _by_blocks(self) -> bool:
+        """A CSV file with the `"` quote: its quote-free blocks are read by pyarrow
+        (`dag.csvblocks`), for inference and for its batches; the rest by the batch reader."""
+        cfg = self.config
+        return cfg.get("format", "csv") == "csv" and cfg.get("quote", '"') == '"'
 
     def _block_batches(
         self, stream: BinaryIO, rel_path: str, index: int, start: Position, ordinal: int
