@@ -122,10 +122,11 @@ FROM ROWS FROM (json_to_recordset(%(records)s::json) AS ({column_defs}),
 -- stage_columns --
 -- A batch inside the caller's transaction, as `stage_json` but a column at a time
 -- (`connectors.commit_staging`): each column's values as one text split back into an array
--- (values apart at chr(31), a null chr(30)) and cast as a whole, its record keys last.
+-- (values apart at chr(31), a null chr(30)) and cast as a whole, its record keys last. The
+-- arrays are unnested side by side in the select list, one row of each at a time: in
+-- `ROWS FROM` each would first be copied whole into a tuple store.
 INSERT INTO {staging} ({columns}, record_key, {batch_seq})
-SELECT {columns}, x.record_key, %(batch_seq)s
-FROM ROWS FROM ({arrays}) AS x({columns}, record_key);
+SELECT {arrays}, %(batch_seq)s;
 
 -- upsert_staging --
 -- Move the batch into staging. A key already staged by the same batch (re-run after a
@@ -149,11 +150,13 @@ LOCK TABLE {staging} IN EXCLUSIVE MODE;
 
 -- insert_staging --
 -- Insert the staged rows of the committed batches into the export table (the run's rows
--- are new there; a unique violation sends the caller to `publish_staging`).
+-- are new there; a unique violation sends the caller to `publish_staging`), in the order of
+-- its primary key: each key then goes next to the one before it in the index.
 INSERT INTO {table} ({columns}, run_id, step_id, record_key)
 SELECT {columns}, %(run_id)s::uuid, %(step_id)s, record_key
 FROM {staging}
-WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer;
+WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer
+ORDER BY record_key;
 
 -- publish_staging --
 -- Upsert the staged rows of the committed batches into the export table.
