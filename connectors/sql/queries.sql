@@ -150,13 +150,11 @@ LOCK TABLE {staging} IN EXCLUSIVE MODE;
 
 -- insert_staging --
 -- Insert the staged rows of the committed batches into the export table (the run's rows
--- are new there; a unique violation sends the caller to `publish_staging`), in the order of
--- its primary key: each key then goes next to the one before it in the index.
+-- are new there; a unique violation sends the caller to `publish_staging`).
 INSERT INTO {table} ({columns}, run_id, step_id, record_key)
 SELECT {columns}, %(run_id)s::uuid, %(step_id)s, record_key
 FROM {staging}
-WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer
-ORDER BY record_key;
+WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer;
 
 -- publish_staging --
 -- Upsert the staged rows of the committed batches into the export table.
