@@ -107,7 +107,7 @@ def _jobs(mods: dict[str, types.ModuleType], csv_path: Path) -> dict[str, Callab
     }
 
 
-def _typed_columns(path: Path, nulls: tuple[str, ...]) -> tuple[dict[str, str], list[list]]:
+def typed_columns(path: Path, nulls: tuple[str, ...]) -> tuple[dict[str, str], list[list]]:
     """The columns (inferred over the whole file) and each typed batch's column lists."""
     with path.open("rb") as f:
         batches = list(dag.csvparts.read_csv_batches(f, batch_size=BATCH_SIZE))
@@ -123,7 +123,7 @@ def _typed_columns(path: Path, nulls: tuple[str, ...]) -> tuple[dict[str, str], 
 def _consumer_jobs(
     mods: dict[str, types.ModuleType], label: str, path: Path, nulls: tuple[str, ...]
 ) -> dict[str, Callable[[], Any]]:
-    columns, batches = _typed_columns(path, nulls)
+    columns, batches = typed_columns(path, nulls)
     names = list(columns)
 
     def fresh() -> list[Columns]:  # unbuilt, as typing gives them: the same on both sides
