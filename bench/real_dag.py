@@ -21,7 +21,9 @@ platform run starts with the plan's two sandbox tables emptied, as pandas replac
 platform with stage fusion (POST trigger -> the run's `finished_at`, two executors, production
 timings), the same with `ETL_OVERLAP=0` (each batch commits before the next is computed), the
 platform with `ETL_FUSION=0`, and the pandas script (and, with `--before DIR`, another tree
-run fused, so a change is measured against its baseline in the same run). Printed: the median of
+run fused, so a change is measured against its baseline in the same run). Each contender runs
+alone: the other stacks are paused meanwhile (`Topology.pause`: idle, each kept its database
+sessions at about 4 % of a core), all of them while pandas runs. Printed: the median of
 the repeats and their range, each platform figure's ratio to the pandas run of the same
 repeat, every step's time of the last fused run, and the executors' peak RSS."""
 
@@ -41,6 +43,7 @@ from drills.datasets import flights_csv
 from drills.report import seconds
 from drills.topology import Topology
 
+SETTLE_S = 2.0  # a stack continued after a pause, before its run is measured
 AIRPORTS = {"JFK": "John F. Kennedy", "LGA": "LaGuardia", "EWR": "Newark Liberty"}
 PLAN = {
     "on_failure": "stop_dependents",
@@ -125,6 +128,18 @@ def _empty_tables(topo: Topology) -> None:
         conn.close()
 
 
+def _alone(topologies: dict[str, Topology], running: Topology | None) -> None:
+    """Pause every stack but `running` (None: all of them, while the pandas script runs),
+    then give `running`, if it was paused, `SETTLE_S` to catch up on its timers before it
+    is measured."""
+    for topo in topologies.values():
+        if topo is not running:
+            topo.pause()
+    if running is not None:
+        running.pause(False)
+        time.sleep(SETTLE_S)
+
+
 def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f} .. {max(values):.2f})"
 
@@ -161,9 +176,11 @@ def main() -> None:
         for i in range(args.repeat):
             for label, topo in topologies.items():
                 _empty_tables(topo)
+                _alone(topologies, topo)
                 took, run = run_pipeline(topo, pipelines[label])
                 times[label].append(took)
                 last[label] = run
+            _alone(topologies, None)
             times["pandas"].append(pandas_script(source, pandas_db, Path("var/bench/pandas")))
             print(f"repeat {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
         rss = {
@@ -173,6 +190,7 @@ def main() -> None:
         }  # fmt: skip
     finally:
         for topo in topologies.values():
+            topo.pause(False)  # a stopped process would not take the signal that ends it
             topo.stop()
     print(f"\n{len(PLAN['steps'])}-step plan on flights.csv ({source.stat().st_size / 2**20:.1f}"
           f" MiB, 336,776 records x 19 columns), median of {args.repeat} (range):\n")  # fmt: skip
