@@ -128,6 +128,21 @@ def _empty_tables(topo: Topology) -> None:
         conn.close()
 
 
+def _one_round(
+    topologies: dict[str, Topology], pipelines: dict, times: dict[str, list], last: dict
+) -> None:
+    """Each stack's run of the plan, then the pandas script's, each alone (`_alone`): their
+    times appended to `times`, the runs kept in `last`."""
+    for label, topo in topologies.items():
+        _empty_tables(topo)
+        _alone(topologies, topo)
+        took, last[label] = run_pipeline(topo, pipelines[label])
+        times[label].append(took)
+    _alone(topologies, None)
+    pandas_db = topologies["fused"].db_url
+    times["pandas"].append(pandas_script(flights_csv(), pandas_db, Path("var/bench/pandas")))
+
+
 def _alone(topologies: dict[str, Topology], running: Topology | None) -> None:
     """Pause every stack but `running` (None: all of them, while the pandas script runs),
     then give `running`, if it was paused, `SETTLE_S` to catch up on its timers before it
@@ -172,16 +187,8 @@ def main() -> None:
             shutil.copy(source, topo.data / "flights.csv")
             topo.start()
             pipelines[label] = topo.create("real-dag", PLAN)
-        pandas_db = topologies["fused"].db_url
         for i in range(args.repeat):
-            for label, topo in topologies.items():
-                _empty_tables(topo)
-                _alone(topologies, topo)
-                took, run = run_pipeline(topo, pipelines[label])
-                times[label].append(took)
-                last[label] = run
-            _alone(topologies, None)
-            times["pandas"].append(pandas_script(source, pandas_db, Path("var/bench/pandas")))
+            _one_round(topologies, pipelines, times, last)
             print(f"repeat {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
         rss = {
             label: max((m["peak_rss_mib"] for m in t.sampler.table()
