@@ -29,6 +29,8 @@ from ddl import connection_lost, wait
 
 # SQLSTATE of `etl_lease_lost` (migration 0015): a fence of the batch did not hold.
 LEASE_LOST_SQLSTATE = "EL001"
+# invalid_sql_statement_name: the session has no prepared statement of that name.
+UNPREPARED_SQLSTATE = "26000"
 
 
 class StagedRows(NamedTuple):
@@ -62,6 +64,10 @@ class BatchCommitter:
         self._cursor: Any = None  # the cursor of the batch in flight (its answer comes there)
         self._staging = False  # the batch in flight stages table rows
         self._raised: BaseException | None = None  # what the last `wait` raised
+        self._sent: tuple[dict[str, Any], Sequence[StagedRows]] = ({}, ())  # that batch
+        # `commit_batch` written out in every query, not prepared: a prepared one went
+        # missing (a transaction pooler between the committer and the server)
+        self._plain = False
 
     def commit(
         self,
@@ -83,10 +89,8 @@ class BatchCommitter:
         params = _commit_params(run_id, fence, steps)
         if self._connect is None:
             with conn.cursor() as cur:
-                _prepare_commit_batch(cur)
                 try:
-                    cur.execute(_query(cur, params, staged))
-                    cancel = bool(cur.fetchone()[0]) or cancel
+                    cancel = self._commit_here(cur, params, staged) or cancel
                 except psycopg2.Error as exc:
                     error = _converted(exc, bool(staged))
                     if error is exc:
@@ -96,12 +100,27 @@ class BatchCommitter:
             return cancel
         cur = self._session().cursor()
         try:
-            cur.execute(_query(cur, params, staged))
+            cur.execute(_query(cur, params, staged, self._plain))
         except BaseException as exc:
             self._lost(exc)
             raise
-        self._cursor, self._staging = cur, bool(staged)
+        self._cursor, self._staging, self._sent = cur, bool(staged), (params, staged)
         return cancel
+
+    def _commit_here(self, cur, params: dict[str, Any], staged: Sequence[StagedRows]) -> bool:
+        """The batch's query on the caller's connection, prepared `commit_batch` first."""
+        if not self._plain:
+            _prepare_commit_batch(cur)
+            try:
+                cur.execute(_query(cur, params, staged, False))
+                return bool(cur.fetchone()[0])
+            except psycopg2.Error as exc:
+                if exc.pgcode != UNPREPARED_SQLSTATE:
+                    raise
+                cur.connection.rollback()  # nothing of the batch committed
+                self._plain = True
+        cur.execute(_query(cur, params, staged, True))
+        return bool(cur.fetchone()[0])
 
     def wait(self) -> bool:
         """Wait for the batch in flight, if any: True when it saw the run's cancel flag;
@@ -110,9 +129,7 @@ class BatchCommitter:
         if cur is None:
             return False
         try:
-            wait(self._conn)
-            with cur:
-                return bool(cur.fetchone()[0])
+            return self._answer(cur)
         except BaseException as exc:
             self._lost(exc)
             error = _converted(exc, self._staging) if isinstance(exc, psycopg2.Error) else exc
@@ -120,6 +137,25 @@ class BatchCommitter:
             if error is exc:
                 raise
             raise error from exc
+
+    def _answer(self, cur) -> bool:
+        """The answer of the batch in flight on `cur`. A batch that met a session without
+        the prepared `commit_batch` (a transaction pooler, PgBouncer's `pool_mode =
+        transaction`, sent it to another server session) committed nothing, its query being
+        one transaction: it is sent again with the statement written out, as every later
+        batch of this committer, and waited for."""
+        try:
+            wait(self._conn)
+            with cur:
+                return bool(cur.fetchone()[0])
+        except psycopg2.Error as exc:
+            if exc.pgcode != UNPREPARED_SQLSTATE or self._plain:
+                raise
+        self._plain = True
+        with self._conn.cursor() as again:
+            again.execute(_query(again, *self._sent, True))
+            wait(self._conn)
+            return bool(again.fetchone()[0])
 
     def raised(self, exc: BaseException) -> bool:
         """Whether `exc` is the error of a batch in flight that `wait` raised (the
@@ -160,10 +196,12 @@ class BatchCommitter:
             self.close()
 
 
-def _query(cur, params: dict[str, Any], staged: Sequence[StagedRows]) -> bytes:
-    """The batch's one query: the staging inserts, then the fenced commit."""
+def _query(cur, params: dict[str, Any], staged: Sequence[StagedRows], plain: bool) -> bytes:
+    """The batch's one query: the staging inserts, then the fenced commit (the prepared
+    `commit_batch`, or with `plain` the statement itself)."""
     parts = [cur.mogrify(query, values) for query, values in staged]
-    return b";\n".join([*parts, cur.mogrify(_EXECUTE_COMMIT_BATCH, params)])
+    commit = QUERIES["commit_batch"] if plain else _EXECUTE_COMMIT_BATCH
+    return b";\n".join([*parts, cur.mogrify(commit, params)])
 
 
 def _converted(exc: psycopg2.Error, staging: bool) -> Exception:

@@ -16,7 +16,9 @@ from actors.committer import BatchCommitter, StagedRows, StepCommit
 from actors.errors import LeaseLost, StagingRefused
 from connectors import TableExport
 from ddl import connect
+from drills.pgbouncer import PgBouncer
 from tests.integration.actors.seeds import seed_running_run
+from tests.integration.conftest import PG
 
 pytestmark = pytest.mark.timeout(60)
 OWNER = "executor-t:boot"
@@ -215,3 +217,43 @@ def test_staged_a_column_at_a_time_or_as_json_the_rows_are_the_records(
             (run_id,),
         )
         assert cur.fetchall() == sorted(expected, key=lambda row: row[0])
+
+
+@pytest.mark.parametrize("ahead", [True, False], ids=["ahead", "waiting"])
+def test_a_batch_behind_a_transaction_pooler_commits_without_its_prepared_statement(
+    db_url: str, conn, ahead: bool
+) -> None:
+    """Behind PgBouncer in transaction pooling, a batch's query can reach a server session
+    that never prepared `commit_batch` (another client holds the one that did): it commits
+    all the same, with the statement written out, and so does the next one."""
+    pooled_db = db_url.rsplit("/", 1)[1]
+    run_id, attempt_id = _seed_attempt(conn)
+    with PgBouncer(PG) as bouncer:
+        pooled = bouncer.url(pooled_db)
+        state = connect(pooled, "etl-test-state")
+        opened = BatchCommitter(
+            (lambda: connect(pooled, "etl-test-commits", asynchronous=True)) if ahead else None
+        )
+        holder = psycopg2.connect(pooled)
+        try:
+            assert _commit(opened, state, run_id, attempt_id, 2, []) is False
+            assert opened.wait() is False
+            with holder.cursor() as cur:  # takes the server session the statement is on
+                cur.execute("SELECT 1")
+            fence = {"owner": OWNER, "ttl_s": 60}
+            for seq, records in enumerate((4, 6)):
+                kept = [StepCommit(attempt_id, _progress(records), seq, 2, b'[["a"],["b"]]')]
+                assert opened.commit(state, run_id, fence, kept) is False
+                assert opened.wait() is False
+        finally:
+            holder.close()
+            opened.settle()
+            opened.close()
+            state.close()
+    assert _state(conn, run_id, attempt_id) == (6, 3)
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT seq, records FROM step_batches WHERE run_id = %s ORDER BY seq", (run_id,)
+        )
+        assert cur.fetchall() == [(0, 2), (1, 2)]
+    conn.rollback()
