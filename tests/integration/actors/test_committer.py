@@ -245,6 +245,7 @@ def test_a_batch_behind_a_transaction_pooler_commits_without_its_prepared_statem
                 kept = [StepCommit(attempt_id, _progress(records), seq, 2, b'[["a"],["b"]]')]
                 assert opened.commit(state, run_id, fence, kept) is False
                 assert opened.wait() is False
+            assert opened._plain  # the batches did meet a session without the statement
         finally:
             holder.close()
             opened.settle()
