@@ -180,9 +180,10 @@ class BatchCommitter:
         if self._conn is None or self._conn.closed:
             conn = self._connect()
             try:
-                with conn.cursor() as cur:
-                    cur.execute(_prepare_statement())
-                wait(conn)
+                if not self._plain:  # behind a pooler the statement is written out instead
+                    with conn.cursor() as cur:
+                        cur.execute(_prepare_statement())
+                    wait(conn)
             except BaseException:
                 conn.close()
                 raise
