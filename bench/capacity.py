@@ -169,7 +169,7 @@ class CpuMeter:
             found = [("postgres", pid) for pid in server]
             found += [(_group(role), pid) for pid, role in self.topo.processes().items()]
             for key in found:
-                if (ticks := _cpu_ticks(key[1])) is not None:
+                if (ticks := cpu_ticks(key[1])) is not None:
                     self.first.setdefault(key, ticks)
                     self.seen[key] = ticks
             self._stop.wait(0.5)
@@ -197,7 +197,8 @@ def _group(role: str) -> str:
     return "api" if role.startswith("gunicorn") else "coordinator"
 
 
-def _cpu_ticks(pid: int) -> int | None:
+def cpu_ticks(pid: int) -> int | None:
+    """User + system CPU of process `pid` so far, in clock ticks (None: gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

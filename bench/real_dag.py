@@ -155,7 +155,7 @@ def _alone(topologies: dict[str, Topology], running: Topology | None) -> None:
         time.sleep(SETTLE_S)
 
 
-def _spread(values: list[float]) -> str:
+def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f} .. {max(values):.2f})"
 
 
@@ -205,9 +205,9 @@ def main() -> None:
     print("|---|---|---|---|")
     for label in topologies:
         ratios = [p / b for p, b in zip(times[label], times["pandas"], strict=True)]
-        print(f"| platform, {label} | {_spread(times[label])} | {_spread(ratios)}x"
+        print(f"| platform, {label} | {spread(times[label])} | {spread(ratios)}x"
               f" | {rss[label]} |")  # fmt: skip
-    print(f"| pandas + COPY | {_spread(times['pandas'])} | 1x | |")
+    print(f"| pandas + COPY | {spread(times['pandas'])} | 1x | |")
     for label, run in last.items():
         print(f"\nsteps of the last {label} run (s, fused into):")
         for s in run["steps"]:

@@ -22,14 +22,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import statistics
 import time
 import uuid
-from pathlib import Path
 
 from psycopg2 import sql
 
+from bench.capacity import cpu_ticks
 from bench.parts import typed_columns
+from bench.real_dag import spread
 from connectors import TableExport
 from connectors.export_encoding import encode_batch
 from connectors.sandbox import STAGE_SCHEMA
@@ -47,8 +47,7 @@ _SELECT_LIST = re.compile(r"SELECT (.*), %\(batch_seq\)s;\s*$", re.S)
 
 def backend_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
 
 
 def rows_from(query: str, names: list[str], conn) -> str:
@@ -109,10 +108,6 @@ def one_form(form: str, conn, columns: dict, batches: list[Columns]) -> tuple[fl
     conn.commit()
     export.discard()
     return cpu, wall, rows
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} ({min(values):.2f} .. {max(values):.2f})"
 
 
 def main(argv: list[str] | None = None) -> None:
