@@ -37,6 +37,7 @@ import statistics
 import time
 from pathlib import Path
 
+from bench.cpu_timeline import CpuTimeline
 from bench.import_100k import run_pipeline
 from ddl import connect
 from drills.datasets import flights_csv
@@ -155,11 +156,21 @@ def _alone(topologies: dict[str, Topology], running: Topology | None) -> None:
         time.sleep(SETTLE_S)
 
 
+def _timeline(topologies: dict[str, Topology], pipeline: dict) -> CpuTimeline:
+    """One more run of the fused stack, alone, sampled by a `CpuTimeline`."""
+    topo = topologies["fused"]
+    _empty_tables(topo)
+    _alone(topologies, topo)
+    with CpuTimeline(topo) as timeline:
+        run_pipeline(topo, pipeline)
+    return timeline
+
+
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f} .. {max(values):.2f})"
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.real_dag", description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
@@ -167,7 +178,16 @@ def main() -> None:
         type=Path,
         help="another tree (`git archive REV | tar -x -C DIR`) run fused as one more variant",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="one more fused run, not counted, with its CPU by process every 0.25 s",
+    )
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     source = flights_csv()
     topologies = {
         "fused": Topology("bench-real-dag", fast=False),
@@ -190,6 +210,8 @@ def main() -> None:
         for i in range(args.repeat):
             _one_round(topologies, pipelines, times, last)
             print(f"repeat {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
+        if args.timeline:
+            timeline = _timeline(topologies, pipelines["fused"])
         rss = {
             label: max((m["peak_rss_mib"] for m in t.sampler.table()
                         if m["process"].startswith("executor")), default=None)
@@ -208,6 +230,8 @@ def main() -> None:
         print(f"| platform, {label} | {spread(times[label])} | {spread(ratios)}x"
               f" | {rss[label]} |")  # fmt: skip
     print(f"| pandas + COPY | {spread(times['pandas'])} | 1x | |")
+    if args.timeline:
+        timeline.print()
     for label, run in last.items():
         print(f"\nsteps of the last {label} run (s, fused into):")
         for s in run["steps"]:
