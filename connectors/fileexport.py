@@ -178,7 +178,15 @@ def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
     # than an orjson call per value joined by column (docs/decisions.md, "Typed batches
     # kept by column to the exports").
     records = record_dicts(records)
+    if not records:
+        return b""
     try:
+        # The batch in one call: `[{..},{..}]`, each record boundary a `},{`, made a line end.
+        # Where `},{` also occurs inside a value (a text, a list of objects), the split is not
+        # exact and the lines are written a record at a time.
+        whole = orjson.dumps(records)
+        if whole.count(b"},{") == len(records) - 1:
+            return whole[1:-1].replace(b"},{", b"}\n{") + b"\n"
         return b"".join([orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records])
     except orjson.JSONEncodeError:
         return "".join(_encode_json(r) + "\n" for r in records).encode("utf-8")
