@@ -186,7 +186,9 @@ def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
         # exact and the lines are written a record at a time.
         whole = orjson.dumps(records)
         if whole.count(b"},{") == len(records) - 1:
-            return whole[1:-1].replace(b"},{", b"}\n{") + b"\n"
+            lines = whole.replace(b"},{", b"}\n{")
+            del whole  # at most two copies of the batch's text at once: a 50 MiB field
+            return b"".join([memoryview(lines)[1:-1], b"\n"])
         return b"".join([orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records])
     except orjson.JSONEncodeError:
         return "".join(_encode_json(r) + "\n" for r in records).encode("utf-8")
