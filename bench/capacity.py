@@ -40,7 +40,7 @@ TINY_PIPELINES = 24  # more than the global cap of 20 can hold running at once
 IMPORTS = 8
 IMPORT_RECORDS = 100_000
 GLOBAL_CAP, PIPELINE_QUEUE = 20, 4
-_TICK = os.sysconf("SC_CLK_TCK")
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")  # the unit of `cpu_ticks`
 _ACTIVE = (
     "SELECT pipeline_id, count(*) FILTER (WHERE status = 'running'), count(*)"
     " FROM runs WHERE status IN ('queued', 'running') GROUP BY pipeline_id"
@@ -175,7 +175,7 @@ class CpuMeter:
             self._stop.wait(0.5)
 
     def seconds(self, kind: str) -> float:
-        return sum(t - self.first[k] for k, t in self.seen.items() if k[0] == kind) / _TICK
+        return sum(t - self.first[k] for k, t in self.seen.items() if k[0] == kind) / TICKS_PER_S
 
     def summary(self) -> dict:
         parts = {g: self.seconds(g) for g in ("coordinator", "api", "executors")}

@@ -6,18 +6,15 @@ process of the PostgreSQL server (by what its title says it does: `INSERT`, `EXE
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
-from bench.capacity import cpu_ticks
+from bench.capacity import TICKS_PER_S, cpu_ticks
 from drills.harness import run_sql
 from drills.pgfailover import children
 from drills.topology import Topology
-
-TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 def postmaster_pid(db_url: str) -> int:

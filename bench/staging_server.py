@@ -20,14 +20,13 @@ same rows (count and an md5 over them)."""
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import time
 import uuid
 
 from psycopg2 import sql
 
-from bench.capacity import cpu_ticks
+from bench.capacity import TICKS_PER_S, cpu_ticks
 from bench.parts import typed_columns
 from bench.real_dag import spread
 from connectors import TableExport
@@ -47,7 +46,7 @@ _SELECT_LIST = re.compile(r"SELECT (.*), %\(batch_seq\)s;\s*$", re.S)
 
 def backend_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid` so far."""
-    return cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks(pid) / TICKS_PER_S
 
 
 def rows_from(query: str, names: list[str], conn) -> str:

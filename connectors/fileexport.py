@@ -178,8 +178,6 @@ def encode_jsonl(records: Iterable[Mapping[str, Any]]) -> bytes:
     # than an orjson call per value joined by column (docs/decisions.md, "Typed batches
     # kept by column to the exports").
     records = record_dicts(records)
-    if not records:
-        return b""
     try:
         # The batch in one call: `[{..},{..}]`, each record boundary a `},{`, made a line end.
         # Where `},{` also occurs inside a value (a text, a list of objects), the split is not
