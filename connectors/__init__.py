@@ -15,6 +15,7 @@ from connectors.errors import (
     TableConflict,
     TableRefused,
 )
+from connectors.export_columns import check_export_columns
 from connectors.export_encoding import duplicate_key_error, screen_export_batch
 from connectors.export_modes import EXPORT_MODES
 from connectors.fileexport import (
@@ -33,7 +34,7 @@ from connectors.published_rows import count_run_rows, withdraw_run_rows
 from connectors.rejects import RejectPreview, read_rejects
 from connectors.sandbox import SANDBOX_SCHEMA, check_table_name
 from connectors.table_cursor import CursorWindow, cursor_type, fix_cursor_range
-from connectors.table_export import TableExport, check_export_columns, drop_staging
+from connectors.table_export import TableExport, drop_staging
 from connectors.table_source import (
     SourceTable,
     map_column_type,

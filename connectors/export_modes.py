@@ -30,6 +30,8 @@ class AppendMode:
     # staging table with it); should one be there all the same, the unique violation undoes
     # it and the upsert runs.
     publishes = (("insert_staging",), ("publish_staging",))
+    # The ways that build an empty table's primary key after its rows (the plain INSERT).
+    rebuilds = frozenset({0})
 
     def unpublished(self, conn: Any, table: str, run_id: str, step_name: str, rows: int):
         """Why the step's publish is not done (the staging table is gone), or None when it
@@ -53,6 +55,7 @@ class MergeMode:
             "merge_staging",
         ),
     )
+    rebuilds: frozenset[int] = frozenset()
 
     def unpublished(self, conn: Any, table: str, run_id: str, step_name: str, rows: int):
         """Why the step's publish is not done, or None when it is: the step's undo table

@@ -39,7 +39,14 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
 from connectors.commit_staging import CommitStaging
-from connectors.errors import StagingLost, TableConflict
+from connectors.empty_publish import drop_key_when_empty
+from connectors.errors import StagingLost
+from connectors.export_columns import (
+    BATCH_SEQ_COLUMN,
+    EXPORT_TYPES,
+    check_export_columns,
+    fit_export_table,
+)
 from connectors.export_encoding import (
     csv_text,
     duplicate_key_error,
@@ -50,31 +57,15 @@ from connectors.export_encoding import (
 from connectors.export_modes import EXPORT_MODES, AppendMode, MergeMode
 from connectors.merge_undo import undo_name
 from connectors.sandbox import (
-    MAX_IDENTIFIER_BYTES,
     SANDBOX_SCHEMA,
     STAGE_SCHEMA,
     check_table_name,
     export_lock_key,
     get_relation,
-    is_table,
-    relation_kind,
     step_digest,
 )
 from connectors.sql import QUERIES
-from dag.errors import ConfigValueError
 from dag.records import RowError
-
-EXPORT_KEY_COLUMNS = ("run_id", "step_id", "record_key")
-# The staging table's batch column; a name no step column may take.
-BATCH_SEQ_COLUMN = "_etl_batch_seq"
-RESERVED_COLUMNS = (*EXPORT_KEY_COLUMNS, BATCH_SEQ_COLUMN)
-
-# Export column types: step type -> (DDL type, catalog base type names accepted as equal).
-_EXPORT_TYPES: dict[str, tuple[sql.SQL, frozenset[str]]] = {
-    "int": (sql.SQL("bigint"), frozenset({"int8"})),
-    "string": (sql.SQL("text"), frozenset({"text", "varchar"})),
-    "date": (sql.SQL("date"), frozenset({"date"})),
-}
 
 
 class TableExport:
@@ -115,7 +106,7 @@ class TableExport:
         self._undo = sql.Identifier(STAGE_SCHEMA, undo_name(self.run_id, step_name))
         names = [sql.Identifier(c) for c in self.columns]
         self._column_defs = sql.SQL(", ").join(
-            sql.SQL("{} {}").format(sql.Identifier(c), _EXPORT_TYPES[t][0])
+            sql.SQL("{} {}").format(sql.Identifier(c), EXPORT_TYPES[t][0])
             for c, t in self.columns.items()
         )
         self._user_columns = sql.SQL(", ").join(names)
@@ -143,7 +134,7 @@ class TableExport:
                     )
                 )
             else:
-                _fit_export_table(cur, self.table, self.columns, self.mode, *relation)
+                fit_export_table(cur, self.table, self.columns, self.mode, *relation)
             cur.execute(
                 sql.SQL(QUERIES["create_staging_table"]).format(
                     staging=self._staging,
@@ -260,17 +251,21 @@ class TableExport:
         is a no-op only when `sandbox.<table>` holds exactly that many rows of this run and
         step (publish already happened, as the mode finds it), else `StagingLost`. Without
         `rows`, a missing staging table is a no-op returning 0. The mode's statements run
-        in order; a unique violation sends it to its next way, if any."""
+        in order; a unique violation sends it to its next way, if any. A way the mode lists in
+        `rebuilds` builds an empty table's primary key after its rows
+        (`connectors.empty_publish`)."""
         last = len(self.mode.publishes) - 1
         for i, queries in enumerate(self.mode.publishes):
             try:
-                return self._publish(queries, n_batches, rows)
+                return self._publish(queries, n_batches, rows, rebuild=i in self.mode.rebuilds)
             except psycopg2.errors.UniqueViolation:
                 if i == last:
                     raise
         raise AssertionError("unreachable")
 
-    def _publish(self, queries: tuple[str, ...], n_batches: int | None, rows: int | None) -> int:
+    def _publish(
+        self, queries: tuple[str, ...], n_batches: int | None, rows: int | None, rebuild: bool
+    ) -> int:
         conn = self._conn
         try:
             with conn.cursor() as cur:
@@ -294,9 +289,12 @@ class TableExport:
                     "n_batches": n_batches,
                     "lock_key": export_lock_key(self.table),
                 }
+                key = drop_key_when_empty(cur, self.table) if rebuild else None
                 for query in queries:
                     cur.execute(sql.SQL(QUERIES[query]).format(**parts), params)
                 published = cur.fetchone()[0] if cur.description else cur.rowcount
+                if key is not None:
+                    key.restore(cur)
                 if rows is not None and published != rows:
                     raise StagingLost(
                         f"publish of step {self.step_name!r} into {SANDBOX_SCHEMA}.{self.table}"
@@ -387,22 +385,6 @@ class TableExport:
             return {row[0] for row in cur.fetchall()}
 
 
-def check_export_columns(
-    columns: Mapping[str, str], key_column: str | None = None, deleted: str | None = None
-) -> dict[str, str]:
-    """The columns of a table export, checked (types, names PostgreSQL can hold, no clash
-    with the export's own columns) and the key and delete columns among them; raises
-    `ConfigValueError`/`TableConflict` like the engine's export does."""
-    checked = _check_export_columns(columns)
-    for what, name in (("key", key_column), ("delete", deleted)):
-        if name is not None and name not in checked:
-            raise ConfigValueError(
-                f"export {what} column {name!r} is not a column of the step's input",
-                column=name,
-            )
-    return checked
-
-
 def drop_staging(conn: Connection, run_id: object, step_name: str) -> bool:
     """Drop the staging table a table export of `step_name` in `run_id` left behind (a step
     that failed or was abandoned before it published), in its own sandbox transaction.
@@ -414,85 +396,3 @@ def drop_staging(conn: Connection, run_id: object, step_name: str) -> bool:
         staging = sql.Identifier(STAGE_SCHEMA, name)
         cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=staging))
     return True
-
-
-def _fit_export_table(
-    cur: Any, table: str, columns: Mapping[str, str], mode: Any, oid: int, relkind: str
-) -> None:
-    """Check an existing `sandbox.<table>` (relation `oid` of kind `relkind`) can take rows
-    of `columns` in `mode` (its key); add the missing columns, on the caller's cursor and
-    transaction."""
-    name = f"{SANDBOX_SCHEMA}.{table}"
-    if not is_table(relkind):
-        raise TableConflict(f"{name} is {relation_kind(relkind)}")
-    cur.execute(QUERIES["list_columns"], {"oid": oid})
-    existing = {col: (base, fmt, notnull, hasdef) for col, base, fmt, notnull, hasdef in cur}
-    cur.execute(QUERIES["list_primary_key"], {"oid": oid})
-    key = [row[0] for row in cur.fetchall()]
-    if sorted(key) != sorted(mode.key_columns):
-        _refuse_key(name, key, mode)
-    for col, base in (("run_id", "uuid"), ("step_id", "text"), ("record_key", "text")):
-        if existing[col][0] != base:
-            found = existing[col][1]
-            raise TableConflict(f"{name}.{col} is {found}, expected {base}", column=col)
-    for col, kind in columns.items():
-        if col not in existing:
-            cur.execute(
-                sql.SQL(QUERIES["add_export_column"]).format(
-                    table=sql.Identifier(SANDBOX_SCHEMA, table),
-                    column=sql.Identifier(col),
-                    type=_EXPORT_TYPES[kind][0],
-                )
-            )
-        elif not _fits(kind, existing[col][0], existing[col][1]):
-            raise TableConflict(
-                f"{name}.{col} is {existing[col][1]} but the step's column is {kind}",
-                column=col,
-            )
-    for col, (_, fmt, notnull, hasdef) in existing.items():
-        if col not in columns and col not in EXPORT_KEY_COLUMNS and notnull and not hasdef:
-            raise TableConflict(
-                f"{name}.{col} ({fmt}) is NOT NULL without a default and the step has no "
-                "such column",
-                column=col,
-            )
-
-
-def _fits(kind: str, base_type: str, formatted: str) -> bool:
-    """Whether an existing column (catalog base type, formatted type) takes `kind` values
-    without loss or failure: a length limit (`varchar(n)`) could fail a publish."""
-    return base_type in _EXPORT_TYPES[kind][1] and "(" not in formatted
-
-
-def _check_export_columns(columns: Mapping[str, str]) -> dict[str, str]:
-    if not columns:
-        raise ConfigValueError("a table export needs at least one column")
-    checked: dict[str, str] = {}
-    for name, kind in columns.items():
-        if kind not in _EXPORT_TYPES:
-            raise ConfigValueError(f"column type {kind!r} cannot be exported", column=name)
-        if not name or "\x00" in name or len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
-            raise TableConflict(
-                f"column name {name!r} cannot be a PostgreSQL column (empty, NUL or over 63 bytes)",
-                column=name,
-            )
-        if name in RESERVED_COLUMNS:
-            raise TableConflict(
-                f"column {name!r} clashes with the export table's own column", column=name
-            )
-        checked[name] = kind
-    return checked
-
-
-def _refuse_key(name: str, key: list[str], mode: Any) -> None:
-    """`TableConflict` for an existing table keyed otherwise than `mode` needs: a table of
-    the other mode never switches silently."""
-    found = ", ".join(key) or "none"
-    expected = ", ".join(mode.key_columns)
-    shapes = {tuple(sorted(m.key_columns)): m.name for m in EXPORT_MODES.values()}
-    other = shapes.get(tuple(sorted(key)))
-    shape = f"an export table of mode {other!r}" if other else "a table"
-    raise TableConflict(
-        f'config.mode: {name} exists as {shape} (primary key {found}); "mode":'
-        f' "{mode.name}" needs the primary key ({expected}): export into another table'
-    )

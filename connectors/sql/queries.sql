@@ -156,6 +156,40 @@ SELECT {columns}, %(run_id)s::uuid, %(step_id)s, record_key
 FROM {staging}
 WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer;
 
+-- lock_empty_export --
+-- Take the export table alone for a publish that may build its primary key after the rows
+-- (`connectors.empty_publish`); fails at once (lock_not_available) while another session
+-- reads or writes it.
+LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE NOWAIT;
+
+-- empty_export_key --
+-- The export table's primary key (constraint name, columns in key order) when the table
+-- holds no row and the key is plain: an ordinary table, no foreign key refers to it, its
+-- index has no options, tablespace, included columns, replica identity or clustering.
+-- No row otherwise.
+SELECT c.conname, array_agg(a.attname::text ORDER BY k.ord)
+FROM pg_constraint c
+JOIN pg_class t ON t.oid = c.conrelid
+JOIN pg_index i ON i.indexrelid = c.conindid
+JOIN pg_class x ON x.oid = i.indexrelid
+CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum
+WHERE c.contype = 'p' AND NOT c.condeferrable
+  AND t.relnamespace = %(schema)s::regnamespace AND t.relname = %(name)s AND t.relkind = 'r'
+  AND x.reloptions IS NULL AND x.reltablespace = 0 AND i.indnkeyatts = i.indnatts
+  AND NOT i.indisreplident AND NOT i.indisclustered
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint f WHERE f.contype = 'f' AND f.confrelid = t.oid)
+  AND NOT EXISTS (SELECT 1 FROM {table})
+GROUP BY c.conname;
+
+-- drop_export_key --
+-- The empty export table's primary key, dropped until its rows are in (`add_export_key`).
+ALTER TABLE {table} DROP CONSTRAINT {name};
+
+-- add_export_key --
+-- The primary key put back over the published rows: one sorted build of its index.
+ALTER TABLE {table} ADD CONSTRAINT {name} PRIMARY KEY ({columns});
+
 -- publish_staging --
 -- Upsert the staged rows of the committed batches into the export table.
 INSERT INTO {table} ({columns}, run_id, step_id, record_key)
