@@ -293,14 +293,14 @@ class TableExport:
                 for query in queries:
                     cur.execute(sql.SQL(QUERIES[query]).format(**parts), params)
                 published = cur.fetchone()[0] if cur.description else cur.rowcount
-                if key is not None:
-                    key.restore(cur)
                 if rows is not None and published != rows:
                     raise StagingLost(
                         f"publish of step {self.step_name!r} into {SANDBOX_SCHEMA}.{self.table}"
                         f" refused: the staging table holds {published} row(s) of the"
                         f" committed batches, the step committed {rows}"
                     )
+                if key is not None:
+                    key.restore(cur)
                 cur.execute(sql.SQL(QUERIES["drop_staging"]).format(staging=self._staging))
             conn.commit()
         except BaseException:
