@@ -7,7 +7,8 @@ the key back, its index built by one sort: the same table, key and constraint na
 it commits, in far less server time (a first load or backfill into a new table). Readers
 of the table wait for that transaction instead of seeing it empty; readers already there
 keep the publish on the row-at-a-time way (the lock is asked for without waiting), as does
-a table whose key something depends on (`empty_export_key` in `queries.sql`)."""
+a table whose key something depends on (`empty_export_key` in `queries.sql`, and a view
+that groups by the key, which refuses the key's drop)."""
 
 from __future__ import annotations
 
@@ -55,13 +56,12 @@ def drop_key_when_empty(cur: Any, table: str) -> DroppedKey | None:
             {"schema": SANDBOX_SCHEMA, "name": table},
         )
         row = cur.fetchone()
-    except psycopg2.errors.LockNotAvailable:
-        row = None
-    if row is None:
-        cur.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(_SAVEPOINT))
-        return None
-    key = DroppedKey(target, *row)
-    cur.execute(
-        sql.SQL(QUERIES["drop_export_key"]).format(table=target, name=sql.Identifier(key.name))
-    )
-    return key
+        if row is not None:
+            key = DroppedKey(target, *row)
+            drop = sql.SQL(QUERIES["drop_export_key"])
+            cur.execute(drop.format(table=target, name=sql.Identifier(key.name)))
+            return key
+    except (psycopg2.errors.LockNotAvailable, psycopg2.errors.DependentObjectsStillExist):
+        pass  # another session holds the table; a view relies on the key
+    cur.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(_SAVEPOINT))
+    return None
