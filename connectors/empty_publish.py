@@ -6,9 +6,9 @@ empty table, the publish takes the table alone, drops the key, inserts the rows 
 the key back, its index built by one sort: the same table, key and constraint name when
 it commits, in far less server time (a first load or backfill into a new table). Readers
 of the table wait for that transaction instead of seeing it empty; readers already there
-keep the publish on the row-at-a-time way (the lock is asked for without waiting), as does
-a table whose key something depends on (`empty_export_key` in `queries.sql`, and a view
-that groups by the key, which refuses the key's drop)."""
+keep the publish on the row-at-a-time way (the lock is asked for without waiting), as do a
+role that does not own the table and a key something depends on (`empty_export_key` in
+`queries.sql`, and a view that groups by the key, which refuses the key's drop)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,11 @@ def drop_key_when_empty(cur: Any, table: str) -> DroppedKey | None:
             drop = sql.SQL(QUERIES["drop_export_key"])
             cur.execute(drop.format(table=target, name=sql.Identifier(key.name)))
             return key
-    except (psycopg2.errors.LockNotAvailable, psycopg2.errors.DependentObjectsStillExist):
-        pass  # another session holds the table; a view relies on the key
+    except (
+        psycopg2.errors.LockNotAvailable,  # another session holds the table
+        psycopg2.errors.DependentObjectsStillExist,  # a view relies on the key
+        psycopg2.errors.InsufficientPrivilege,  # may insert, not lock or alter
+    ):
+        pass
     cur.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(_SAVEPOINT))
     return None

@@ -164,9 +164,9 @@ LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE NOWAIT;
 
 -- empty_export_key --
 -- The export table's primary key (constraint name, columns in key order) when the table
--- holds no row and the key is plain: an ordinary table, no foreign key refers to it, its
--- index has no options, tablespace, included columns, replica identity or clustering.
--- No row otherwise.
+-- holds no row, this session's role may alter it (owner), and the key is plain: an
+-- ordinary table, no foreign key refers to it, its index has no options, tablespace,
+-- included columns, replica identity or clustering. No row otherwise.
 SELECT c.conname, array_agg(a.attname::text ORDER BY k.ord)
 FROM pg_constraint c
 JOIN pg_class t ON t.oid = c.conrelid
@@ -176,6 +176,7 @@ CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum
 WHERE c.contype = 'p' AND NOT c.condeferrable
   AND t.relnamespace = %(schema)s::regnamespace AND t.relname = %(name)s AND t.relkind = 'r'
+  AND pg_has_role(t.relowner, 'USAGE')
   AND x.reloptions IS NULL AND x.reltablespace = 0 AND i.indnkeyatts = i.indnatts
   AND NOT i.indisreplident AND NOT i.indisclustered
   AND NOT EXISTS (SELECT 1 FROM pg_constraint f WHERE f.contype = 'f' AND f.confrelid = t.oid)

@@ -101,3 +101,31 @@ def test_a_refused_publish_leaves_the_key_and_the_table_as_they_were(conn) -> No
     assert _key(conn) == before
     assert count_published(conn, run_id) == 0
     assert export.publish(rows=2_000) == 2_000
+
+
+def test_a_role_that_may_only_insert_publishes_row_by_row(conn, other) -> None:
+    """The export's role does not own the table (a table made by its owner, insert and
+    select granted): it cannot drop the key, so its publish goes row by row, not fails."""
+    suffix = uuid.uuid4().hex[:8]
+    owner, writer = f"etl_owner_{suffix}", f"etl_writer_{suffix}"
+    staged_export(conn, uuid.uuid4())  # creates sandbox.customers
+    run(conn, f"CREATE ROLE {owner}; CREATE ROLE {writer}")
+    try:
+        run(
+            conn,
+            f"ALTER TABLE sandbox.customers OWNER TO {owner};"
+            f" GRANT USAGE ON SCHEMA sandbox TO {writer};"
+            f" GRANT USAGE, CREATE ON SCHEMA etl_stage TO {writer};"
+            f" GRANT SELECT, INSERT ON sandbox.customers TO {writer}",
+        )
+        run(other, f"SET ROLE {writer}")
+        run_id, export = _staged(other)
+        before = _key(conn)
+        assert export.publish(rows=2_000) == 2_000
+        assert _key(conn) == before
+        assert count_published(conn, run_id) == 2_000
+    finally:
+        other.rollback()
+        run(other, "RESET ROLE")
+        for role in (writer, owner):
+            run(conn, f"DROP OWNED BY {role}; DROP ROLE {role}")
