@@ -214,6 +214,8 @@ class FileSource:
             last = None
             read_from = Position(offset, position.line) if not yielded else position
             for last in self._read_batches(stream, rel_path, index, read_from, ordinal, stop):
+                if yielded and not last.records_in:
+                    continue  # empty lines after the last batch: the batch reader gives none
                 yielded = True
                 ordinal += last.records_in
                 yield last

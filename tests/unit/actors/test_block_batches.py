@@ -90,11 +90,12 @@ def test_a_quote_free_file_is_read_by_blocks_and_a_bad_value_by_the_batch_reader
                                              "line": 5001}}  # fmt: skip
 
 
-@pytest.mark.parametrize("tail", ['"q",1,2', "4,5,6"])
+@pytest.mark.parametrize("tail", ['"q",1,2', "4,5,6", "4,5,6\n", '"q",1,2\n\n', "4,5,6\n\n\n"])
 def test_a_file_that_ends_with_a_full_batch_gives_no_empty_batch_after_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: str
 ) -> None:
-    """Its last batch read by blocks, or by the batch reader (a quote in it)."""
+    """Its last batch read by blocks, or by the batch reader (a quote in it); empty lines
+    after it give no batch either."""
     monkeypatch.setattr(file_source, "BATCH_SIZE", 3)
     (tmp_path / "in.csv").write_text("a,b,c\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n" + tail + "\n")
     ingest = source(tmp_path, {"a": "string", "b": "int", "c": "int"})
