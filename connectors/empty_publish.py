@@ -48,6 +48,9 @@ def drop_key_when_empty(cur: Any, table: str) -> DroppedKey | None:
     at once, is empty and its key is plain, drop the key and return it; else None, the
     transaction as it was (the lock given back)."""
     target = sql.Identifier(SANDBOX_SCHEMA, table)
+    cur.execute(sql.SQL(QUERIES["export_table_empty"]).format(table=target))
+    if not cur.fetchone()[0]:
+        return None  # rows there: no lock taken (it would also reach a standby's readers)
     cur.execute(sql.SQL("SAVEPOINT {}").format(_SAVEPOINT))
     try:
         cur.execute(sql.SQL(QUERIES["lock_empty_export"]).format(table=target))

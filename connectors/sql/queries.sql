@@ -156,6 +156,11 @@ SELECT {columns}, %(run_id)s::uuid, %(step_id)s, record_key
 FROM {staging}
 WHERE %(n_batches)s::integer IS NULL OR {batch_seq} < %(n_batches)s::integer;
 
+-- export_table_empty --
+-- Whether the export table holds no row, before a publish asks for it alone (a table with
+-- rows is never locked for that).
+SELECT NOT EXISTS (SELECT 1 FROM {table});
+
 -- lock_empty_export --
 -- Take the export table alone for a publish that may build its primary key after the rows
 -- (`connectors.empty_publish`); fails at once (lock_not_available) while another session
@@ -164,9 +169,9 @@ LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE NOWAIT;
 
 -- empty_export_key --
 -- The export table's primary key (constraint name, columns in key order) when the table
--- holds no row, this session's role may alter it (owner), and the key is plain: an
--- ordinary table, no foreign key refers to it, its index has no options, tablespace,
--- included columns, replica identity or clustering. No row otherwise.
+-- still holds no row under the lock, this session's role may alter it (owner), and the key
+-- is plain: an ordinary table, no foreign key refers to it, its index has no options,
+-- tablespace, included columns, replica identity or clustering. No row otherwise.
 SELECT c.conname, array_agg(a.attname::text ORDER BY k.ord)
 FROM pg_constraint c
 JOIN pg_class t ON t.oid = c.conrelid

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import uuid
 
+import psycopg2
+import psycopg2.extensions
 import pytest
 
 from connectors import StagingLost
@@ -129,3 +131,29 @@ def test_a_role_that_may_only_insert_publishes_row_by_row(conn, other) -> None:
         run(other, "RESET ROLE")
         for role in (writer, owner):
             run(conn, f"DROP OWNED BY {role}; DROP ROLE {role}")
+
+
+class _Statements(psycopg2.extensions.cursor):
+    """A cursor that keeps the statements it sends in `sent` (of its class)."""
+
+    sent: list[str] = []
+
+    def execute(self, query, params=None):
+        self.sent.append(self.mogrify(query, params).decode())
+        return super().execute(query, params)
+
+
+def test_a_table_with_rows_is_never_locked_for_the_rebuild(db_url, conn) -> None:
+    """A publish into a table that holds rows asks for no exclusive lock at all (one taken
+    and given back would still reach a standby's readers and queue this server's)."""
+    _, first = _staged(conn)
+    first.publish(rows=2_000)
+    recording = psycopg2.connect(db_url, cursor_factory=_Statements)
+    _Statements.sent = []
+    try:
+        run_id, export = _staged(recording)
+        assert export.publish(rows=2_000) == 2_000
+        assert not [s for s in _Statements.sent if "LOCK TABLE sandbox" in s.replace('"', "")]
+        assert count_published(conn, run_id) == 2_000
+    finally:
+        recording.close()

@@ -347,6 +347,7 @@ def test_every_named_query_is_loaded() -> None:
         "count_staged_rows",
         "lock_staging",
         "insert_staging",
+        "export_table_empty",
         "lock_empty_export",
         "empty_export_key",
         "drop_export_key",
