@@ -1,7 +1,8 @@
 """Attempt-safe file output: export files and reject files appear only when the step commits.
 
-A step writes one chunk per batch into a stage directory (`<seq:08d>.chunk`, atomically, so
-re-writing a batch after a crash replaces its chunk instead of adding a copy). When the step
+A step writes one chunk per batch into a stage directory, each attempt appending its chunks
+to a log of its own (`connectors.chunklog`); re-writing a batch after a crash writes its
+chunk again, and the last one written is the chunk, never a copy beside it. When the step
 commits, `publish(n)` concatenates exactly the committed chunks `0..n-1` into a temporary
 file in the stage and renames it into place: a reader sees no file or the whole file.
 
@@ -18,6 +19,7 @@ no rename crosses file systems):
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import shutil
@@ -28,36 +30,42 @@ from typing import Any
 
 import orjson
 
+from connectors.chunklog import Chunk, ChunkLog, fsync_dir, latest_chunks
 from connectors.errors import ChunkMissing, ExportPathRefused
 from dag.columns import INT_OR_NULL, TEXT_OR_NULL, column_values, record_dicts, unbuilt
 from dag.paths import relative_path_problem, split_relative_path
 from dag.records import RowError
 
 STAGE_DIR_NAME = ".stage"
-_CHUNK_SUFFIX = ".chunk"
 
 
 class ChunkedFile:
-    """One output file built from per-batch chunks staged in `stage_dir`."""
+    """One output file built from per-batch chunks staged in `stage_dir`; this object's
+    chunks go to a log of its own there, created at its first write."""
 
     def __init__(self, final_path: Path, stage_dir: Path):
         self.final_path = Path(final_path)
         self.stage_dir = Path(stage_dir)
-
-    def chunk_path(self, seq: int) -> Path:
-        """Where chunk `seq` is staged."""
-        return self.stage_dir / f"{seq:08d}{_CHUNK_SUFFIX}"
+        self._log: ChunkLog | None = None
 
     def write_chunk(self, seq: int, data: bytes) -> None:
-        """Stage `data` as chunk `seq`, durably and atomically; writing a seq again replaces it.
-        `FileExistsError` once the file is published (the stage is the published marker)."""
+        """Stage `data` as chunk `seq`, durably; writing a seq again replaces it (the last
+        one written counts). `FileExistsError` once the file is published (the stage is the
+        published marker)."""
         if seq < 0:
             raise ValueError(f"chunk seq must be >= 0, got {seq}")
         self.stage_dir.mkdir(parents=True, exist_ok=True)  # refused by the marker file
-        # A unique temporary name: a stale executor writing the same seq never mixes bytes.
-        _write_atomic(self.chunk_path(seq), [data])
+        if self._log is not None:
+            try:
+                self._log.append(seq, data)
+                return
+            except FileNotFoundError:  # the stage was discarded under this writer
+                pass
+        # A log of its own: a stale executor writing the same seq never mixes bytes.
+        self._log = ChunkLog.create(self.stage_dir)
+        self._log.append(seq, data)
 
-    def staged(self, n_chunks: int) -> list[Path] | None:
+    def staged(self, n_chunks: int) -> list[Chunk] | None:
         """The staged chunks `0..n_chunks-1`, or None once the file is published (marker,
         or final file without a stage). `ChunkMissing` if one of them is absent."""
         if n_chunks < 0:
@@ -68,13 +76,13 @@ class ChunkedFile:
             if n_chunks:
                 raise ChunkMissing(f"no staged chunks for {self.final_path} ({n_chunks} expected)")
             return []
-        chunks = [self.chunk_path(seq) for seq in range(n_chunks)]
-        missing = [p.name for p in chunks if not p.is_file()]
+        found = latest_chunks(self.stage_dir)
+        missing = [f"{seq:08d}" for seq in range(n_chunks) if seq not in found]
         if missing:
             raise ChunkMissing(
                 f"cannot publish {self.final_path}: chunk(s) {', '.join(missing[:5])} missing"
             )
-        return chunks
+        return [found[seq] for seq in range(n_chunks)]
 
     def publish(self, n_chunks: int) -> None:
         """Make the final file the concatenation of chunks `0..n_chunks-1` and leave the
@@ -116,11 +124,12 @@ class ChunkedFile:
                 continue
         marker.unlink(missing_ok=True)
         shutil.rmtree(tombstone, ignore_errors=True)
-        _fsync_dir(self.stage_dir.parent)
+        fsync_dir(self.stage_dir.parent)
 
     def discard(self) -> bool:
         """Remove the stage (staged chunks, or the published marker); the final file is left
         alone. True if chunks were staged."""
+        self._log = None
         found = self.stage_dir.is_dir() or self._tombstone().exists()
         for directory in (self.stage_dir, self._tombstone()):
             shutil.rmtree(directory, ignore_errors=True)
@@ -153,19 +162,27 @@ def reject_file(reject_dir: Path, run_id: object, step_name: str) -> ChunkedFile
     return ChunkedFile(Path(reject_dir, run, f"{step_name}.jsonl"), stage_dir)
 
 
-def count_records(paths: Iterable[Path], fmt: str) -> int:
-    """The records in the concatenation of `paths` as written by `encode_jsonl` (one per
-    line) or `encode_csv` (CSV records after the header; a quoted field may span lines)."""
+def count_records(sources: Iterable[Path | Chunk], fmt: str) -> int:
+    """The records in the concatenation of `sources` (files, or staged chunks: each holds
+    whole records) as written by `encode_jsonl` (one per line) or `encode_csv` (CSV records
+    after the header; a quoted field may span lines)."""
     if fmt != "csv":
         n = 0
-        for path in paths:
-            with open(path, "rb") as f:
+        for source in sources:
+            if isinstance(source, Chunk):
+                n += source.read().count(b"\n")
+                continue
+            with open(source, "rb") as f:
                 while block := f.read(1024 * 1024):
                     n += block.count(b"\n")
         return n
     rows = 0
-    for path in paths:
-        with open(path, encoding="utf-8", newline="") as f:
+    for source in sources:
+        if isinstance(source, Chunk):
+            text = io.StringIO(source.read().decode("utf-8"), newline="")
+            rows += sum(1 for _ in csv.reader(text))
+            continue
+        with open(source, encoding="utf-8", newline="") as f:
             rows += sum(1 for _ in csv.reader(f))
     return max(rows - 1, 0)
 
@@ -279,38 +296,21 @@ def _rel_parts(rel_path: str) -> tuple[str, ...]:
     return parts
 
 
-def _write_atomic(
-    path: Path, sources: list[bytes] | list[Path], *, tmp_dir: Path | None = None
-) -> None:
-    """Write the concatenation of `sources` (bytes or files) to `path` via a unique temporary
-    file in `tmp_dir` (default: beside it; the same file system): fsync, rename over `path`,
-    fsync the directory."""
-    tmp = (tmp_dir or path.parent) / f".{path.name}.{uuid.uuid4().hex}.tmp"
+def _write_atomic(path: Path, chunks: list[Chunk], *, tmp_dir: Path) -> None:
+    """Write the concatenation of `chunks` to `path` via a unique temporary file in `tmp_dir`
+    (the same file system): fsync, rename over `path`, fsync the directory."""
+    tmp = tmp_dir / f".{path.name}.{uuid.uuid4().hex}.tmp"
     try:
         with open(tmp, "xb") as out:
-            for src in sources:
-                if isinstance(src, Path):
-                    with open(src, "rb") as f:
-                        shutil.copyfileobj(f, out, 1024 * 1024)
-                else:
-                    out.write(src)
+            for chunk in chunks:
+                chunk.copy_to(out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # The rename is durable only once the directory entry is on disk: the checkpoint that
-    # follows must never point at a chunk a power cut could take back.
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 def _remove_leftover_tmp(final_path: Path) -> None:

@@ -68,7 +68,7 @@ def _export_leftovers(topo: Topology, run_id: str, published: list[str]) -> list
     staged = [
         str(p.relative_to(topo.exports))
         for p in topo.exports.rglob("*")
-        if p.is_file() and p.suffix in (".chunk", ".tmp")
+        if p.is_file() and p.suffix in (".chunks", ".tmp")
     ]
     return sorted(set(found) - set(published)) + sorted(staged)
 

@@ -129,7 +129,7 @@ def test_a_stale_executor_waking_after_the_publish_leaves_nothing(stack: Stack) 
     _check_export(stack, run)
     run_dir = stack.exports / run["id"]
     assert [str(p.relative_to(run_dir)) for p in run_dir.rglob("*")] == ["nums.jsonl"]
-    staged = [p for p in stack.exports.rglob("*") if p.suffix in (".chunk", ".tmp")]
+    staged = [p for p in stack.exports.rglob("*") if p.suffix in (".chunks", ".tmp")]
     assert staged == []
     after = stack.sql(
         "SELECT outcome FROM attempts WHERE run_id = %s AND step_name = 'out' AND number = %s",

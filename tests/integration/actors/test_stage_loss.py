@@ -80,8 +80,8 @@ def test_deleted_staged_chunks_make_the_file_export_start_over(stack_factory) ->
 
     def delete_chunks(run_id: str) -> None:
         stage = stack.exports / ".stage" / run_id / "out"
-        for chunk in sorted(stage.glob("*.chunk"))[:10]:
-            chunk.unlink()
+        for log in stage.glob("*.chunks"):  # the attempt's log: every chunk staged so far
+            log.unlink()
 
     try:
         run, steps = _run_with_damage(stack, FILE, delete_chunks)
@@ -121,14 +121,15 @@ def test_a_finished_run_leaves_no_chunk_and_no_staging_table_behind(stack_factor
             return bool(got) and (got[0][0] or 0) >= LOST_AT
 
         wait_until(committed, timeout=60, what="the file export staged its chunks")
-        (stack.exports / ".stage" / run_id / "out" / "00000000.chunk").unlink()
+        for log in (stack.exports / ".stage" / run_id / "out").glob("*.chunks"):
+            log.unlink()
         run = stack.wait_run(run_id, timeout=120)
         stage = stack.exports / ".stage" / run_id
 
         def cleared() -> bool:
             tables = stack.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'etl_stage'")
             marked = stack.sql("SELECT stages_cleared FROM runs WHERE id = %s", run_id)
-            return tables == [(0,)] and not any(stage.rglob("*.chunk")) and marked[0][0]
+            return tables == [(0,)] and not any(stage.rglob("*.chunks")) and marked[0][0]
 
         wait_until(cleared, timeout=30, what="the sweep removed what the failed exports staged")
         marked = stack.sql("SELECT stages_cleared FROM runs WHERE id = %s", run_id)

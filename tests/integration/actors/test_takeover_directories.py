@@ -50,7 +50,7 @@ def test_a_step_is_not_taken_over_where_its_chunks_are_not_seen(
     assert executor is None and "executor-b" in error and "executor-a" in error, error
     shown = [a for s in stack.run(run_id)["steps"] for a in s["attempts"] if a["error"] == error]
     assert len(shown) == 1 and shown[0]["outcome"] is None  # the API shows why it waits
-    assert not list(elsewhere.rglob("*.chunk"))  # B staged nothing
+    assert not list(elsewhere.rglob("*.chunks"))  # B staged nothing
     time.sleep(11)  # the sweep re-sends an unclaimed wake-up every 5 s: B says why once
     assert stack.logs["executor-b"].read_text(errors="replace").count(" not claimed: ") == 1
     stack.kill("executor-b", sig=15)

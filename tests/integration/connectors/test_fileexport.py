@@ -89,7 +89,8 @@ def test_rewriting_a_chunk_replaces_it(tmp_path: Path) -> None:
     f.write_chunk(0, b"a\n")
     f.write_chunk(1, b"b-first-attempt\n")
     f.write_chunk(1, b"b\n")  # the batch processed again after a crash
-    assert sorted(p.name for p in f.stage_dir.iterdir()) == ["00000000.chunk", "00000001.chunk"]
+    assert [c.read() for c in f.staged(2)] == [b"a\n", b"b\n"]
+    assert [p.suffix for p in f.stage_dir.iterdir()] == [".chunks"]  # one log, appended
     f.publish(2)
     assert f.final_path.read_bytes() == b"a\nb\n"
 
@@ -132,7 +133,7 @@ def test_a_hole_is_never_published(tmp_path: Path) -> None:
     with pytest.raises(ChunkMissing, match="00000001"):
         f.publish(3)
     assert not f.final_path.exists()
-    assert f.chunk_path(0).exists()  # nothing was thrown away
+    assert [c.read() for c in f.staged(1)] == [b"a\n"]  # nothing was thrown away
 
 
 def test_publish_with_no_stage_and_no_file(tmp_path: Path) -> None:
@@ -182,7 +183,7 @@ def test_two_steps_of_a_run_stage_apart(tmp_path: Path) -> None:
     a.write_chunk(0, b"a\n")
     b.write_chunk(0, b"b\n")
     a.publish(1)
-    assert b.chunk_path(0).read_bytes() == b"b\n"
+    assert [c.read() for c in b.staged(1)] == [b"b\n"]
     b.publish(1)
     assert (tmp_path / str(RUN) / "a.csv").read_bytes() == b"a\n"
     assert (tmp_path / str(RUN) / "b.csv").read_bytes() == b"b\n"
@@ -287,12 +288,16 @@ def test_staged_lists_the_committed_chunks_or_refuses_a_hole(tmp_path: Path) -> 
         f.staged(1)
     f.write_chunk(0, b"a\n")
     f.write_chunk(1, b"b\n")
-    assert f.staged(2) == [f.chunk_path(0), f.chunk_path(1)]
-    f.chunk_path(0).unlink()
-    with pytest.raises(ChunkMissing, match="00000000") as caught:
+    assert [(c.seq, c.read()) for c in f.staged(2)] == [(0, b"a\n"), (1, b"b\n")]
+    (log,) = f.stage_dir.iterdir()
+    log.unlink()
+    with pytest.raises(ChunkMissing, match="00000000, 00000001") as caught:
         f.staged(2)
     assert isinstance(caught.value, StagedOutputLost)  # the step starts over
-    f.write_chunk(0, b"a\n")
+    f.write_chunk(0, b"a\n")  # into a new log: the one it wrote to is gone
+    with pytest.raises(ChunkMissing, match="00000001"):
+        f.staged(2)
+    f.write_chunk(1, b"b\n")
     f.publish(2)
     assert f.staged(2) is None  # published
 
