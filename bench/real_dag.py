@@ -179,6 +179,12 @@ def _arguments() -> argparse.Namespace:
         help="another tree (`git archive REV | tar -x -C DIR`) run fused as one more variant",
     )
     parser.add_argument(
+        "--fused-only",
+        action="store_true",
+        help="only the fused stack (and --before) against pandas: no ETL_OVERLAP=0 or"
+        " ETL_FUSION=0 variant, so more repeats fit in the same time",
+    )
+    parser.add_argument(
         "--timeline",
         action="store_true",
         help="one more fused run, not counted, with its CPU by process every 0.25 s",
@@ -189,13 +195,14 @@ def _arguments() -> argparse.Namespace:
 def main() -> None:
     args = _arguments()
     source = flights_csv()
-    topologies = {
-        "fused": Topology("bench-real-dag", fast=False),
-        "ETL_OVERLAP=0": Topology(
+    topologies = {"fused": Topology("bench-real-dag", fast=False)}
+    if not args.fused_only:
+        topologies["ETL_OVERLAP=0"] = Topology(
             "bench-real-dag-no-overlap", fast=False, env={"ETL_OVERLAP": "0"}
-        ),
-        "ETL_FUSION=0": Topology("bench-real-dag-unfused", fast=False, env={"ETL_FUSION": "0"}),
-    }
+        )
+        topologies["ETL_FUSION=0"] = Topology(
+            "bench-real-dag-unfused", fast=False, env={"ETL_FUSION": "0"}
+        )
     if args.before:  # its processes import the other tree first (no cwd on sys.path)
         env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": str(args.before.resolve())}
         topologies["before, fused"] = Topology("bench-real-dag-before", fast=False, env=env)
