@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench.import_100k import _load, run_pipeline
 from bench.peers_100k import _duckdb_postgres_extension, _retried
-from bench.real_dag import AIRPORTS, PLAN, _empty_tables, _spread, pandas_script
+from bench.real_dag import AIRPORTS, PLAN, _empty_tables, pandas_script, spread
 from drills.datasets import flights_csv
 from drills.pgcluster import PrivateCluster
 from drills.topology import Topology
@@ -110,12 +110,12 @@ def report(times: dict[str, list[float]], rows: dict[str, tuple]) -> None:
     print(f"\n| contender | seconds, median of {len(times['platform'])} (range) |")
     print("|---|---|")
     for name, runs in times.items():
-        print(f"| {name} | {_spread(runs)} |")
+        print(f"| {name} | {spread(runs)} |")
     print("\n| pair, per round | ratio, median (range) |")
     print("|---|---|")
     for a, b in (("platform", "pandas"), ("platform", "duckdb"), ("pandas", "duckdb")):
         ratios = [x / y for x, y in zip(times[a], times[b], strict=True)]
-        print(f"| {a} / {b} | {_spread(ratios)}x |")
+        print(f"| {a} / {b} | {spread(ratios)}x |")
     pairs = zip(times["platform"], times["pandas"], strict=True)
     ratio = statistics.median(p / q for p, q in pairs)
     print(f"\nplatform / pandas target <= 1.2x: {'met' if ratio <= 1.2 else 'MISSED'}")
