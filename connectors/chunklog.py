@@ -48,8 +48,8 @@ class Chunk(NamedTuple):
             raise OSError(f"{self.path} ends inside chunk {self.seq:08d}")
         return data
 
-    def copy_to(self, out: BinaryIO) -> None:
-        """Write the chunk's bytes to `out`, a block at a time."""
+    def blocks(self) -> Iterator[bytes]:
+        """The chunk's bytes a block (at most 1 MiB) at a time."""
         with open(self.path, "rb") as f:
             f.seek(self.offset)
             left = self.length
@@ -57,8 +57,13 @@ class Chunk(NamedTuple):
                 block = f.read(min(left, _COPY_BLOCK))
                 if not block:
                     raise OSError(f"{self.path} ends inside chunk {self.seq:08d}")
-                out.write(block)
+                yield block
                 left -= len(block)
+
+    def copy_to(self, out: BinaryIO) -> None:
+        """Write the chunk's bytes to `out`, a block at a time."""
+        for block in self.blocks():
+            out.write(block)
 
 
 class ChunkLog:

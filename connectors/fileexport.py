@@ -170,7 +170,7 @@ def count_records(sources: Iterable[Path | Chunk], fmt: str) -> int:
         n = 0
         for source in sources:
             if isinstance(source, Chunk):
-                n += source.read().count(b"\n")
+                n += sum(block.count(b"\n") for block in source.blocks())
                 continue
             with open(source, "rb") as f:
                 while block := f.read(1024 * 1024):

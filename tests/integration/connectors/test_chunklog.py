@@ -1,7 +1,8 @@
 """The chunk logs of a file stage (`connectors.chunklog`, through `ChunkedFile`), on real
 files in tmp_path: one log per writer however many chunks it writes, the last chunk written
-of a seq counts across logs, a record cut short or damaged ends its log, and an append that
-failed half-way is overwritten by the next one."""
+of a seq counts across logs, a record cut short or damaged ends its log, an append that
+failed half-way is overwritten by the next one, and the staged chunks' records are counted
+as they were encoded."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from connectors import ChunkedFile, ChunkMissing, chunklog, export_file
+from connectors import (
+    ChunkedFile,
+    ChunkMissing,
+    chunklog,
+    count_records,
+    encode_csv,
+    encode_jsonl,
+    export_file,
+)
 
 RUN = uuid.UUID("5d7e0c2a-3b41-4f6e-9c8d-1a2b3c4d5e6f")
 
@@ -96,3 +105,15 @@ def test_a_log_discarded_under_its_writer_gives_way_to_a_new_one(tmp_path: Path)
     f.write_chunk(0, b"new\n")
     f.publish(1)
     assert f.final_path.read_bytes() == b"new\n"
+
+
+def test_records_are_counted_in_the_staged_chunks_as_encoded(tmp_path: Path) -> None:
+    records = [{"id": 1, "note": "two\nlines, and a comma"}, {"id": 2, "note": None}]
+    jsonl = _chunked(tmp_path)
+    for seq in range(3):
+        jsonl.write_chunk(seq, encode_jsonl(records))
+    assert count_records(jsonl.staged(3), "jsonl") == 6
+    table = export_file(tmp_path / "exports", RUN, "csv_out", "out.csv")
+    table.write_chunk(0, encode_csv(records, ["id", "note"], header=True))
+    table.write_chunk(1, encode_csv(records, ["id", "note"], header=False))
+    assert count_records(table.staged(2), "csv") == 4
