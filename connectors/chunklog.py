@@ -78,7 +78,7 @@ class ChunkLog:
         """A new, empty log in `stage_dir`, after every log there; its name is durable."""
         number = 1 + max((n for n, _ in _logs(stage_dir)), default=0)
         path = stage_dir / f"{number:08d}.{uuid.uuid4().hex}{LOG_SUFFIX}"
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         fsync_dir(stage_dir)
         return cls(path)
 
