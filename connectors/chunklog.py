@@ -9,8 +9,8 @@ journalled directory change and two flushes where appending costs one (and on a 
 file system a round trip to the server), so a step of many batches pays for one creation.
 
 Reading a stage (`latest_chunks`) takes every log in order of number and every record in
-order of writing: the last record of a seq is its chunk, as the last rename of a chunk file
-was. A record cut short or damaged (a writer killed while appending, a power cut after an
+order of writing: the last record of a seq is its chunk (the last written wins, as a rename
+over a chunk's own file would). A record cut short or damaged (a writer killed while appending, a power cut after an
 unflushed append) ends its log: what follows it was never flushed either, since a writer
 appends after its own last record only."""
 
