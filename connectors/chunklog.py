@@ -10,9 +10,9 @@ file system a round trip to the server), so a step of many batches pays for one 
 
 Reading a stage (`latest_chunks`) takes every log in order of number and every record in
 order of writing: the last record of a seq is its chunk (the last written wins, as a rename
-over a chunk's own file would). A record cut short or damaged (a writer killed while appending, a power cut after an
-unflushed append) ends its log: what follows it was never flushed either, since a writer
-appends after its own last record only."""
+over a chunk's own file would). A record cut short or damaged (a writer killed while
+appending, a power cut after an unflushed append) ends its log: what follows it was never
+flushed either, since a writer appends after its own last record only."""
 
 from __future__ import annotations
 
