@@ -129,19 +129,34 @@ def _empty_tables(topo: Topology) -> None:
         conn.close()
 
 
+def _vacuumed(db_url: str) -> None:
+    """`VACUUM (ANALYZE)` the database, outside the measured time: the rows a run wrote
+    would otherwise call autovacuum into the next contender's run."""
+    conn = connect(db_url, "bench-real-dag")
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("VACUUM (ANALYZE)")
+    finally:
+        conn.close()
+
+
 def _one_round(
     topologies: dict[str, Topology], pipelines: dict, times: dict[str, list], last: dict
 ) -> None:
-    """Each stack's run of the plan, then the pandas script's, each alone (`_alone`): their
-    times appended to `times`, the runs kept in `last`."""
+    """Each stack's run of the plan, then the pandas script's, each alone (`_alone`) and
+    its database vacuumed after it (`_vacuumed`): their times appended to `times`, the runs
+    kept in `last`."""
     for label, topo in topologies.items():
         _empty_tables(topo)
         _alone(topologies, topo)
         took, last[label] = run_pipeline(topo, pipelines[label])
         times[label].append(took)
+        _vacuumed(topo.db_url)
     _alone(topologies, None)
     pandas_db = topologies["fused"].db_url
     times["pandas"].append(pandas_script(flights_csv(), pandas_db, Path("var/bench/pandas")))
+    _vacuumed(pandas_db)
 
 
 def _alone(topologies: dict[str, Topology], running: Topology | None) -> None:
