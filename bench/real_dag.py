@@ -23,7 +23,9 @@ timings), the same with `ETL_OVERLAP=0` (each batch commits before the next is c
 platform with `ETL_FUSION=0`, and the pandas script (and, with `--before DIR`, another tree
 run fused, so a change is measured against its baseline in the same run). Each contender runs
 alone: the other stacks are paused meanwhile (`Topology.pause`: idle, each kept its database
-sessions at about 4 % of a core), all of them while pandas runs. Printed: the median of
+sessions at about 4 % of a core), all of them while pandas runs, and each contender's
+database is vacuumed after its run, outside the measured time, so that autovacuum of the
+rows one contender wrote does not run inside the next one's time. Printed: the median of
 the repeats and their range, each platform figure's ratio to the pandas run of the same
 repeat, every step's time of the last fused run, and the executors' peak RSS."""
 
