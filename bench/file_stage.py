@@ -1,7 +1,7 @@
 """`python -m bench.file_stage`: a file export's chunks staged as the engine stages them (one
 chunk log per attempt, `connectors.chunklog`) against a file per chunk (a temporary file
-flushed, renamed into place and its directory flushed: what every chunk cost before the
-logs), in the same run (issue 36). Not a test: nothing here asserts.
+flushed, renamed into place and its directory flushed, for every chunk), in the same run
+(issue 36). Not a test: nothing here asserts.
 
 The chunks are those of the 11-step plan's `jfk_file` export (`bench.real_dag`): the
 JSONL lines of `flights.csv`'s JFK records (`encode_jsonl`), one chunk per batch of 500
