@@ -84,14 +84,15 @@ class ChunkedFile:
             )
         return [found[seq] for seq in range(n_chunks)]
 
-    def publish(self, n_chunks: int) -> None:
+    def publish(self, n_chunks: int, staged: list[Chunk] | None = None) -> None:
         """Make the final file the concatenation of chunks `0..n_chunks-1` and leave the
-        published marker in place of the stage.
+        published marker in place of the stage. `staged`: what `staged(n_chunks)` gave the
+        caller just before (its records counted, say), not read from the logs again.
 
         Chunks numbered `n_chunks` and above (a batch written but never committed) are
         ignored. Idempotent: once published (marker or final file without a stage) this
         does nothing. `ChunkMissing` if a chunk is absent."""
-        chunks = self.staged(n_chunks)
+        chunks = staged if staged is not None else self.staged(n_chunks)
         if chunks is None:
             shutil.rmtree(self._tombstone(), ignore_errors=True)
             return

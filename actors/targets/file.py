@@ -78,7 +78,7 @@ class FileSink:
                 f"cannot publish {self.file.final_path}: its {chunks} chunk(s) hold {found}"
                 f" record(s), the step committed {records}"
             )
-        self.file.publish(chunks)
+        self.file.publish(chunks, staged)  # the chunks just counted: the logs read once
         return str(self.file.final_path)
 
 

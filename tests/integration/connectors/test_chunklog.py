@@ -117,3 +117,15 @@ def test_records_are_counted_in_the_staged_chunks_as_encoded(tmp_path: Path) -> 
     table.write_chunk(0, encode_csv(records, ["id", "note"], header=True))
     table.write_chunk(1, encode_csv(records, ["id", "note"], header=False))
     assert count_records(table.staged(2), "csv") == 4
+
+
+def test_a_publish_given_the_staged_chunks_writes_exactly_those(tmp_path: Path) -> None:
+    f = _chunked(tmp_path)
+    for seq in range(3):
+        f.write_chunk(seq, f"{seq}\n".encode())
+    staged = f.staged(2)
+    f.write_chunk(1, b"1\n")  # a stale writer's same chunk, after the count
+    f.publish(2, staged)
+    assert f.final_path.read_bytes() == b"0\n1\n"
+    f.publish(2)  # published: a no-op
+    assert f.final_path.read_bytes() == b"0\n1\n"
